@@ -1,0 +1,39 @@
+# Every target bootstraps .venv from pyproject.toml, so each works on a fresh machine with Python 3.11+.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: serve test lint typecheck bench fuzz clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+serve: $(STAMP)  ## run the service (embedded PostgreSQL unless CONTEXTD_DATABASE_URL is set)
+	$(BIN)/contextd serve
+
+test: $(STAMP)  ## lint, typecheck, then the whole test suite against a real PostgreSQL
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+fuzz: $(STAMP)  ## the long schemathesis run (500 examples per operation, with and without a key)
+	CONTEXTD_FUZZ_EXAMPLES=500 $(BIN)/pytest tests/process/test_schema_fuzz.py
+
+bench: $(STAMP)  ## the full benchmarks (minutes)
+	$(BIN)/python bench/log_bench.py
+	$(BIN)/python bench/context_quality.py
+
+clean:
+	rm -rf $(VENV) .contextd .pytest_cache .mypy_cache .ruff_cache .hypothesis

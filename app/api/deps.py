@@ -1,0 +1,65 @@
+"""Request-scoped dependencies: settings, the database, the caller's tenant."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, Path, Request
+from fastapi.encoders import jsonable_encoder
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.models import DEFAULT_TENANT
+from app.sessions.schemas import SESSION_ID_PATTERN
+from app.settings import Settings
+
+
+class Database:
+    """Opens the one transaction of a request.
+
+    Handlers commit by leaving `transaction()` before they build their
+    response: an acknowledged write has always been committed (SPEC §6), which
+    a dependency's exit code, run after the response is built, cannot promise.
+    """
+
+    def __init__(self, factory: async_sessionmaker[AsyncSession]) -> None:
+        self.factory = factory
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        async with self.factory() as session, session.begin():
+            yield session
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_database(request: Request) -> Database:
+    db: Database = request.app.state.database
+    return db
+
+
+def get_tenant(request: Request) -> str:
+    tenant: str | None = getattr(request.state, "tenant", None)
+    return tenant or DEFAULT_TENANT
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
+TenantDep = Annotated[str, Depends(get_tenant)]
+SessionId = Annotated[
+    str,
+    Path(
+        pattern=SESSION_ID_PATTERN,
+        description="1–128 characters of [A-Za-z0-9._:-], chosen by the client",
+    ),
+]
+
+
+def encoded(obj: Any) -> dict[str, Any]:
+    """JSON-ready dict (datetimes to ISO strings) for a handler's response."""
+    out: dict[str, Any] = jsonable_encoder(obj)
+    return out

@@ -1,0 +1,52 @@
+"""`contextd keys create | revoke | list`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from app import db as database
+from app.auth.keys import any_key, create_key, list_keys, revoke_key
+from app.settings import Settings
+
+
+def keys_configured(settings: Settings, url: str) -> bool:
+    if settings.api_keys is not None and settings.api_keys.get_secret_value().strip():
+        return True
+
+    async def check() -> bool:
+        engine = database.create_engine(url, pool_size=1)
+        try:
+            return await any_key(engine)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(check())
+
+
+def run_keys(url: str, args: argparse.Namespace) -> int:
+    return asyncio.run(_run(url, args))
+
+
+async def _run(url: str, args: argparse.Namespace) -> int:
+    engine = database.create_engine(url, pool_size=1)
+    factory = database.session_factory(engine)
+    try:
+        async with factory() as db, db.begin():
+            if args.keys_command == "create":
+                created = await create_key(db, args.tenant, args.name)
+                print(f"id:     {created.id}\ntenant: {created.tenant}\nkey:    {created.key}")
+                print("Store the key now: only its hash is kept.")
+                return 0
+            if args.keys_command == "revoke":
+                if await revoke_key(db, args.key):
+                    print("revoked")
+                    return 0
+                print("no active key with that id")
+                return 1
+            for row in await list_keys(db, args.tenant):
+                state = f"revoked {row.revoked_at:%Y-%m-%d}" if row.revoked_at else "active"
+                print(f"{row.id}\t{row.tenant_id}\t{row.name or ''}\t{state}")
+            return 0
+    finally:
+        await engine.dispose()

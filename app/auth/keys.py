@@ -1,0 +1,121 @@
+"""API keys: creation, revocation, and the keyring requests are checked against."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from app.models import ApiKeyRow
+
+KEY_PREFIX = "ctxd_"
+# Revocations and new keys take effect within this many seconds on every server.
+CACHE_TTL_S = 5.0
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def parse_env_keys(raw: str) -> dict[str, str]:
+    """`key:tenant,key:tenant` → {sha256(key): tenant}. A key without a tenant joins `default`."""
+    out: dict[str, str] = {}
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, _, tenant = item.rpartition(":") if ":" in item else (item, "", "default")
+        out[hash_key(key)] = tenant.strip() or "default"
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedKey:
+    id: str
+    key: str
+    tenant: str
+
+
+async def create_key(db: AsyncSession, tenant: str, name: str | None = None) -> CreatedKey:
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    key_id = secrets.token_hex(4)
+    db.add(ApiKeyRow(id=key_id, tenant_id=tenant, key_hash=hash_key(key), name=name))
+    await db.flush()
+    return CreatedKey(key_id, key, tenant)
+
+
+async def revoke_key(db: AsyncSession, key_or_id: str) -> bool:
+    stmt = (
+        update(ApiKeyRow)
+        .where(
+            (ApiKeyRow.id == key_or_id) | (ApiKeyRow.key_hash == hash_key(key_or_id)),
+            ApiKeyRow.revoked_at.is_(None),
+        )
+        .values(revoked_at=func.now())
+        .returning(ApiKeyRow.id)
+    )
+    return (await db.execute(stmt)).first() is not None
+
+
+async def list_keys(db: AsyncSession, tenant: str | None = None) -> list[ApiKeyRow]:
+    stmt = select(ApiKeyRow).order_by(ApiKeyRow.tenant_id, ApiKeyRow.created_at)
+    if tenant:
+        stmt = stmt.where(ApiKeyRow.tenant_id == tenant)
+    return list(await db.scalars(stmt))
+
+
+async def any_key(engine: AsyncEngine) -> bool:
+    """Whether keys were ever created. Revoked ones count: revoking the last key
+    must lock everyone out, not open a server already listening beyond loopback."""
+    async with engine.connect() as conn:
+        found = await conn.scalar(select(ApiKeyRow.id).limit(1))
+    return found is not None
+
+
+class Keyring:
+    """Answers "which tenant owns this key?" for every request.
+
+    Environment keys live in memory; database keys are looked up by hash and
+    cached briefly, so a revocation reaches every server within CACHE_TTL_S.
+    """
+
+    def __init__(self, env_keys: dict[str, str]) -> None:
+        self.env_keys = env_keys
+        self.engine: AsyncEngine | None = None
+        self._cache: dict[str, tuple[float, str | None]] = {}
+        self._enabled: tuple[float, bool] | None = None
+
+    async def enabled(self) -> bool:
+        if self.env_keys:
+            return True
+        now = time.monotonic()
+        if self._enabled is None or now - self._enabled[0] > CACHE_TTL_S:
+            assert self.engine is not None
+            self._enabled = (now, await any_key(self.engine))
+        return self._enabled[1]
+
+    async def tenant_for(self, key: str) -> str | None:
+        digest = hash_key(key)
+        for known, tenant in self.env_keys.items():
+            if hmac.compare_digest(known, digest):
+                return tenant
+        now = time.monotonic()
+        cached = self._cache.get(digest)
+        if cached is not None and now - cached[0] <= CACHE_TTL_S:
+            return cached[1]
+        assert self.engine is not None
+        async with self.engine.connect() as conn:
+            found: str | None = await conn.scalar(
+                select(ApiKeyRow.tenant_id).where(
+                    ApiKeyRow.key_hash == digest, ApiKeyRow.revoked_at.is_(None)
+                )
+            )
+        if len(self._cache) > 10_000:  # wrong keys must not grow memory without bound
+            self._cache.clear()
+        self._cache[digest] = (now, found)
+        return found

@@ -1,0 +1,72 @@
+"""Budget arithmetic of SPEC §4, pure: thresholds and status from token totals."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from app.settings import CompactionSettings, check_compaction
+
+Status = Literal["ok", "warn", "compact_needed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    status: Status
+    current_tokens: int
+    usable_budget: int
+    warn_threshold: int
+    compact_threshold: int
+    context_limit: int
+    tokenizer_mode: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def effective_compaction(
+    base: CompactionSettings, overrides: dict[str, Any], context_limit: int
+) -> CompactionSettings:
+    """The session's settings: the service's, its overrides, and its resolved context limit."""
+    merged = base.model_dump()
+    merged.update(overrides)
+    merged["context_limit"] = context_limit
+    # model_construct: every value was validated when stored; only the
+    # cross-field rules depend on the combination, and they are checked there too.
+    return CompactionSettings.model_construct(**merged)
+
+
+def resolve_context_limit(
+    session_limit: int | None,
+    override_limit: int | None,
+    model_limit: int | None,
+    base: CompactionSettings,
+) -> int:
+    """Session setting, then session override, then an operator's explicit
+    COMPACTION_CONTEXT_LIMIT, then the model's known length, then the default;
+    never more than the model's known length."""
+    if session_limit is not None:
+        limit = session_limit
+    elif override_limit is not None:
+        limit = override_limit
+    elif "context_limit" in base.model_fields_set or model_limit is None:
+        limit = base.context_limit
+    else:
+        limit = model_limit
+    return min(limit, model_limit) if model_limit is not None else limit
+
+
+def compute(current_tokens: int, c: CompactionSettings, tokenizer_mode: str) -> Budget:
+    usable = c.usable_budget
+    warn = int(usable * c.warn_ratio)
+    compact = int(usable * c.compact_ratio)
+    status: Status = "ok"
+    if current_tokens >= compact:
+        status = "compact_needed"
+    elif current_tokens >= warn:
+        status = "warn"
+    return Budget(status, current_tokens, usable, warn, compact, c.context_limit, tokenizer_mode)
+
+
+def override_problems(c: CompactionSettings) -> list[str]:
+    return check_compaction(c)

@@ -1,0 +1,302 @@
+"""Summarise one compaction plan: model call, checks, one retry, fallbacks (SPEC §5).
+
+No database, no job bookkeeping: the runner plans, calls `summarise`, then
+stores the outcome with its fenced update. The outcome is always something
+that can be stored; `summarise` only raises on bugs (the runner's fail-open
+path handles those).
+
+Outcomes:
+
+- model answered with a valid summary and every anchor is visible in the
+  final context (system texts + summary + preserved history) → `success`;
+- anchors, identifiers or the language were wrong → one retry naming what is
+  missing (if `anchor_retry_enabled`); anchors still missing → `degraded`,
+  with the missing anchors carried verbatim. Identifiers still missing are
+  appended verbatim to `facts` and do not degrade: the summary is otherwise
+  the model's and good;
+- timeout, HTTP error, dropped connection, refusal, unparseable or
+  schema-violating output, or a summary in the wrong language after the retry
+  → the extractive summary of the range, `degraded`;
+- no model configured (`client is None`) → the extractive summary, `success`
+  with `summarizer="extractive"`: that is the deliberate configuration of
+  SPEC §7, not a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
+
+from app.compaction.checks import (
+    constraints_to_keep,
+    conversation_language_of,
+    identifiers_to_keep,
+    language_matches,
+    message_texts,
+    missing_anchors,
+    missing_identifiers,
+)
+from app.compaction.extractive import extractive_summary, fit_to_tokens, pinned_entries
+from app.compaction.llm import ChatModelClient, ChatResult, ModelError, ModelTimeout
+from app.compaction.outcome import SummaryOutcome
+from app.compaction.prompt import SummaryRequest, build_retry_request, build_summary_request
+from app.compaction.summary import (
+    SECTIONS,
+    StructuredSummary,
+    SummaryRejected,
+    TextCounter,
+    dedupe,
+    merge_summaries,
+    parse_summary_output,
+    render_summary,
+    summary_token_cap,
+)
+from app.compaction.turns import CompactionPlan
+
+
+class SummarySettings(Protocol):
+    """The `CompactionSettings` fields the engine reads."""
+
+    @property
+    def summary_temperature(self) -> float: ...
+    @property
+    def compact_timeout_s(self) -> float: ...
+    @property
+    def anchor_retry_enabled(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryOptions:
+    """Engine knobs beyond SPEC §4 (candidates for `COMPACTION_*` settings)."""
+
+    output_ratio: float = 0.3
+    min_output_tokens: int = 256
+    max_output_tokens: int = 4096
+    max_timeline: int = 40
+    max_identifiers: int = 40
+    json_mode: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    summary: StructuredSummary
+    rendered: str
+    missing_anchors: list[str]
+    missing_identifiers: list[str]
+    language_ok: bool
+    missing_constraints: list[str]
+
+
+@dataclass(slots=True)
+class _Run:
+    plan: CompactionPlan
+    previous: StructuredSummary | None
+    anchors: Sequence[str]
+    system_texts: Sequence[str]
+    counter: TextCounter
+    options: SummaryOptions
+    lang: str
+    identifiers: list[str]
+    constraints: list[str]
+    pinned: tuple[str, ...]
+    cap: int
+    input_tokens: int
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def check(self, summary: StructuredSummary) -> _Check:
+        full = replace(summary, pinned=self.pinned, carried_anchors=())
+        rendered = render_summary(full, self.lang, through_seq=self.plan.new_watermark)
+        visible = [*self.system_texts, rendered, *message_texts(self.plan.preserved_messages)]
+        content = "\n".join(i for name in SECTIONS for i in getattr(summary, name))
+        return _Check(
+            full,
+            rendered,
+            missing_anchors(self.anchors, visible),
+            missing_identifiers(self.identifiers, rendered),
+            language_matches(content, self.lang),
+            missing_anchors(self.constraints, visible),
+        )
+
+    def finish(
+        self,
+        check: _Check,
+        *,
+        status: Literal["success", "degraded"],
+        summarizer: Literal["model", "extractive"],
+        retried: bool,
+        reason: str | None,
+    ) -> SummaryOutcome:
+        summary = check.summary
+        if check.missing_identifiers:
+            label = "涉及的标识：" if self.lang == "zh" else "Identifiers: "
+            extra = label + ", ".join(check.missing_identifiers)
+            summary = replace(summary, facts=(*summary.facts, extra))
+        if check.missing_constraints:
+            # Still missing after the retry: carried verbatim rather than lost.
+            prefs = (*summary.user_prefs, *check.missing_constraints)
+            summary = replace(summary, user_prefs=prefs)
+        if check.missing_anchors:
+            summary = replace(summary, carried_anchors=tuple(check.missing_anchors))
+        rendered = render_summary(summary, self.lang, through_seq=self.plan.new_watermark)
+        return SummaryOutcome(
+            status=status,
+            summarizer=summarizer,
+            summary=summary,
+            rendered_text=rendered,
+            summary_tokens=self.counter.count_text(rendered),
+            language=self.lang,
+            anchor_validation_passed=not check.missing_anchors,
+            anchor_retry_used=retried,
+            missing_anchors=tuple(check.missing_anchors),
+            patched_identifiers=tuple(check.missing_identifiers),
+            patched_constraints=tuple(check.missing_constraints),
+            model_calls=self.calls,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            input_tokens=self.input_tokens,
+            reason=reason,
+        )
+
+    def extractive(
+        self, status: Literal["success", "degraded"], reason: str | None, retried: bool = False
+    ) -> SummaryOutcome:
+        new = extractive_summary(self.plan.range_messages, lang=self.lang)
+        merged = merge_summaries(self.previous, new, max_timeline=self.options.max_timeline)
+        merged = replace(merged, pinned=self.pinned, carried_anchors=())
+        fitted = fit_to_tokens(
+            merged,
+            lang=self.lang,
+            max_tokens=self.cap,
+            counter=self.counter,
+            through_seq=self.plan.new_watermark,
+        )
+        return self.finish(
+            self.check(fitted),
+            status=status,
+            summarizer="extractive",
+            retried=retried,
+            reason=reason,
+        )
+
+    async def call(
+        self, client: ChatModelClient, request: SummaryRequest, settings: SummarySettings
+    ) -> ChatResult:
+        self.calls += 1
+        try:
+            async with asyncio.timeout(settings.compact_timeout_s):
+                result = await client.complete(
+                    request.messages,
+                    temperature=request.temperature,
+                    max_tokens=request.max_tokens,
+                    timeout_s=settings.compact_timeout_s,
+                    response_format=request.response_format,
+                )
+        except TimeoutError as exc:
+            raise ModelTimeout(f"no answer within {settings.compact_timeout_s:g}s") from exc
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        return result
+
+
+def _problems(check: _Check) -> int:
+    return (
+        len(check.missing_anchors) * 1000
+        + (not check.language_ok) * 100
+        + len(check.missing_constraints) * 10
+        + len(check.missing_identifiers)
+    )
+
+
+async def summarise(
+    plan: CompactionPlan,
+    previous_summary: StructuredSummary | None,
+    anchors: Sequence[str],
+    *,
+    client: ChatModelClient | None,
+    settings: SummarySettings,
+    counter: TextCounter,
+    system_texts: Sequence[str] = (),
+    options: SummaryOptions | None = None,
+) -> SummaryOutcome:
+    """Summarise `plan.range_messages` onto `previous_summary` (see the module docstring).
+
+    `system_texts` are the other always-visible parts of the final context
+    (system prompt, dynamic context) in which anchors may already be visible.
+    """
+    opts = options or SummaryOptions()
+    lang = conversation_language_of((*plan.range_messages, *plan.preserved_messages))
+    prev_tokens = (
+        counter.count_text(render_summary(previous_summary, lang)) if previous_summary else 0
+    )
+    previous_pinned = previous_summary.pinned if previous_summary else ()
+    run = _Run(
+        plan=plan,
+        previous=previous_summary,
+        anchors=[a for a in anchors if a.strip()],
+        system_texts=system_texts,
+        counter=counter,
+        options=opts,
+        lang=lang,
+        identifiers=identifiers_to_keep(
+            message_texts(plan.range_messages),
+            message_texts(plan.preserved_messages),
+            limit=opts.max_identifiers,
+        ),
+        constraints=constraints_to_keep(
+            plan.range_messages, previous_summary.user_prefs if previous_summary else ()
+        ),
+        pinned=dedupe((*previous_pinned, *pinned_entries(plan.range_messages, lang))),
+        cap=summary_token_cap(
+            plan.range_tokens + prev_tokens,
+            opts.output_ratio,
+            opts.min_output_tokens,
+            opts.max_output_tokens,
+        ),
+        input_tokens=plan.range_tokens + prev_tokens,
+    )
+    if client is None:
+        return run.extractive("success", None)
+    request = build_summary_request(
+        plan.range_messages,
+        previous=previous_summary,
+        anchors=run.anchors,
+        identifiers=run.identifiers,
+        lang=lang,
+        temperature=settings.summary_temperature,
+        max_tokens=run.cap,
+        json_mode=opts.json_mode,
+    )
+    try:
+        first = await run.call(client, request, settings)
+        check = run.check(parse_summary_output(first.text))
+    except ModelError as exc:
+        return run.extractive("degraded", exc.code)
+    except SummaryRejected as exc:
+        return run.extractive("degraded", f"invalid_output:{exc.reason}")
+    retried = False
+    if _problems(check) and settings.anchor_retry_enabled:
+        retried = True
+        retry = build_retry_request(
+            request,
+            first.text,
+            missing_anchors=check.missing_anchors,
+            missing_identifiers=check.missing_identifiers,
+            missing_constraints=check.missing_constraints,
+            wrong_language=None if check.language_ok else lang,
+        )
+        try:
+            second = run.check(parse_summary_output((await run.call(client, retry, settings)).text))
+        except (ModelError, SummaryRejected):
+            second = None  # the first answer is still a valid summary; keep it
+        if second is not None and _problems(second) <= _problems(check):
+            check = second
+    if not check.language_ok:
+        return run.extractive("degraded", "wrong_language", retried)
+    if check.missing_anchors:
+        why = "anchors_missing_after_retry" if retried else "anchors_missing"
+        return run.finish(check, status="degraded", summarizer="model", retried=retried, reason=why)
+    return run.finish(check, status="success", summarizer="model", retried=retried, reason=None)

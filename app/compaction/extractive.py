@@ -1,0 +1,221 @@
+"""The extractive summary: deterministic, no model, nothing the user said silently gone.
+
+Used when no model is configured and as the fallback when the model fails.
+Every user message of the range leaves a timeline entry (its head plus its
+key lines), every constraint/preference sentence of the user is kept
+verbatim in `user_prefs`, decisions and TODOs are kept from any speaker, tool
+calls become one-liners `called name(args) → result`, and identifiers are
+listed as facts. `fit_to_tokens` then trims to a token cap, timeline first and
+user constraints last; pinned messages and carried anchors are never trimmed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from app.compaction.signals import classify, extract_identifiers, shorten, split_sentences
+from app.compaction.summary import (
+    StructuredSummary,
+    TextCounter,
+    dedupe,
+    render_summary,
+)
+from app.messages.types import LoggedMessage
+
+_LABELS = {
+    "en": {
+        "user": "User: ",
+        "assistant": "Assistant: ",
+        "tool": "Tool result: ",
+        "ids": "Identifiers: ",
+    },
+    "zh": {"user": "用户：", "assistant": "助手：", "tool": "工具结果：", "ids": "涉及的标识："},
+}
+_KEY_TAGS = {"constraint", "preference", "decision", "todo"}
+
+
+def _labels(lang: str) -> dict[str, str]:
+    return _LABELS["zh"] if lang == "zh" else _LABELS["en"]
+
+
+def _visible(m: LoggedMessage) -> bool:
+    return m.include_in_context and m.role != "system"
+
+
+def tool_call_line(call: dict[str, object], result: str | None, lang: str = "en") -> str:
+    """`called name(args-short) → result-short`, the one-line memory of a tool call."""
+    fn = call.get("function")
+    name = str(fn.get("name", "?")) if isinstance(fn, dict) else "?"
+    raw = fn.get("arguments", "") if isinstance(fn, dict) else ""
+    args = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    verb = "调用" if lang == "zh" else "called"
+    line = f"{verb} {name}({shorten(args, 80)})"
+    if result is not None:
+        line += " → " + (shorten(result, 100, tail_chars=30) or "∅")
+    return line
+
+
+def message_gist(m: LoggedMessage, results: dict[str, str], lang: str = "en") -> str:
+    """The text of a message, or its tool calls as one-liners when it has no text."""
+    parts = [m.text] if m.text.strip() else []
+    for call in m.body.get("tool_calls") or ():
+        if isinstance(call, dict):
+            parts.append(tool_call_line(call, results.get(str(call.get("id"))), lang))
+    return "\n".join(parts)
+
+
+def tool_results(messages: Sequence[LoggedMessage]) -> dict[str, str]:
+    return {str(m.body.get("tool_call_id")): m.text for m in messages if m.role == "tool"}
+
+
+def _argument_values(call: dict[str, Any]) -> str:
+    """The argument values of a call (not its JSON keys), where identifiers live."""
+    fn = call.get("function")
+    raw = fn.get("arguments", "") if isinstance(fn, dict) else ""
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return str(raw)
+    values: list[str] = []
+    stack = [parsed]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+        elif item is not None:
+            values.append(str(item))
+    return "\n".join(values)
+
+
+def pinned_entries(messages: Sequence[LoggedMessage], lang: str = "en") -> tuple[str, ...]:
+    """Pinned messages verbatim (tool-call-only messages as one-liners), for `pinned`."""
+    results = tool_results(messages)
+    return tuple(message_gist(m, results, lang) for m in messages if m.pinned and _visible(m))
+
+
+def _condense(text: str, key_lines: Sequence[str]) -> str:
+    head = shorten(text, 160)
+    extra = [shorten(s, 200) for s in key_lines if shorten(s, 200) not in head]
+    return " | ".join([head, *extra[:3]])
+
+
+def extractive_summary(messages: Sequence[LoggedMessage], *, lang: str) -> StructuredSummary:
+    """A summary of `messages` built from their own words (see the module docstring)."""
+    labels = _labels(lang)
+    results = tool_results(messages)
+    answered = set(results)
+    facts_ids: list[str] = []
+    decisions: list[str] = []
+    todos: list[str] = []
+    prefs: list[str] = []
+    timeline: list[str] = []
+    for m in messages:
+        if not _visible(m):
+            continue
+        text = m.text
+        calls = [c for c in m.body.get("tool_calls") or () if isinstance(c, dict)]
+        sentences = split_sentences(text) if m.role != "tool" else []
+        tagged = [(s, classify(s)) for s in sentences]
+        key = [s for s, tags in tagged if tags & _KEY_TAGS]
+        if m.role == "user":
+            timeline.append(labels["user"] + _condense(text, key))
+            prefs.extend(s for s, tags in tagged if tags & {"constraint", "preference"})
+        elif m.role == "assistant":
+            if text.strip():
+                timeline.append(labels["assistant"] + shorten(text, 120))
+            for call in calls:
+                timeline.append(tool_call_line(call, results.get(str(call.get("id"))), lang))
+        elif m.role == "tool" and str(m.body.get("tool_call_id")) not in answered:
+            timeline.append(labels["tool"] + shorten(text, 100, tail_chars=30))
+        decisions.extend(s for s, tags in tagged if "decision" in tags)
+        todos.extend(s for s, tags in tagged if "todo" in tags)
+        if m.role != "tool":
+            facts_ids.extend(extract_identifiers("\n".join([text, *map(_argument_values, calls)])))
+    ids = list(dedupe(facts_ids))[:60]
+    facts = tuple(labels["ids"] + ", ".join(ids[i : i + 12]) for i in range(0, len(ids), 12))
+    return StructuredSummary(
+        facts=facts,
+        decisions=dedupe(shorten(s, 300) for s in decisions),
+        open_todos=dedupe(shorten(s, 300) for s in todos),
+        user_prefs=dedupe(shorten(s, 300) for s in prefs),
+        timeline=tuple(timeline),
+        pinned=pinned_entries(messages, lang),
+    )
+
+
+Stage = Callable[[StructuredSummary, int], StructuredSummary]
+
+
+def _drop_oldest(name: str) -> Stage:
+    def stage(s: StructuredSummary, k: int) -> StructuredSummary:
+        items: tuple[str, ...] = getattr(s, name)
+        return replace(s, **{name: items[k:]})
+
+    return stage
+
+
+def fit_to_tokens(
+    summary: StructuredSummary,
+    *,
+    lang: str,
+    max_tokens: int,
+    counter: TextCounter,
+    through_seq: int | None = None,
+) -> StructuredSummary:
+    """Trim `summary` until its rendering fits `max_tokens` (pinned and anchors excepted).
+
+    Order: old timeline entries (the last three kept), long items shortened,
+    old TODOs and facts, the rest of the timeline, then user constraints and
+    decisions shortened and, only as a last resort, dropped oldest first.
+    """
+
+    def cost(s: StructuredSummary) -> int:
+        return counter.count_text(render_summary(s, lang, through_seq=through_seq))
+
+    def fixed(s: StructuredSummary) -> int:
+        return cost(StructuredSummary(pinned=s.pinned, carried_anchors=s.carried_anchors))
+
+    budget = max_tokens + fixed(summary)
+    if cost(summary) <= budget:
+        return summary
+
+    def shorten_sections(names: Sequence[str], n: int) -> Stage:
+        def stage(s: StructuredSummary, _: int) -> StructuredSummary:
+            return replace(s, **{k: tuple(shorten(i, n) for i in getattr(s, k)) for k in names})
+
+        return stage
+
+    plan: list[tuple[Stage, str | None, int]] = [
+        (_drop_oldest("timeline"), "timeline", 3),
+        (shorten_sections(("timeline", "facts", "open_todos"), 120), None, 0),
+        (_drop_oldest("open_todos"), "open_todos", 3),
+        (_drop_oldest("facts"), "facts", 0),
+        (_drop_oldest("timeline"), "timeline", 0),
+        (_drop_oldest("open_todos"), "open_todos", 0),
+        (shorten_sections(("user_prefs", "decisions"), 160), None, 0),
+        (_drop_oldest("decisions"), "decisions", 0),
+        (_drop_oldest("user_prefs"), "user_prefs", 0),
+    ]
+    current = summary
+    for stage, name, keep in plan:
+        if name is None:
+            current = stage(current, 0)
+        else:
+            most = max(0, len(getattr(current, name)) - keep)
+            lo, hi = 0, most
+            # Smallest number of oldest items to drop so that the rest fits.
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if cost(stage(current, mid)) <= budget:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            current = stage(current, lo)
+        if cost(current) <= budget:
+            return current
+    return current

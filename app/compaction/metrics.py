@@ -1,0 +1,23 @@
+"""Compaction metrics: lag, duration, model tokens spent, tokens freed, jobs by outcome."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+COMPACTION_JOBS = Counter("contextd_compaction_jobs_total", "Finished compaction jobs", ["status"])
+COMPACTION_DURATION = Histogram(
+    "contextd_compaction_duration_seconds",
+    "Time a runner spent on one job, model calls included",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+COMPACTION_LAG = Histogram(
+    "contextd_compaction_lag_seconds",
+    "From the request of a job to its stored summary",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+MODEL_TOKENS = Counter(
+    "contextd_compaction_model_tokens_total", "Prompt and completion tokens spent on summaries"
+)
+TOKENS_FREED = Counter(
+    "contextd_compaction_tokens_freed_total", "Context tokens removed from effective histories"
+)

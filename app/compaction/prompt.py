@@ -1,0 +1,187 @@
+"""The chat-completions request for the rolling summary, and its one retry.
+
+The request is two messages: a system instruction (JSON only, the five keys,
+the conversation's language, constraints and identifiers verbatim, the
+anchors to keep) and a user message with four sections, each opened by a
+fixed header so that tests (and humans reading logs) can find them:
+anchors, identifiers, the previous summary as JSON, and the compacted range,
+one message per line group, tool outputs cut to head and tail.
+
+`response_format: {"type": "json_object"}` is sent unless `json_mode` is
+off: some OpenAI-compatible servers reject the field, and the operator turns
+it off for them (the parser accepts fenced or prose-wrapped JSON anyway).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.compaction.signals import shorten
+from app.compaction.summary import SECTIONS, StructuredSummary
+from app.messages.types import LoggedMessage
+
+ANCHORS_HEADER = "### Anchors (copy each one verbatim into the summary)"
+IDENTIFIERS_HEADER = "### Identifiers (keep each one verbatim)"
+PREVIOUS_HEADER = "### Previous summary (JSON)"
+RANGE_HEADER = "### Conversation to summarise"
+
+LANGUAGE_NAMES = {
+    "zh": "Chinese (简体中文)",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "en": "the conversation's own language (English unless it is clearly another)",
+}
+
+_SYSTEM = """You compress the older part of a conversation between a user and an AI assistant \
+into a rolling summary that replaces it. The assistant will continue the conversation from \
+your summary and the newer messages only, so anything you leave out is lost.
+
+Answer with one JSON object and nothing else, with exactly these keys, each a list of short \
+strings:
+- "facts": what is known (names, paths, ids, numbers, results of tool calls)
+- "decisions": what was decided, and why if stated
+- "open_todos": what is still to be done or answered
+- "user_prefs": every constraint, preference and instruction the user gave, verbatim where \
+possible (must, never, always, should, 必须, 不要, ...)
+- "timeline": the order of events, one short line each
+
+Rules:
+- Merge the previous summary with the new conversation: keep everything in it that is still \
+true, drop what was superseded, do not repeat items.
+- Keep every constraint, identifier, file path, id, number and name exactly as written.
+- Write the summary in {language}.
+- Every anchor listed by the user must appear verbatim in the summary.
+- Never refuse, never comment, never add text outside the JSON object."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    messages: tuple[dict[str, Any], ...]
+    temperature: float
+    max_tokens: int
+    response_format: dict[str, str] | None = field(default=None)
+
+
+def _indent(text: str) -> str:
+    return text.strip().replace("\n", "\n    ")
+
+
+def _cut(text: str, limit: int, tail: int) -> str:
+    if len(text) <= limit:
+        return text
+    omitted = len(text) - limit
+    return f"{text[: limit - tail]} …[{omitted} chars omitted]… {text[-tail:]}"
+
+
+def render_range(
+    messages: Sequence[LoggedMessage],
+    *,
+    tool_head: int = 600,
+    tool_tail: int = 300,
+    text_limit: int = 6000,
+) -> str:
+    """The compacted range as compact lines `[#seq role] text`; continuation lines indented."""
+    names = {
+        str(c.get("id")): str((c.get("function") or {}).get("name", "?"))
+        for m in messages
+        for c in m.body.get("tool_calls") or ()
+        if isinstance(c, dict)
+    }
+    lines: list[str] = []
+    for m in messages:
+        if not m.include_in_context or m.role == "system":
+            continue
+        if m.role == "tool":
+            name = names.get(str(m.body.get("tool_call_id")), "?")
+            text = _cut(m.text, tool_head + tool_tail, tool_tail)
+            lines.append(f"[#{m.seq} tool {name}] {_indent(text)}")
+            continue
+        text = m.text if m.role == "user" else _cut(m.text, text_limit, text_limit // 4)
+        if text.strip():
+            lines.append(f"[#{m.seq} {m.role}] {_indent(text)}")
+        for call in m.body.get("tool_calls") or ():
+            if isinstance(call, dict):
+                fn = call.get("function") or {}
+                args = shorten(str(fn.get("arguments", "")), 400, tail_chars=80)
+                lines.append(f"[#{m.seq} {m.role} call] {fn.get('name', '?')}({args})")
+    return "\n".join(lines)
+
+
+def _bullets(items: Sequence[str]) -> str:
+    return "\n".join("- " + _indent(i) for i in items) if items else "(none)"
+
+
+def build_summary_request(
+    messages: Sequence[LoggedMessage],
+    *,
+    previous: StructuredSummary | None,
+    anchors: Sequence[str],
+    identifiers: Sequence[str],
+    lang: str,
+    temperature: float,
+    max_tokens: int,
+    json_mode: bool = True,
+) -> SummaryRequest:
+    system = _SYSTEM.replace("{language}", LANGUAGE_NAMES.get(lang, LANGUAGE_NAMES["en"]))
+    prev = json.dumps(previous.model_view() if previous else {}, ensure_ascii=False, indent=1)
+    user = "\n\n".join(
+        [
+            f"{ANCHORS_HEADER}\n{_bullets(anchors)}",
+            f"{IDENTIFIERS_HEADER}\n{_bullets(identifiers)}",
+            f"{PREVIOUS_HEADER}\n{prev}",
+            f"{RANGE_HEADER}\n{render_range(messages)}",
+        ]
+    )
+    return SummaryRequest(
+        messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
+        temperature=temperature,
+        max_tokens=max_tokens,
+        response_format={"type": "json_object"} if json_mode else None,
+    )
+
+
+def build_retry_request(
+    request: SummaryRequest,
+    previous_output: str,
+    *,
+    missing_anchors: Sequence[str],
+    missing_identifiers: Sequence[str],
+    missing_constraints: Sequence[str] = (),
+    wrong_language: str | None = None,
+) -> SummaryRequest:
+    """The same conversation plus the rejected answer and what exactly it lacked."""
+    problems: list[str] = []
+    if missing_anchors:
+        problems.append(
+            "These anchors are missing; copy each one verbatim:\n" + _bullets(missing_anchors)
+        )
+    if missing_identifiers:
+        problems.append(
+            "These identifiers are missing; keep each one verbatim:\n"
+            + _bullets(missing_identifiers)
+        )
+    if missing_constraints:
+        problems.append(
+            "These user constraints are missing; keep each one verbatim in user_prefs:\n"
+            + _bullets(missing_constraints)
+        )
+    if wrong_language:
+        problems.append(f"The summary is not written in {LANGUAGE_NAMES.get(wrong_language)}.")
+    problems.append(
+        "Answer again with the complete corrected JSON object (keys: "
+        + ", ".join(SECTIONS)
+        + "), nothing else."
+    )
+    retry = (
+        {"role": "assistant", "content": previous_output},
+        {"role": "user", "content": "\n\n".join(problems)},
+    )
+    return SummaryRequest(
+        messages=request.messages + retry,
+        temperature=request.temperature,
+        max_tokens=request.max_tokens,
+        response_format=request.response_format,
+    )

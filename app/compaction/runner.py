@@ -1,0 +1,319 @@
+"""Runs compaction jobs: claim, plan, summarise, store — in the server or in `contextd worker`.
+
+Jobs live in PostgreSQL. A runner claims one with `FOR UPDATE SKIP LOCKED`
+under a lease it renews while it works; a job whose runner died is claimed
+again once the lease runs out. The model call happens outside any
+transaction; the store is one fenced, monotonic update committed together
+with the job's end, so a job that was taken over meanwhile writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+import structlog
+
+from app.api.deps import Database
+from app.compaction import (
+    ChatModelClient,
+    CompactionPlan,
+    NoopReason,
+    StructuredSummary,
+    build_metadata,
+    extract_candidates,
+    plan_for_settings,
+    summarise,
+)
+from app.compaction import repository as repo
+from app.compaction.metrics import (
+    COMPACTION_DURATION,
+    COMPACTION_JOBS,
+    COMPACTION_LAG,
+    MODEL_TOKENS,
+    TOKENS_FREED,
+)
+from app.context import summary_message
+from app.db import is_unavailable
+from app.events import record_event
+from app.models import SessionRow
+from app.sessions.service import budget_of, effective_model, session_compaction
+from app.settings import Settings
+from app.tokens import get_counter
+
+log = structlog.get_logger("contextd.compaction")
+
+MAX_ATTEMPTS = 3
+
+
+class JobTakenOver(Exception):
+    """Another runner owns the job now: roll back everything this one was about to write."""
+
+
+def _regrown(row: SessionRow, settings: Settings) -> bool:
+    """The regrowth guard on the session row alone, so appends do not queue doomed jobs.
+
+    The job's plan applies the same guard exactly; this only spares the claim,
+    the history read and the noop event when the answer is already known.
+    """
+    if not row.compaction_count:
+        return True
+    ratio = session_compaction(row, settings).regrowth_ratio
+    history = row.context_tokens - row.watermark_context_tokens
+    return history >= row.compacted_history_tokens * (1 + ratio)
+
+
+class CompactionRunner:
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        client: ChatModelClient | None,
+        *,
+        concurrency: int | None = None,
+        poll_s: float = 1.0,
+    ) -> None:
+        self.database = database
+        self.settings = settings
+        self.client = client
+        self.concurrency = concurrency or settings.compaction_workers
+        self.poll_s = poll_s
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    # -- lifecycle -------------------------------------------------------
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._loop(), name=f"compaction-{i}")
+            for i in range(self.concurrency)
+        ]
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def on_compact_needed(
+        self, tenant: str, sid: str, lock_token: str | None = None, chain: int = 0
+    ) -> None:
+        """An append left the session at compact_needed: queue a job if auto_compact is on."""
+        try:
+            async with self.database.transaction() as db:
+                row = await db.get(SessionRow, (tenant, sid))
+                if row is None or not row.auto_compact or not _regrown(row, self.settings):
+                    return
+                await repo.request_job(
+                    db, tenant, sid, trigger="auto", force=False, lock_token=lock_token, chain=chain
+                )
+        except Exception:
+            # The append is committed and answered; a failed enqueue only delays compaction,
+            # and the next append at compact_needed asks again.
+            log.exception("could not queue compaction", session_id=sid)
+            return
+        self.wake()
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            try:
+                worked = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if is_unavailable(exc):
+                    log.warning("compaction loop: database unavailable", error=type(exc).__name__)
+                else:
+                    log.exception("compaction loop error")
+                worked = False
+            if not worked:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_s)
+                self._wake.clear()
+
+    # -- one job ---------------------------------------------------------
+
+    async def run_once(self) -> bool:
+        """Claim and run one job; False when there was none."""
+        lease_s = self.settings.job_lease_s
+        async with self.database.transaction() as db:
+            job = await repo.claim_next(db, self.worker_id, lease_s)
+        if job is None:
+            return False
+        structlog.contextvars.bind_contextvars(session_id=job.session_id, job_id=job.id)
+        heartbeat = asyncio.create_task(self._heartbeat(job, lease_s))
+        start = time.perf_counter()
+        try:
+            if job.attempts > MAX_ATTEMPTS:
+                await self._fail(job, f"abandoned after {MAX_ATTEMPTS} attempts")
+                return True
+            # Two model calls (first try and the anchor retry) and the bookkeeping around them.
+            budget_s = self.settings.compaction.compact_timeout_s * 2 + 5
+            async with asyncio.timeout(budget_s):
+                await self._run(job)
+        except JobTakenOver:
+            log.warning("compaction job taken over by another worker")
+        except TimeoutError:
+            await self._fail(job, "compaction timed out")
+        except Exception as exc:
+            log.exception("compaction job crashed")
+            await self._fail(job, f"compaction crashed: {type(exc).__name__}")
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            COMPACTION_DURATION.observe(time.perf_counter() - start)
+            structlog.contextvars.unbind_contextvars("job_id")
+        return True
+
+    async def _heartbeat(self, job: repo.Job, lease_s: float) -> None:
+        while True:
+            await asyncio.sleep(lease_s / 3)
+            try:
+                async with self.database.transaction() as db:
+                    await repo.extend_lease(db, job, self.worker_id, lease_s)
+            except Exception:
+                log.warning("could not extend compaction lease")
+
+    async def _run(self, job: repo.Job) -> None:
+        async with self.database.transaction() as db:
+            row = await db.get(SessionRow, (job.tenant_id, job.session_id), populate_existing=True)
+            if row is None:
+                return  # the session was deleted; its jobs went with it
+            history = await repo.history_after(db, row.tenant_id, row.id, row.last_compaction_seq)
+        c = session_compaction(row, self.settings)
+        counter = get_counter(effective_model(row, self.settings))
+        plan = plan_for_settings(
+            history,
+            watermark=row.last_compaction_seq,
+            settings=c,
+            usable_budget=c.usable_budget,
+            tokens_at_last_compaction=row.compacted_history_tokens
+            if row.compaction_count
+            else None,
+            force=job.force,
+        )
+        if isinstance(plan, NoopReason):
+            meta = build_metadata(plan, None, triggered_at=job.created_at)
+            await self._finish(job, "noop", meta, reason=plan.code)
+            return
+        candidates = extract_candidates(
+            plan.range_messages,
+            session_id=row.id,
+            max_candidates=c.max_flush_candidates,
+            max_text_bytes=c.max_candidate_text_bytes,
+        )
+        previous = StructuredSummary.from_dict(row.summary) if row.summary else None
+        outcome = await summarise(
+            plan,
+            previous,
+            [str(a) for a in row.anchors],
+            client=self.client,
+            settings=c,
+            counter=counter,
+            system_texts=[row.system_prompt] if row.system_prompt else (),
+        )
+        summary_tokens = counter.count_message(
+            summary_message(outcome.rendered_text, plan.new_watermark)
+        )
+        compacted = row.system_tokens + row.tools_tokens + summary_tokens + plan.preserved_tokens
+        meta = build_metadata(
+            plan, outcome, triggered_at=job.created_at, compacted_context_tokens=compacted
+        )
+        MODEL_TOKENS.inc(outcome.prompt_tokens + outcome.completion_tokens)
+        await self._store(
+            job,
+            row,
+            plan,
+            meta,
+            outcome.status,
+            {
+                "summary": outcome.summary.to_dict(),
+                "summary_text": outcome.rendered_text,
+                "summary_tokens": summary_tokens,
+                "compaction_metadata": meta,
+                "memory_flush_candidates": [cand.to_dict() for cand in candidates],
+                "compacted_history_tokens": plan.preserved_tokens,
+            },
+        )
+
+    async def _store(
+        self,
+        job: repo.Job,
+        row: SessionRow,
+        plan: CompactionPlan,
+        meta: dict[str, Any],
+        status: str,
+        values: dict[str, Any],
+    ) -> None:
+        async with self.database.transaction() as db:
+            stored = await repo.store_summary(
+                db, job, new_watermark=plan.new_watermark, values=values
+            )
+            if not stored:
+                reason = "fenced: the lease changed hands or the watermark moved past this range"
+                meta = {**meta, "status": "failed", "reason": reason}
+                if not await repo.finish_job(db, job, self.worker_id, "failed", meta, reason):
+                    raise JobTakenOver
+                await record_event(db, job.tenant_id, job.session_id, "compaction.failed", meta)
+                COMPACTION_JOBS.labels("failed").inc()
+                return
+            if not await repo.finish_job(
+                db, job, self.worker_id, status, meta, watermark_after=plan.new_watermark
+            ):
+                raise JobTakenOver  # rolls the store back with it
+            await record_event(db, job.tenant_id, job.session_id, f"compaction.{status}", meta)
+        COMPACTION_JOBS.labels(status).inc()
+        TOKENS_FREED.inc(max(plan.range_tokens - int(values["summary_tokens"]), 0))
+        COMPACTION_LAG.observe(max(time.time() - job.created_at.timestamp(), 0.0))
+        log.info(
+            "compacted",
+            status=status,
+            watermark=plan.new_watermark,
+            summarized=plan.summarized_count,
+            freed=plan.range_tokens - int(values["summary_tokens"]),
+        )
+        await self._maybe_chain(job, row)
+
+    async def _maybe_chain(self, job: repo.Job, row: SessionRow) -> None:
+        """Still over the threshold after an automatic compaction: go again, within the limit."""
+        limit = session_compaction(row, self.settings).max_compactions_per_request
+        if job.trigger != "auto" or job.chain + 1 >= limit:
+            return
+        async with self.database.transaction() as db:
+            fresh = await db.get(SessionRow, (row.tenant_id, row.id), populate_existing=True)
+            if fresh is None or budget_of(fresh, self.settings).status != "compact_needed":
+                return
+        await self.on_compact_needed(row.tenant_id, row.id, job.lock_token, chain=job.chain + 1)
+
+    async def _finish(
+        self, job: repo.Job, status: str, meta: dict[str, Any], reason: str | None = None
+    ) -> None:
+        async with self.database.transaction() as db:
+            if not await repo.finish_job(db, job, self.worker_id, status, meta, reason):
+                raise JobTakenOver
+            await record_event(db, job.tenant_id, job.session_id, f"compaction.{status}", meta)
+        COMPACTION_JOBS.labels(status).inc()
+
+    async def _fail(self, job: repo.Job, reason: str) -> None:
+        meta = build_metadata(None, None, triggered_at=job.created_at, failed_reason=reason)
+        try:
+            await self._finish(job, "failed", meta, reason)
+        except JobTakenOver:
+            pass
+        except Exception:
+            log.exception("could not record compaction failure")
+        log.warning("compaction failed", reason=reason)

@@ -1,0 +1,116 @@
+"""Requesting compactions, dry runs, and reading compaction state."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.api.deps import Database
+from app.compaction import NoopReason, plan_for_settings
+from app.compaction import repository as repo
+from app.context import summary_message
+from app.errors import NotFound
+from app.leases.guard import check_write
+from app.models.job import ACTIVE
+from app.sessions import repository as sessions
+from app.sessions.service import get_session, session_compaction
+from app.settings import Settings
+
+
+def job_view(job: repo.Job) -> dict[str, Any]:
+    return {
+        "job_id": job.id,
+        "status": job.status,
+        "trigger": job.trigger,
+        "force": job.force,
+        "attempts": job.attempts,
+        "reason": job.reason,
+        "watermark_after": job.watermark_after,
+        "compaction_metadata": job.result,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+    }
+
+
+async def request(
+    db: Database,
+    tenant: str,
+    sid: str,
+    *,
+    lock_token: str | None,
+    force: bool,
+    dry_run: bool,
+    settings: Settings,
+) -> tuple[dict[str, Any], bool]:
+    """Returns (body, created). A dry run plans and answers without writing anything."""
+    async with db.transaction() as s:
+        locked = await sessions.get_for_update(s, tenant, sid)
+        if locked is None:
+            raise NotFound(f"session {sid!r} does not exist")
+        row, lease_live = locked
+        check_write(row, lease_live, lock_token)
+        if dry_run:
+            history = await repo.history_after(s, tenant, sid, row.last_compaction_seq)
+            c = session_compaction(row, settings)
+            plan = plan_for_settings(
+                history,
+                watermark=row.last_compaction_seq,
+                settings=c,
+                usable_budget=c.usable_budget,
+                tokens_at_last_compaction=row.compacted_history_tokens
+                if row.compaction_count
+                else None,
+                force=force,
+            )
+            report = plan.report()
+            would = "noop" if isinstance(plan, NoopReason) else "compact"
+            return {"dry_run": True, "would": would, **report}, False
+        job, created = await repo.request_job(
+            s, tenant, sid, trigger="manual", force=force, lock_token=lock_token
+        )
+        return {"job_id": job.id, "status": job.status}, created
+
+
+async def wait_for(
+    db: Database, tenant: str, sid: str, job_id: str, timeout_s: float
+) -> dict[str, Any] | None:
+    """The finished job, or None if it is still active when the time is up."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.02
+    while True:
+        async with db.transaction() as s:
+            job = await repo.get_job(s, tenant, sid, job_id)
+            if job is None:
+                raise NotFound(f"compaction job {job_id!r} is gone (session deleted?)")
+            if job.status not in ACTIVE:
+                return job_view(job)
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.25)
+
+
+async def state(s: AsyncSession, tenant: str, sid: str) -> dict[str, Any]:
+    row = await get_session(s, tenant, sid)
+    jobs = await repo.recent_jobs(s, tenant, sid)
+    compacted = (
+        summary_message(row.summary_text, row.last_compaction_seq) if row.summary_text else None
+    )
+    return {
+        "compacted_context": compacted,
+        "summary": {
+            "text": row.summary_text,
+            "structure": row.summary,
+            "tokens": row.summary_tokens,
+            "through_seq": row.last_compaction_seq if row.summary_text else None,
+        },
+        "last_compaction_seq": row.last_compaction_seq,
+        "compaction_count": row.compaction_count,
+        "compaction_metadata": row.compaction_metadata,
+        "memory_flush_candidates": row.memory_flush_candidates,
+        "jobs": [job_view(j) for j in jobs],
+    }

@@ -1,0 +1,161 @@
+"""Text signals shared by candidates, summaries and checks.
+
+Everything here is a regex or a count: deterministic, language-aware (English
+and Chinese), and cheap enough to run over a whole compaction range.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+Tag = str  # one of TAGS
+
+TAGS = ("constraint", "preference", "decision", "todo", "identifier")
+
+_CONSTRAINT = re.compile(
+    r"\b(must(?:n't)?|never|always|should(?:n't)?|need(?:s)? to|required?|"
+    r"don'?t|do not|cannot|can't|mustn't|make sure|only use|avoid)\b"
+    r"|必须|不要|需要|一定|禁止|不能|务必|不得|千万|只能|别再",
+    re.IGNORECASE,
+)
+_PREFERENCE = re.compile(
+    r"\b(prefer(?:s|red)?|i(?:'d| would) rather|i like|i want|i'd like|please use|"
+    r"favou?rite)\b|喜欢|希望|最好|偏好|想要|倾向",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(
+    r"\b(we decided|decided to|decision|let'?s go with|we(?:'ll| will) use|going with|"
+    r"agreed|settled on|chose|choose to|the plan is)\b|决定|就用|选定|确定用|定了|采用",
+    re.IGNORECASE,
+)
+_TODO = re.compile(
+    r"\b(todo|to-do|fixme|next step|remember to|follow[- ]up|later we|still need|"
+    r"open question|pending)\b|待办|记得|下一步|之后再|还需要|稍后",
+    re.IGNORECASE,
+)
+
+_IDENTIFIER_PATTERNS = (
+    re.compile(r"https?://[^\s<>\"'`)\]]+"),
+    # Paths: anything with a slash between word characters, or a file name with an extension.
+    re.compile(r"(?<![\w/])(?:~|\.{1,2})?/?(?:[\w.@-]+/)+[\w.@-]+"),
+    re.compile(
+        r"\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|json|ya?ml|toml|md|rst|txt|cfg|ini|sh|go|rs|java|"
+        r"kt|c|h|cc|cpp|hpp|cs|rb|php|html|css|sql|log|csv|lock|xml|proto|tf|env)\b"
+    ),
+    re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
+    re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b"),
+    re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b"),  # ticket ids: ABC-123
+    re.compile(r"(?<![A-Za-z0-9_.])\d{2,}(?:-\d{2,})+(?![A-Za-z0-9_])"),  # phones, dates
+    re.compile(r"\bv?\d+\.\d+(?:\.\d+)+\b"),  # versions
+    re.compile(
+        r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?\s?(?:ms|s|sec|min|h|kb|mb|gb|tb|%|px|usd|eur|"
+        r"元|块|小时|分钟|天|个|人|岁|公里|米)(?![A-Za-z])",
+        re.IGNORECASE,
+    ),
+    re.compile(r"[$€£¥]\s?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[$€£¥]\s?\d+(?:\.\d+)?"),  # money
+    re.compile(r"(?<![A-Za-z0-9_.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d])"),  # 12,500
+    re.compile(r"(?<![A-Za-z0-9_.,])\d{3,}(?:\.\d+)?(?![A-Za-z0-9_.])"),
+    re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"),  # CamelCase
+    re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"),  # snake_case
+    re.compile(r"`([^`\n]{2,80})`"),
+    re.compile(r"[“「《]([^”」》\n]{1,40})[”」》]"),
+    re.compile(r"\"([^\"\n]{2,40})\"(?!\s*:)"),  # not a JSON key
+)
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(`\[])|(?<=[。！？；])|\n+")
+_WS = re.compile(r"\s+")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_KANA = re.compile(r"[\u3040-\u30ff]")
+_HANGUL = re.compile(r"[\uac00-\ud7af]")
+_LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences or lines, stripped and non-empty; Chinese full stops end a sentence too."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def classify(sentence: str) -> set[Tag]:
+    """Which kinds of durable information a sentence carries (may be empty)."""
+    tags: set[Tag] = set()
+    if _CONSTRAINT.search(sentence):
+        tags.add("constraint")
+    if _PREFERENCE.search(sentence):
+        tags.add("preference")
+    if _DECISION.search(sentence):
+        tags.add("decision")
+    if _TODO.search(sentence):
+        tags.add("todo")
+    if extract_identifiers(sentence):
+        tags.add("identifier")
+    return tags
+
+
+def extract_identifiers(text: str) -> list[str]:
+    """Paths, URLs, ids, numbers with units, code names and quoted names, in first-seen order."""
+    found: dict[str, int] = {}
+    for pattern in _IDENTIFIER_PATTERNS:
+        for m in pattern.finditer(text):
+            value = (m.group(1) if m.groups() else m.group(0)).strip().rstrip(".,;:")
+            if len(value) >= 2 and value not in found:
+                found[value] = m.start()
+    # Drop values contained in a longer identifier (a file name inside its path).
+    values = sorted(found, key=lambda v: found[v])
+    return [v for v in values if not any(v != o and v in o for o in values)]
+
+
+def normalise(text: str) -> str:
+    """Case-, width- and whitespace-insensitive form used for visibility matching."""
+    return _WS.sub("", unicodedata.normalize("NFKC", text).casefold())
+
+
+def cjk_counts(text: str) -> tuple[int, int, int, int]:
+    """(Han characters, kana, hangul, Latin words)."""
+    return (
+        len(_CJK.findall(text)),
+        len(_KANA.findall(text)),
+        len(_HANGUL.findall(text)),
+        len(_LATIN_WORD.findall(text)),
+    )
+
+
+def language_of(texts: Iterable[str]) -> str:
+    """ "zh", "ja", "ko", "en" (any Latin script) or "und" when there is nothing to judge.
+
+    A Han character carries roughly a word, so characters are weighed against
+    Latin words; paths and code inside a Chinese conversation do not flip it.
+    """
+    han = kana = hangul = latin = 0
+    for text in texts:
+        h, k, g, w = cjk_counts(text)
+        han, kana, hangul, latin = han + h, kana + k, hangul + g, latin + w
+    if kana and kana + han >= latin:
+        return "ja"
+    if hangul and hangul >= latin:
+        return "ko"
+    if han and han >= latin:
+        return "zh"
+    if latin:
+        return "en"
+    return "und"
+
+
+def truncate_utf8(text: str, max_bytes: int) -> str:
+    """At most `max_bytes` of UTF-8 without cutting a character in half."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    return data[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def shorten(text: str, max_chars: int, *, tail_chars: int = 0) -> str:
+    """One-line head (and optional tail) of `text`, with an ellipsis where it was cut."""
+    flat = _WS.sub(" ", text).strip()
+    if len(flat) <= max_chars:
+        return flat
+    if tail_chars <= 0 or tail_chars >= max_chars:
+        return flat[: max_chars - 1].rstrip() + "…"
+    head = max_chars - tail_chars - 1
+    return flat[:head].rstrip() + "…" + flat[-tail_chars:].lstrip()

@@ -1,0 +1,236 @@
+"""The structured rolling summary: its shape, parsing model output, rendering.
+
+A summary is five lists of short statements (`facts`, `decisions`,
+`open_todos`, `user_prefs`, `timeline`) written by the model or by the
+extractive fallback, plus two lists contextd fills in itself and the model
+never writes: `pinned` (pinned messages of compacted ranges, verbatim) and
+`carried_anchors` (session anchors the summary failed to keep, verbatim).
+
+Model output is accepted only if it is one JSON object with those keys whose
+values are lists of strings, not all empty, and not a refusal or an error
+message in disguise; anything else raises `SummaryRejected` and is never
+stored as a summary.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal, Protocol
+
+from app.compaction.signals import normalise
+
+SECTIONS = ("facts", "decisions", "open_todos", "user_prefs", "timeline")
+SCHEMA_VERSION = 1
+
+RejectReason = Literal[
+    "empty", "refusal", "error_text", "not_json", "not_a_summary", "wrong_types", "all_empty"
+]
+
+
+class TextCounter(Protocol):
+    def count_text(self, text: str) -> int: ...
+
+
+class SummaryRejected(ValueError):
+    """Model output that must not be stored as a summary; `reason` is a stable code."""
+
+    def __init__(self, reason: RejectReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason: RejectReason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredSummary:
+    facts: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    open_todos: tuple[str, ...] = ()
+    user_prefs: tuple[str, ...] = ()
+    timeline: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    carried_anchors: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not any(getattr(self, name) for name in SECTIONS)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {f.name: list(getattr(self, f.name)) for f in fields(self)}
+        data["schema_version"] = SCHEMA_VERSION
+        return data
+
+    def model_view(self) -> dict[str, list[str]]:
+        """The five sections only: what the model is shown as the previous summary."""
+        return {name: list(getattr(self, name)) for name in SECTIONS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StructuredSummary:
+        """Lenient load of a stored summary: unknown keys and non-string items are dropped."""
+        values: dict[str, tuple[str, ...]] = {}
+        for f in fields(cls):
+            raw = data.get(f.name)
+            if isinstance(raw, list):
+                values[f.name] = tuple(str(v) for v in raw if isinstance(v, str) and v.strip())
+        return cls(**values)
+
+
+def summary_token_cap(
+    compressible_tokens: int, ratio: float = 0.3, floor: int = 256, ceiling: int | None = None
+) -> int:
+    """Output cap of a summary: `ratio` of what it replaces, at least `floor` so JSON fits."""
+    cap = max(floor, int(compressible_tokens * ratio))
+    return min(cap, ceiling) if ceiling else cap
+
+
+_REFUSAL = re.compile(
+    r"^\W*(i'?m sorry|i am sorry|sorry,|i apologi[sz]e|i can(?:no|')t|i cannot|i'?m unable|"
+    r"i am unable|i won'?t|as an ai|unfortunately,? i)"
+    r"|^\W*(抱歉|对不起|很抱歉|我无法|我不能|作为一个?(?:AI|人工智能))",
+    re.IGNORECASE,
+)
+_ERROR = re.compile(
+    r"^\W*(error\b|exception\b|traceback|internal server error|service unavailable|bad gateway|"
+    r"rate limit|too many requests|upstream|<!doctype|<html|错误|出错)",
+    re.IGNORECASE,
+)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+def _find_object(text: str) -> dict[str, Any] | None:
+    for block in _FENCE.findall(text):
+        try:
+            value = json.loads(block)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _clean_list(name: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SummaryRejected("wrong_types", f"{name} must be a list of strings")
+    items: list[str] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise SummaryRejected("wrong_types", f"{name} must contain only strings")
+        text = str(item).strip()
+        if text:
+            items.append(text)
+    return tuple(items)
+
+
+def parse_summary_output(text: str) -> StructuredSummary:
+    """The summary in a model's answer, or `SummaryRejected` saying why there is none."""
+    stripped = (text or "").strip()
+    if not stripped:
+        raise SummaryRejected("empty", "the model returned no text")
+    obj = _find_object(stripped)
+    if obj is None:
+        if _REFUSAL.search(stripped):
+            raise SummaryRejected("refusal", stripped[:120])
+        if _ERROR.search(stripped):
+            raise SummaryRejected("error_text", stripped[:120])
+        raise SummaryRejected("not_json", "no JSON object in the output")
+    if not any(name in obj for name in SECTIONS):
+        reason: RejectReason = "error_text" if "error" in obj else "not_a_summary"
+        raise SummaryRejected(reason, f"keys {sorted(obj)[:8]} are not the summary's")
+    summary = StructuredSummary(**{name: _clean_list(name, obj.get(name)) for name in SECTIONS})
+    if summary.is_empty():
+        raise SummaryRejected("all_empty", "every section is empty")
+    items = [i for name in SECTIONS for i in getattr(summary, name)]
+    if all(_REFUSAL.search(i) or _ERROR.search(i) for i in items):
+        raise SummaryRejected("refusal", items[0][:120])
+    return summary
+
+
+def dedupe(items: Iterable[str]) -> tuple[str, ...]:
+    """Items in first-seen order without repeats (compared case/space-insensitively)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        key = normalise(item)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return tuple(out)
+
+
+def merge_summaries(
+    previous: StructuredSummary | None, new: StructuredSummary, *, max_timeline: int = 40
+) -> StructuredSummary:
+    """Roll `new` onto `previous`: sections deduplicated, the timeline keeps its newest entries.
+
+    Facts, decisions, preferences and todos only grow by what is new, and the
+    timeline is bounded, so repeated compactions grow sub-linearly.
+    """
+    if previous is None:
+        return replace(new, timeline=new.timeline[-max_timeline:] if max_timeline else ())
+    merged = {
+        name: dedupe((*getattr(previous, name), *getattr(new, name)))
+        for name in (*SECTIONS, "pinned", "carried_anchors")
+    }
+    timeline = merged["timeline"]
+    merged["timeline"] = timeline[-max_timeline:] if max_timeline else ()
+    return StructuredSummary(**merged)
+
+
+HEADINGS: dict[str, dict[str, str]] = {
+    "en": {
+        "title": "Summary of the earlier conversation",
+        "through": "messages up to #{seq}",
+        "facts": "Facts",
+        "decisions": "Decisions",
+        "open_todos": "Open TODOs",
+        "user_prefs": "User preferences and constraints",
+        "timeline": "Timeline",
+        "pinned": "Pinned messages (verbatim)",
+        "carried_anchors": "Must stay visible (verbatim)",
+    },
+    "zh": {
+        "title": "此前对话摘要",
+        "through": "截至第 {seq} 条消息",
+        "facts": "事实",
+        "decisions": "决定",
+        "open_todos": "待办事项",
+        "user_prefs": "用户偏好与约束",
+        "timeline": "时间线",
+        "pinned": "置顶消息（原文）",
+        "carried_anchors": "必须保留的内容（原文）",
+    },
+}
+
+
+def headings_for(lang: str) -> dict[str, str]:
+    return HEADINGS["zh"] if lang == "zh" else HEADINGS["en"]
+
+
+def render_summary(summary: StructuredSummary, lang: str, *, through_seq: int | None = None) -> str:
+    """The text of the summary-class system message, headed in the conversation's language."""
+    h = headings_for(lang)
+    title = h["title"]
+    if through_seq is not None:
+        sep = "（" if lang == "zh" else " ("
+        end = "）" if lang == "zh" else ")"
+        title += sep + h["through"].format(seq=through_seq) + end
+    colon = "：" if lang == "zh" else ":"
+    lines = [f"[{title}]"]
+    for name in (*SECTIONS, "pinned", "carried_anchors"):
+        items: tuple[str, ...] = getattr(summary, name)
+        if not items:
+            continue
+        lines.append(f"{h[name]}{colon}")
+        lines.extend("- " + item.strip().replace("\n", "\n  ") for item in items)
+    return "\n".join(lines)

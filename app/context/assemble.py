@@ -1,0 +1,230 @@
+"""The fixed assembly pipeline of SPEC §3.
+
+Order in the payload, which is also the order of priority: system block
+(never dropped) and mode banner · tool definitions (never truncated) · dynamic
+context · compacted summary · history (chosen by the strategy).
+
+Budget arithmetic: the system block, banner and tools are always sent.
+Dynamic items and then the summary are included while they fit; the strategy
+gets what is left. When even the mandatory history (pinned units, the latest
+user message) does not fit there, it outranks the summary and then the
+dynamic items (last first), which are given up, with a warning, to make room;
+a strategy with `summary_required` keeps its summary. If that is still not
+enough, the payload is sent with `over_budget: true` and a warning saying
+what did not fit.
+
+Accounting is exact: `input_tokens == counter.count_messages(messages) +
+counter.count_tools(tools)`; the reply priming the counter adds once per
+request is reported under `breakdown.system`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.context import decisions
+from app.context.groups import SetAside, split_units
+from app.context.preview import sanitize
+from app.context.strategies.base import Selection, Strategy, get_strategy, hard_rule, is_builtin
+from app.context.types import (
+    AssembledContext,
+    AssemblyRequest,
+    Breakdown,
+    SummaryState,
+    TokenCounter,
+    Usage,
+)
+from app.context.validation import validate_strategy
+from app.context.view import Form, HistoryView, Limits
+from app.messages.types import LoggedMessage
+
+log = logging.getLogger(__name__)
+
+FALLBACK_STRATEGY = "key_messages"
+
+
+def summary_message(text: str, through_seq: int) -> dict[str, Any]:
+    return {
+        "role": "system",
+        "content": f"Summary of the conversation so far (messages 1–{through_seq}):\n{text}",
+    }
+
+
+def mode_banner(mode: str) -> dict[str, Any]:
+    return {"role": "system", "content": f"Active mode: {mode}"}
+
+
+def _system_block(system: str | Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    if system is None or system == "":
+        return []
+    if isinstance(system, str):
+        return [{"role": "system", "content": system}]
+    return [sanitize(m) for m in system]
+
+
+def _dynamic(item: str | Mapping[str, Any]) -> dict[str, Any]:
+    return {"role": "system", "content": item} if isinstance(item, str) else sanitize(item)
+
+
+def _ordered(history: Sequence[LoggedMessage]) -> Sequence[LoggedMessage]:
+    if all(a.seq < b.seq for a, b in itertools.pairwise(history)):
+        return history
+    by_seq = {m.seq: m for m in reversed(history)}  # the first copy of a seq wins
+    return [by_seq[s] for s in sorted(by_seq)]
+
+
+def _select(strategy: Strategy, view: HistoryView, budget: int, warnings: list[str]) -> Selection:
+    try:
+        sel = strategy.select(view, budget)
+    except Exception:
+        if is_builtin(strategy):
+            raise
+        # A third-party strategy's bug must not cost the agent its payload.
+        log.warning("strategy %s failed; using %s", strategy.name, FALLBACK_STRATEGY, exc_info=True)
+        warnings.append(f"strategy {strategy.name} failed; {FALLBACK_STRATEGY} was used instead")
+        sel = get_strategy(FALLBACK_STRATEGY).select(view, budget)
+    for unit in view.hard():
+        if unit.index not in sel.picks:
+            warnings.append(f"strategy {strategy.name} left out seq {unit.first_seq}; it was added")
+            sel.pick(unit, Form.FULL, hard_rule(unit))
+    return sel
+
+
+def assemble(request: AssemblyRequest) -> AssembledContext:
+    strategy = (
+        request.strategy
+        if isinstance(request.strategy, Strategy)
+        else get_strategy(validate_strategy(request.strategy))
+    )
+    counter: TokenCounter = request.counter
+    limit = request.input_limit
+    warnings: list[str] = []
+
+    head = _system_block(request.system)
+    if request.mode:
+        head.append(mode_banner(request.mode))
+    system_cost = counter.count_messages([]) + sum(counter.count_message(m) for m in head)
+    tools = tuple(dict(t) for t in request.tools)
+    tools_cost = counter.count_tools(tools)
+    left = limit - system_cost - tools_cost
+
+    dynamic: list[tuple[int, dict[str, Any], int]] = []
+    for i, item in enumerate(request.dynamic_context):
+        msg = _dynamic(item)
+        cost = counter.count_message(msg)
+        if cost <= left:
+            dynamic.append((i, msg, cost))
+            left -= cost
+        else:
+            warnings.append(f"dynamic_context[{i}] left out: its {cost} tokens do not fit")
+
+    summary = request.summary
+    summary_msg: dict[str, Any] | None = None
+    summary_cost = 0
+    if summary is not None:
+        summary_msg = summary_message(summary.text, summary.through_seq)
+        summary_cost = counter.count_message(summary_msg)
+        if summary_cost <= left or strategy.summary_required:
+            left -= summary_cost
+        else:
+            warnings.append(
+                f"summary (through seq {summary.through_seq}) left out: it does not fit"
+            )
+            summary_msg, summary_cost = None, 0
+    elif strategy.summary_required:
+        warnings.append("no compacted summary yet: the window covers the history alone")
+
+    history = _ordered(request.history)
+    summarized: list[SetAside] = []
+    if summary is not None:
+        # Pinned messages under the watermark are carried verbatim by the summary.
+        summarized = [
+            SetAside(m, "excluded", "summarized") for m in history if m.seq <= summary.through_seq
+        ]
+        history = [m for m in history if m.seq > summary.through_seq]
+    groups, aside = split_units(history)
+    limits = Limits.from_preview_limit(request.session_id, request.preview_limit_tokens)
+    view = HistoryView.build(groups, limits, counter)
+    _warn_set_aside(aside, warnings)
+
+    sel = _select(strategy, view, left, warnings)
+    history_cost = sel.cost(view)
+    if history_cost > left:
+        # Mandatory history outranks the summary, then dynamic items (last first).
+        deficit = history_cost - left
+        if summary_msg is not None and not strategy.summary_required and deficit > 0:
+            warnings.append(
+                f"summary (through seq {summary.through_seq if summary else 0}) "
+                "left out to make room for the mandatory history"
+            )
+            left += summary_cost
+            deficit -= summary_cost
+            summary_msg, summary_cost = None, 0
+        while dynamic and deficit > 0:
+            i, _, cost = dynamic.pop()
+            warnings.append(f"dynamic_context[{i}] left out to make room for the mandatory history")
+            left += cost
+            deficit -= cost
+        sel = _select(strategy, view, left, warnings)
+        history_cost = sel.cost(view)
+
+    messages = [*head, *(m for _, m, _ in dynamic)]
+    if summary_msg is not None:
+        messages.append(summary_msg)
+    for unit in view.units:
+        picked = sel.picks.get(unit.index)
+        if picked is not None:
+            messages.extend(unit.render(picked[0])[0])
+
+    breakdown = Breakdown(
+        system=system_cost,
+        tools=tools_cost,
+        dynamic=sum(c for _, _, c in dynamic),
+        summary=summary_cost,
+        history=history_cost,
+    )
+    over_budget = breakdown.total > limit
+    if over_budget:
+        warnings.append(_over_budget_warning(breakdown, limit, view))
+
+    decided = decisions.per_seq(view, sel, [*summarized, *aside])
+    from_seq = request.history_from_seq
+    if from_seq is None and summary is not None:
+        from_seq = summary.through_seq + 1
+    runs, dropped = decisions.encode(decided, from_seq)
+    return AssembledContext(
+        messages=tuple(messages),
+        tools=tools,
+        usage=Usage(breakdown.total, limit, counter.mode, breakdown),
+        kept_seqs=decisions.kept_seqs(decided),
+        dropped_count=dropped,
+        summary=SummaryState(summary_msg is not None, summary.through_seq if summary else None),
+        strategy=strategy.name,
+        over_budget=over_budget,
+        warnings=tuple(warnings),
+        decisions=tuple(runs),
+    )
+
+
+def _warn_set_aside(aside: Sequence[SetAside], warnings: list[str]) -> None:
+    in_flight = sorted({s.message.seq for s in aside if s.rule == "in_flight"})
+    if in_flight:
+        warnings.append(
+            f"seqs {in_flight[0]}–{in_flight[-1]}: tool calls without all their results yet "
+            "are left out (the API rejects a call without its result)"
+        )
+    lost = [s.message.seq for s in aside if s.message.pinned and s.action != "excluded"]
+    if lost:
+        warnings.append(f"pinned seqs {lost} cannot be sent: their tool group is incomplete")
+
+
+def _over_budget_warning(b: Breakdown, limit: int, view: HistoryView) -> str:
+    hard = [u.first_seq for u in view.hard()]
+    return (
+        f"over budget: {b.total} tokens for a budget of {limit}; system block {b.system}, "
+        f"tools {b.tools}, dynamic {b.dynamic}, summary {b.summary} and the mandatory history "
+        f"{b.history} (pinned and latest user message, seqs {hard}) do not fit even compacted"
+    )

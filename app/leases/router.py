@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.deps import DatabaseDep, SessionId, TenantDep, encoded
+from app.api.types import StoredStr
+from app.leases import service
+
+router = APIRouter(tags=["leases"])
+
+MAX_TTL_S = 24 * 3600
+
+
+class ClaimIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    owner: StoredStr = Field(min_length=1, max_length=200)
+    ttl_s: float = Field(30.0, gt=0, le=MAX_TTL_S)
+
+
+class RenewIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lock_token: StoredStr = Field(min_length=1, max_length=200)
+    ttl_s: float = Field(30.0, gt=0, le=MAX_TTL_S)
+
+
+class ReleaseIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lock_token: StoredStr = Field(min_length=1, max_length=200)
+
+
+def _out(lease: service.Lease) -> dict[str, Any]:
+    return encoded(
+        {
+            "lock_token": lease.lock_token,
+            "fencing_token": lease.fencing_token,
+            "expires_at": lease.expires_at,
+            "owner": lease.owner,
+        }
+    )
+
+
+@router.post("/sessions/{session_id}/lock", status_code=201, summary="Claim the writer lease")
+async def claim(
+    session_id: SessionId, body: ClaimIn, db: DatabaseDep, tenant: TenantDep
+) -> dict[str, Any]:
+    """409 `lock_held` naming the holder while another live lease exists."""
+    async with db.transaction() as s:
+        lease = await service.claim(s, tenant, session_id, body.owner, body.ttl_s)
+    return _out(lease)
+
+
+@router.post("/sessions/{session_id}/lock/renew", summary="Extend the lease")
+async def renew(
+    session_id: SessionId, body: RenewIn, db: DatabaseDep, tenant: TenantDep
+) -> dict[str, Any]:
+    async with db.transaction() as s:
+        lease = await service.renew(s, tenant, session_id, body.lock_token, body.ttl_s)
+    return _out(lease)
+
+
+@router.delete("/sessions/{session_id}/lock", status_code=204, summary="Release the lease")
+async def release(
+    session_id: SessionId, body: ReleaseIn, db: DatabaseDep, tenant: TenantDep
+) -> Response:
+    async with db.transaction() as s:
+        await service.release(s, tenant, session_id, body.lock_token)
+    return Response(status_code=204)

@@ -1,0 +1,164 @@
+"""The application factory. Nothing connects at import time; tests build their own app."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app import db as database
+from app.api.deps import Database
+from app.api.problems import ERROR_RESPONSES
+from app.auth.keys import Keyring, parse_env_keys
+from app.auth.middleware import Authenticate
+from app.compaction.client import model_client
+from app.compaction.router import router as compaction_router
+from app.compaction.runner import CompactionRunner
+from app.context.router import router as context_router
+from app.errors import ContextdError, Unavailable, problem, problem_of
+from app.health import router as health_router
+from app.leases.router import router as leases_router
+from app.messages.router import router as messages_router
+from app.observability.middleware import BodyLimit, RequestContext
+from app.sessions.router import router as sessions_router
+from app.settings import Settings
+from app.tokens.router import router as tokens_router
+
+log = structlog.get_logger("contextd")
+
+DESCRIPTION = """
+contextd keeps the conversation log of LLM agents and hands them, on every
+model call, a payload that fits the model's context window.
+
+Every error is `application/problem+json` with a stable `code`; validation
+errors list each faulty field in `errors: [{loc, msg}]`. Nothing is written by a
+request that fails.
+"""
+
+
+def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
+    """Build the app. `database_url` wins over settings (tests and the CLI resolve it first)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        url = database_url or settings.database_url
+        if url is None:
+            from app.embedded_pg import resolve_database_url
+
+            url = await asyncio.to_thread(resolve_database_url, settings)
+        engine = database.create_engine(url, settings.db_pool_size, settings.db_pool_timeout_s)
+        app.state.engine = engine
+        keyring.engine = engine
+        app.state.database = Database(database.session_factory(engine))
+        async with model_client(settings) as client:
+            runner = CompactionRunner(app.state.database, settings, client)
+            app.state.compactions = runner
+            if settings.run_compactions_in_process:
+                runner.start()
+            try:
+                yield
+            finally:
+                await runner.stop()
+                await engine.dispose()
+
+    app = FastAPI(
+        title="contextd",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    for router in (
+        health_router,
+        sessions_router,
+        messages_router,
+        leases_router,
+        tokens_router,
+        context_router,
+        compaction_router,
+    ):
+        app.include_router(router, responses=ERROR_RESPONSES)
+    _install_error_handlers(app)
+    keyring = Keyring(
+        parse_env_keys(settings.api_keys.get_secret_value()) if settings.api_keys else {}
+    )
+    app.state.keyring = keyring
+    # Outermost first: request context, then authentication, then the body limit.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Authenticate, keyring=keyring)
+    app.add_middleware(RequestContext)
+    return app
+
+
+def _problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        body, status_code=body["status"], media_type="application/problem+json", headers=headers
+    )
+
+
+def format_loc(loc: tuple[int | str, ...] | list[int | str]) -> str:
+    """("body", "messages", 3, "tool_call_id") -> "messages[3].tool_call_id"."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "body"
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ContextdError)
+    async def domain_error(request: Request, exc: ContextdError) -> JSONResponse:
+        return _problem_response(problem_of(exc), exc.headers())
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": format_loc(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+        detail = f"{errors[0]['loc']}: {errors[0]['msg']}" if errors else "invalid request"
+        body = problem(422, "validation_error", "Validation failed", detail, errors=errors)
+        return _problem_response(body)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI answers a body it cannot decode (not UTF-8) with a bare 400; to a
+            # client that is the same mistake as malformed JSON, and gets the same 422.
+            errors = [{"loc": "body", "msg": "is not valid UTF-8 JSON"}]
+            body = problem(
+                422,
+                "validation_error",
+                "Validation failed",
+                "body: " + errors[0]["msg"],
+                errors=errors,
+            )
+            return _problem_response(body)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        body = problem(exc.status_code, code, str(exc.detail), str(exc.detail))
+        return _problem_response(body, dict(exc.headers or {}))
+
+    async def driver_error(request: Request, exc: Exception) -> JSONResponse:
+        if database.is_unavailable(exc):
+            log.warning("database unavailable", error=type(exc).__name__)
+            return await domain_error(request, Unavailable("the database is unreachable; retry"))
+        log.exception("unhandled error")
+        return _problem_response(
+            problem(500, "internal_error", "Internal error", "an unexpected error occurred")
+        )
+
+    # Registered per class, not for `Exception`: Starlette runs a catch-all handler in
+    # its outermost middleware, which answers and then re-raises, so the 503 would
+    # reach the client on a connection uvicorn then drops, logged as a 500.
+    for cls in database.UNAVAILABLE_CLASSES:
+        app.add_exception_handler(cls, driver_error)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return await driver_error(request, exc)

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Query, Request, Response
+
+from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.errors import NotFound, invalid
+from app.jsonsafe import storable_problem
+from app.messages import repository as repo
+from app.messages import service
+from app.sessions.service import get_session
+
+router = APIRouter(tags=["messages"])
+MAX_BIGINT = 2**63 - 1
+
+APPEND_EXAMPLE = {
+    "messages": [
+        {"role": "user", "content": "Find the bug in app.py", "id": "m-1"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "app.py"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "def main(): ..."},
+    ]
+}
+
+
+@router.post(
+    "/sessions/{session_id}/messages",
+    status_code=201,
+    summary="Append 1..N messages atomically",
+    responses={200: {"description": "every message was a replay of an earlier id"}},
+)
+async def append_messages(
+    session_id: SessionId,
+    request: Request,
+    response: Response,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    body: Annotated[dict[str, Any], Body(examples=[APPEND_EXAMPLE])],
+) -> dict[str, Any]:
+    """Messages are OpenAI chat messages with optional contextd flags inline
+    (`id`, `pinned`, `include_in_context`, `mode`, `run_id`, `metadata`, `error`).
+    Unknown fields are stored verbatim. A message whose `id` was stored before is
+    not stored again: its original seq is returned."""
+    lock_token = body.get("lock_token")
+    if lock_token is not None and not isinstance(lock_token, str):
+        raise invalid("lock_token", "must be a string")
+    if isinstance(lock_token, str) and storable_problem(lock_token, "lock_token"):
+        raise invalid("lock_token", "must not contain NUL characters or lone surrogates")
+    unknown = sorted(set(body) - {"messages", "lock_token"})
+    if unknown:
+        raise invalid(unknown[0], "is not a field of an append")
+    async with db.transaction() as s:
+        result = await service.append(
+            s, tenant, session_id, body.get("messages"), lock_token, settings
+        )
+    response.status_code = 201 if result.created else 200
+    runner = getattr(request.app.state, "compactions", None)
+    if runner is not None and result.created and result.budget.status == "compact_needed":
+        await runner.on_compact_needed(tenant, session_id, lock_token)
+    return {"messages": result.messages, "budget": result.budget.as_dict()}
+
+
+@router.get("/sessions/{session_id}/messages", summary="The raw log, paginated by seq")
+async def list_messages(
+    session_id: SessionId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_BIGINT)] = 0,
+    limit: Annotated[int, Query(ge=1)] = 100,
+) -> dict[str, Any]:
+    """Compacted messages are included: compaction never deletes the log."""
+    if limit > settings.max_page_size:
+        raise invalid("limit", f"at most {settings.max_page_size}")
+    async with db.transaction() as s:
+        row = await get_session(s, tenant, session_id)
+        rows = await repo.page(s, tenant, session_id, after_seq, limit)
+    items = [service.message_view(m) for m in rows]
+    next_after = items[-1]["seq"] if items and items[-1]["seq"] < row.last_seq else None
+    return encoded({"messages": items, "next_after_seq": next_after, "last_seq": row.last_seq})
+
+
+@router.get(
+    "/sessions/{session_id}/messages/{seq}", summary="One message in full, or a range of it"
+)
+async def get_message(
+    session_id: SessionId,
+    seq: Annotated[int, Path(ge=1, le=MAX_BIGINT)],
+    db: DatabaseDep,
+    tenant: TenantDep,
+    char_start: Annotated[int | None, Query(ge=0)] = None,
+    char_end: Annotated[int | None, Query(ge=0)] = None,
+    line_start: Annotated[int | None, Query(ge=1)] = None,
+    line_end: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    """The target of tool-output previews. With `char_start`/`char_end` (0-based,
+    end exclusive) or `line_start`/`line_end` (1-based, inclusive), `content` is
+    that slice of the message's text and `range` says where it sits in the whole,
+    so an agent can read a large output in pieces."""
+    async with db.transaction() as s:
+        await get_session(s, tenant, session_id)
+        m = await repo.one(s, tenant, session_id, seq)
+    if m is None:
+        raise NotFound(f"session {session_id!r} has no message {seq}")
+    out = service.message_view(m)
+    chars = char_start is not None or char_end is not None
+    lines = line_start is not None or line_end is not None
+    if chars and lines:
+        raise invalid("line_start", "give a character range or a line range, not both")
+    if chars or lines:
+        out["content"], out["range"] = service.slice_text(
+            m, char_start, char_end, line_start, line_end
+        )
+    return encoded(out)

@@ -1,0 +1,54 @@
+"""Plain data shapes of logged messages, shared by assembly and compaction.
+
+These carry no database or HTTP types so that the pure layers (strategies,
+turn splitting, summaries) can be tested directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMessage:
+    """One message of a session's log, as stored.
+
+    `body` is the OpenAI chat message verbatim (role, content, tool_calls,
+    tool_call_id, name and any unknown fields the client sent); contextd's own
+    flags live beside it, never inside it.
+    """
+
+    seq: int
+    id: str
+    role: Role
+    body: dict[str, Any]
+    token_count: int
+    pinned: bool = False
+    include_in_context: bool = True
+    mode: str | None = None
+    run_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tool_call_ids(self) -> tuple[str, ...]:
+        calls = self.body.get("tool_calls") or ()
+        return tuple(str(c.get("id")) for c in calls if isinstance(c, dict))
+
+    @property
+    def text(self) -> str:
+        """The message's text content, content parts joined, for scoring and summaries."""
+        content = self.body.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "\n".join(
+                str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+            )
+        return ""

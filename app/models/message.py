@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.models.base import Base, created_at_column
+
+
+class MessageRow(Base):
+    """One logged message. `body` is the OpenAI message verbatim, flags live beside it."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "session_id"], ["sessions.tenant_id", "sessions.id"], ondelete="CASCADE"
+        ),
+        UniqueConstraint("tenant_id", "session_id", "message_id"),
+        # Pinned messages are read on every assembly, however old: keep them one probe away.
+        Index(
+            "ix_messages_pinned",
+            "tenant_id",
+            "session_id",
+            "seq",
+            postgresql_where=text("pinned"),
+        ),
+        # The latest user message (and the start of any turn) is one probe, however
+        # long the agent run since it.
+        Index(
+            "ix_messages_user",
+            "tenant_id",
+            "session_id",
+            "seq",
+            postgresql_where=text("role = 'user'"),
+        ),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    message_id: Mapped[str] = mapped_column(Text)
+    role: Mapped[str] = mapped_column(Text)
+    body: Mapped[dict[str, Any]] = mapped_column()
+    token_count: Mapped[int] = mapped_column(Integer)
+    # Running sum of in-context tokens through this seq: the tokens of any
+    # suffix of the log is one primary-key probe, never a scan.
+    context_tokens_through: Mapped[int] = mapped_column(BigInteger)
+    pinned: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    include_in_context: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    mode: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata")
+    error: Mapped[dict[str, Any] | None] = mapped_column()
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class ToolCallRow(Base):
+    """Which assistant message made a tool call, and which tool message answered it."""
+
+    __tablename__ = "tool_calls"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "session_id"], ["sessions.tenant_id", "sessions.id"], ondelete="CASCADE"
+        ),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    call_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    answered_seq: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    __table_args__ = (
+        PrimaryKeyConstraint("tenant_id", "session_id", "id"),
+        ForeignKeyConstraint(
+            ["tenant_id", "session_id"], ["sessions.tenant_id", "sessions.id"], ondelete="CASCADE"
+        ),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text)
+    session_id: Mapped[str] = mapped_column(Text)
+    id: Mapped[int] = mapped_column(BigInteger, Identity())
+    type: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[datetime] = created_at_column()
+
+
+__all__ = ["EventRow", "MessageRow", "ToolCallRow"]

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Boolean, Integer, Text, func, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.models.base import Base, created_at_column
+
+DEFAULT_TENANT = "default"
+
+
+class SessionRow(Base):
+    """A conversation: its settings, running totals, lease and compaction state.
+
+    The running totals let append and budget status run in constant time: the
+    tokens of the effective history are `context_tokens - watermark_context_tokens`.
+    """
+
+    __tablename__ = "sessions"
+    # Fetch server-side defaults (updated_at) with RETURNING on flush: lazy
+    # refreshes are IO in places async code cannot await.
+    __mapper_args__ = {"eager_defaults": True}
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+
+    model: Mapped[str | None] = mapped_column(Text)
+    context_limit: Mapped[int | None] = mapped_column(Integer)
+    system_prompt: Mapped[str | None] = mapped_column(Text)
+    tools: Mapped[list[Any]] = mapped_column(server_default=text("'[]'::jsonb"))
+    strategy: Mapped[str | None] = mapped_column(Text)
+    anchors: Mapped[list[Any]] = mapped_column(server_default=text("'[]'::jsonb"))
+    auto_compact: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    compaction: Mapped[dict[str, Any]] = mapped_column(server_default=text("'{}'::jsonb"))
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", server_default=text("'{}'::jsonb")
+    )
+    tokenizer: Mapped[str] = mapped_column(Text)
+    # Token counts of the stored system prompt and tools, kept so budget status is arithmetic.
+    system_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    tools_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+
+    last_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    count_system: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    count_user: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    count_assistant: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    count_tool: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    context_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+    last_compaction_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    watermark_context_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    summary: Mapped[dict[str, Any] | None] = mapped_column()
+    summary_text: Mapped[str | None] = mapped_column(Text)
+    summary_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    compaction_metadata: Mapped[dict[str, Any] | None] = mapped_column()
+    memory_flush_candidates: Mapped[list[Any]] = mapped_column(server_default=text("'[]'::jsonb"))
+    # Effective-history tokens right after the last compaction: the regrowth guard's base.
+    compacted_history_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    compaction_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+
+    lease_token: Mapped[str | None] = mapped_column(Text)
+    lease_owner: Mapped[str | None] = mapped_column(Text)
+    lease_expires_at: Mapped[datetime | None] = mapped_column()
+    fencing_token: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now(), onupdate=func.now())

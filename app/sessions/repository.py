@@ -1,0 +1,65 @@
+"""Queries on the `sessions` table. Repositories flush, never commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import SessionRow
+
+
+async def get(db: AsyncSession, tenant: str, sid: str) -> SessionRow | None:
+    return await db.get(SessionRow, (tenant, sid))
+
+
+async def get_for_update(db: AsyncSession, tenant: str, sid: str) -> tuple[SessionRow, bool] | None:
+    """The row, locked for this transaction, and whether its lease is live by the database clock."""
+    live = func.coalesce(SessionRow.lease_expires_at > func.now(), False).label("lease_live")
+    stmt = (
+        select(SessionRow, live)
+        .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    row = (await db.execute(stmt)).first()
+    return None if row is None else (row[0], bool(row[1]))
+
+
+async def insert_if_missing(db: AsyncSession, values: dict[str, Any]) -> bool:
+    """Create the row unless a concurrent request did; True when this call created it."""
+    stmt = (
+        insert(SessionRow)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["tenant_id", "id"])
+        .returning(SessionRow.id)
+    )
+    return (await db.execute(stmt)).first() is not None
+
+
+async def page(db: AsyncSession, tenant: str, after_id: str | None, limit: int) -> list[SessionRow]:
+    stmt = select(SessionRow).where(SessionRow.tenant_id == tenant)
+    if after_id is not None:
+        stmt = stmt.where(SessionRow.id > after_id)
+    stmt = stmt.order_by(SessionRow.id).limit(limit)
+    return list((await db.execute(stmt)).scalars())
+
+
+async def remove(db: AsyncSession, tenant: str, sid: str) -> bool:
+    stmt = (
+        delete(SessionRow)
+        .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
+        .returning(SessionRow.id)
+    )
+    return (await db.execute(stmt)).first() is not None
+
+
+async def set_values(db: AsyncSession, tenant: str, sid: str, values: dict[str, Any]) -> None:
+    await db.execute(
+        update(SessionRow)
+        .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )

@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Response
+
+from app import events
+from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.types import StoredStr
+from app.errors import NotFound, invalid
+from app.jsonsafe import storable_problem
+from app.messages.service import count_batch_for
+from app.sessions import repository as repo
+from app.sessions import service
+from app.sessions.schemas import LockTokenIn, SessionSettingsIn
+
+router = APIRouter(tags=["sessions"])
+
+
+@router.put(
+    "/sessions/{session_id}",
+    status_code=200,
+    summary="Create or update a session",
+    responses={201: {"description": "the session was created"}},
+)
+async def put_session(
+    session_id: SessionId,
+    body: SessionSettingsIn,
+    response: Response,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+) -> dict[str, Any]:
+    """201 when it created the session, 200 when it updated it. Omitted fields keep their value."""
+    async with db.transaction() as s:
+        row, created = await service.put_session(s, tenant, session_id, body, settings)
+        out = service.view(row, settings)
+    response.status_code = 201 if created else 200
+    return encoded(out)
+
+
+@router.get("/sessions/{session_id}", summary="Settings plus stats, lease and budget")
+async def get_session(
+    session_id: SessionId, db: DatabaseDep, tenant: TenantDep, settings: SettingsDep
+) -> dict[str, Any]:
+    async with db.transaction() as s:
+        row = await service.get_session(s, tenant, session_id)
+        return encoded(service.view(row, settings))
+
+
+@router.get("/sessions", summary="List sessions, cursor-paginated by id")
+async def list_sessions(
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    limit: Annotated[int, Query(ge=1)] = 50,
+    cursor: Annotated[StoredStr | None, Query(max_length=400)] = None,
+) -> dict[str, Any]:
+    if limit > settings.max_page_size:
+        raise invalid("limit", f"at most {settings.max_page_size}")
+    after = _decode_cursor(cursor) if cursor else None
+    async with db.transaction() as s:
+        rows = await repo.page(s, tenant, after, limit + 1)
+        items = [service.view(r, settings) for r in rows[:limit]]
+    next_cursor = _encode_cursor(rows[limit - 1].id) if len(rows) > limit else None
+    return encoded({"sessions": items, "next_cursor": next_cursor})
+
+
+@router.delete("/sessions/{session_id}", status_code=204, summary="Delete a session and its log")
+async def delete_session(
+    session_id: SessionId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    body: Annotated[LockTokenIn | None, Body()] = None,
+) -> Response:
+    from app.leases.guard import check_write
+
+    async with db.transaction() as s:
+        locked = await repo.get_for_update(s, tenant, session_id)
+        if locked is None:
+            raise NotFound(f"session {session_id!r} does not exist")
+        check_write(*locked, body.lock_token if body else None)
+        await repo.remove(s, tenant, session_id)
+    return Response(status_code=204)
+
+
+@router.get("/sessions/{session_id}/budget", summary="Budget status (SPEC §4)")
+async def get_budget(
+    session_id: SessionId, db: DatabaseDep, tenant: TenantDep, settings: SettingsDep
+) -> dict[str, Any]:
+    async with db.transaction() as s:
+        row = await service.get_session(s, tenant, session_id)
+        return service.budget_of(row, settings).as_dict()
+
+
+@router.post(
+    "/sessions/{session_id}/budget",
+    summary="The budget after appending these messages, without writing anything",
+)
+async def preview_budget(
+    session_id: SessionId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    body: Annotated[
+        dict[str, Any], Body(examples=[{"messages": [{"role": "user", "content": "hi"}]}])
+    ],
+) -> dict[str, Any]:
+    async with db.transaction() as s:
+        row = await service.get_session(s, tenant, session_id)
+        added = await count_batch_for(row, body.get("messages"), settings)
+        now = service.budget_of(row, settings)
+        after = service.budget_of(row, settings, extra_tokens=added)
+    return {
+        "budget": after.as_dict(),
+        "current": now.as_dict(),
+        "added_tokens": added,
+        "fits": after.current_tokens <= after.usable_budget,
+    }
+
+
+@router.get("/sessions/{session_id}/events", summary="The session's event log")
+async def list_events(
+    session_id: SessionId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    after_id: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
+    limit: Annotated[int, Query(ge=1)] = 100,
+    type: Annotated[StoredStr | None, Query(max_length=100, description="type prefix")] = None,
+) -> dict[str, Any]:
+    if limit > settings.max_page_size:
+        raise invalid("limit", f"at most {settings.max_page_size}")
+    async with db.transaction() as s:
+        await service.get_session(s, tenant, session_id)
+        rows = await events.page(s, tenant, session_id, after_id, limit, type)
+    items = [{"id": e.id, "type": e.type, "data": e.data, "created_at": e.created_at} for e in rows]
+    return encoded(
+        {"events": items, "next_after_id": items[-1]["id"] if len(items) == limit else None}
+    )
+
+
+def _encode_cursor(last_id: str) -> str:
+    return base64.urlsafe_b64encode(last_id.encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        after = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise invalid("cursor", "is not a cursor returned by this endpoint") from None
+    if storable_problem(after, "cursor"):
+        raise invalid("cursor", "is not a cursor returned by this endpoint")
+    return after

@@ -1,0 +1,193 @@
+"""Session settings, stats and budget status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app import budget as budgets
+from app.errors import NotFound, ValidationFailed, invalid
+from app.jsonsafe import storable_problem
+from app.leases.guard import check_write
+from app.models import SessionRow
+from app.sessions import repository as repo
+from app.sessions.recount import recount_log
+from app.sessions.schemas import SessionSettingsIn
+from app.settings import CompactionSettings, Settings
+from app.tokens import REPLY_PRIMING, get_counter, known_context_limit
+
+SETTING_FIELDS = (
+    "model",
+    "context_limit",
+    "system_prompt",
+    "tools",
+    "strategy",
+    "anchors",
+    "auto_compact",
+    "compaction",
+    "metadata",
+)
+
+
+def effective_model(row: SessionRow, settings: Settings) -> str:
+    return row.model or settings.default_model
+
+
+def session_compaction(row: SessionRow, settings: Settings) -> CompactionSettings:
+    model = effective_model(row, settings)
+    limit = budgets.resolve_context_limit(
+        row.context_limit,
+        row.compaction.get("context_limit"),
+        known_context_limit(model),
+        settings.compaction,
+    )
+    return budgets.effective_compaction(settings.compaction, row.compaction, limit)
+
+
+def budget_of(row: SessionRow, settings: Settings, extra_tokens: int = 0) -> budgets.Budget:
+    """What the session would send now: system + tools + summary + effective history."""
+    current = (
+        row.system_tokens
+        + row.tools_tokens
+        + row.summary_tokens
+        + (row.context_tokens - row.watermark_context_tokens)
+        + REPLY_PRIMING
+        + extra_tokens
+    )
+    counter = get_counter(effective_model(row, settings))
+    return budgets.compute(current, session_compaction(row, settings), counter.mode)
+
+
+def new_session_values(tenant: str, sid: str, settings: Settings) -> dict[str, Any]:
+    counter = get_counter(settings.default_model)
+    return {"tenant_id": tenant, "id": sid, "tokenizer": counter.name}
+
+
+async def get_session(db: AsyncSession, tenant: str, sid: str) -> SessionRow:
+    row = await repo.get(db, tenant, sid)
+    if row is None:
+        raise NotFound(f"session {sid!r} does not exist")
+    return row
+
+
+async def put_session(
+    db: AsyncSession, tenant: str, sid: str, body: SessionSettingsIn, settings: Settings
+) -> tuple[SessionRow, bool]:
+    created = await repo.insert_if_missing(db, new_session_values(tenant, sid, settings))
+    locked = await repo.get_for_update(db, tenant, sid)
+    assert locked is not None  # inserted or found above, in this transaction
+    row, lease_live = locked
+    check_write(row, lease_live, body.lock_token)
+
+    changes = {f: getattr(body, f) for f in SETTING_FIELDS if f in body.model_fields_set}
+    _validate_changes(changes, row, settings)
+    defaults = {"tools": [], "anchors": [], "auto_compact": True, "compaction": {}, "metadata": {}}
+    for name, value in changes.items():
+        if value is None and name in defaults:
+            value = defaults[name]
+        setattr(row, "metadata_" if name == "metadata" else name, value)
+
+    counter = get_counter(effective_model(row, settings))
+    row.system_tokens = (
+        counter.count_message({"role": "system", "content": row.system_prompt})
+        if row.system_prompt
+        else 0
+    )
+    row.tools_tokens = counter.count_tools(row.tools)
+    if counter.name != row.tokenizer:
+        await recount_log(db, row, counter)
+    _check_limits(row, settings)
+    await db.flush()
+    return row, created
+
+
+def _validate_changes(changes: dict[str, Any], row: SessionRow, settings: Settings) -> None:
+    for name, value in changes.items():
+        bad = storable_problem(value, name)
+        if bad:
+            raise invalid(*bad)
+    if "tools" in changes and changes["tools"] is not None:
+        from app.context.validation import as_tools
+
+        as_tools(changes["tools"])
+    if changes.get("strategy") is not None:
+        from app.context.validation import validate_strategy
+
+        validate_strategy(changes["strategy"], "strategy")
+    overrides = changes.get("compaction")
+    if overrides:
+        unknown = sorted(set(overrides) - set(CompactionSettings.model_fields))
+        if unknown:
+            raise invalid(f"compaction.{unknown[0]}", "is not a compaction setting")
+        try:
+            CompactionSettings(**{**settings.compaction.model_dump(), **overrides})
+        except ValidationError as exc:
+            raise ValidationFailed(
+                [
+                    {
+                        "loc": "compaction" + "".join(f".{p}" for p in e["loc"]),
+                        "msg": e["msg"],
+                    }
+                    for e in exc.errors()
+                ]
+            ) from None
+
+
+def _check_limits(row: SessionRow, settings: Settings) -> None:
+    model = effective_model(row, settings)
+    known = known_context_limit(model)
+    for loc, value in (
+        ("context_limit", row.context_limit),
+        ("compaction.context_limit", row.compaction.get("context_limit")),
+    ):
+        if known is not None and value is not None and value > known:
+            raise invalid(loc, f"{value} exceeds the context length of {model} ({known})")
+    problems = budgets.override_problems(session_compaction(row, settings))
+    if problems:
+        raise invalid("compaction", problems[0])
+
+
+def view(row: SessionRow, settings: Settings) -> dict[str, Any]:
+    """Settings plus stats, the body of GET /sessions/{id}."""
+    c = session_compaction(row, settings)
+    lease = None
+    if row.lease_token is not None:
+        lease = {
+            "owner": row.lease_owner,
+            "expires_at": row.lease_expires_at,
+            "fencing_token": row.fencing_token,
+        }
+    counts = {
+        "system": row.count_system,
+        "user": row.count_user,
+        "assistant": row.count_assistant,
+        "tool": row.count_tool,
+    }
+    return {
+        "id": row.id,
+        "model": row.model,
+        "effective_model": effective_model(row, settings),
+        "context_limit": c.context_limit,
+        "system_prompt": row.system_prompt,
+        "tools": row.tools,
+        "strategy": row.strategy,
+        "anchors": row.anchors,
+        "auto_compact": row.auto_compact,
+        "compaction": row.compaction,
+        "metadata": row.metadata_,
+        "tokenizer": row.tokenizer,
+        "stats": {
+            "message_counts": {**counts, "total": sum(counts.values())},
+            "last_seq": row.last_seq,
+            "last_compaction_seq": row.last_compaction_seq,
+            "context_tokens": row.context_tokens - row.watermark_context_tokens,
+        },
+        "last_seq": row.last_seq,
+        "last_compaction_seq": row.last_compaction_seq,
+        "lease": lease,
+        "budget": budget_of(row, settings).as_dict(),
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    }

@@ -1,0 +1,133 @@
+"""One settings tree: `CONTEXTD_*` for the service, `COMPACTION_*` for budget and compaction.
+
+Everything is validated when the process starts, with messages that name the
+environment variable at fault, so a typo fails the deploy instead of a request.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class CompactionSettings(BaseSettings):
+    """Budget and compaction knobs (SPEC §4). A session may override any of them."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="COMPACTION_", extra="ignore", env_ignore_empty=True
+    )
+
+    context_limit: int = Field(128_000, gt=0)
+    reserved_output_tokens: int = Field(2048, ge=0)
+    safety_margin_tokens: int = Field(1024, ge=0)
+    warn_ratio: float = 0.80
+    compact_ratio: float = 0.90
+    min_preserved_turns: int = Field(8, ge=0)
+    compact_timeout_s: float = Field(30.0, gt=0)
+    flush_timeout_s: float = Field(30.0, gt=0)
+    fail_open: bool = True
+    max_flush_candidates: int = Field(20, ge=0)
+    max_candidate_text_bytes: int = Field(2048, gt=0)
+    max_compactions_per_request: int = Field(2, ge=0)
+    summary_temperature: float = 0.1
+    anchor_retry_enabled: bool = True
+    # Thrash guards: skip a compaction that frees less than this share of the
+    # usable budget, and wait until the history has regrown by this share.
+    min_free_ratio: float = Field(0.05, ge=0, lt=1)
+    regrowth_ratio: float = Field(0.25, ge=0, lt=10)
+
+    @model_validator(mode="after")
+    def _check_ratios(self) -> Self:
+        problems = check_compaction(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def usable_budget(self) -> int:
+        return self.context_limit - self.reserved_output_tokens - self.safety_margin_tokens
+
+
+def check_compaction(c: CompactionSettings) -> list[str]:
+    """Cross-field rules of SPEC §4, shared by start-up validation and session overrides."""
+    problems = []
+    if not 0 < c.warn_ratio < c.compact_ratio < 1:
+        problems.append(
+            f"need 0 < warn_ratio < compact_ratio < 1 (COMPACTION_WARN_RATIO={c.warn_ratio}, "
+            f"COMPACTION_COMPACT_RATIO={c.compact_ratio})"
+        )
+    if c.usable_budget <= 0:
+        problems.append(
+            "usable budget must be > 0: COMPACTION_CONTEXT_LIMIT "
+            f"({c.context_limit}) - COMPACTION_RESERVED_OUTPUT_TOKENS "
+            f"({c.reserved_output_tokens}) - COMPACTION_SAFETY_MARGIN_TOKENS "
+            f"({c.safety_margin_tokens}) = {c.usable_budget}"
+        )
+    if not 0 <= c.summary_temperature <= 1:
+        problems.append(
+            f"COMPACTION_SUMMARY_TEMPERATURE must be in [0, 1], got {c.summary_temperature}"
+        )
+    return problems
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CONTEXTD_", extra="ignore", env_ignore_empty=True)
+
+    database_url: str | None = None
+    data_dir: Path = Path(".contextd")
+    host: str = "127.0.0.1"
+    port: int = Field(8080, gt=0, lt=65536)
+    log_format: str = Field("auto", pattern="^(auto|json|console)$")
+    log_level: str = "INFO"
+    default_model: str = "gpt-4o"
+
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+
+    api_keys: SecretStr | None = None
+
+    # Input limits (SPEC §8): each answers with a clear 413/422.
+    max_body_bytes: int = Field(8 * 1024 * 1024, gt=0)
+    max_messages_per_append: int = Field(1000, gt=0)
+    max_message_bytes: int = Field(2 * 1024 * 1024, gt=0)
+    max_page_size: int = Field(1000, gt=0)
+    tool_preview_tokens: int = Field(2000, gt=0)
+
+    db_pool_size: int = Field(10, gt=0)
+    db_pool_timeout_s: float = Field(5.0, gt=0)
+    run_compactions_in_process: bool = True
+    # A runner renews its job lease every third of this; a job whose runner
+    # died is taken over this long after its last renewal.
+    job_lease_s: float = Field(15.0, gt=0)
+    compaction_workers: int = Field(2, ge=1, le=32)
+
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings from the environment, turning pydantic errors into one readable line each."""
+    try:
+        overrides.setdefault("compaction", CompactionSettings())
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, "COMPACTION_")) from None
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, "CONTEXTD_")) from None
+
+
+class ConfigError(Exception):
+    """The environment describes an impossible configuration; the message names the variables."""
+
+
+def _describe(exc: ValidationError, prefix: str) -> str:
+    lines = ["invalid configuration:"]
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        var = prefix + "_".join(loc).upper() if loc else prefix + "*"
+        lines.append(f"  {var}: {err['msg']}")
+    return "\n".join(lines)

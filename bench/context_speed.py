@@ -1,0 +1,177 @@
+"""In-process assembly latency at growing log sizes, against LangChain's `trim_messages`.
+
+    python bench/context_speed.py [--sizes 1000,10000,100000] [--budget 32000]
+                                  [--strategy key_messages] [--repeat 15]
+
+Histories are agent-like: the agent sessions of the shared dataset cycled to N
+messages (tool-call ids made unique per cycle), token counts cached as the
+log caches them. Measured for each N, in one run on the same machine:
+
+- ours, window: `assemble()` over what the repository hands over — the newest
+  messages worth `HISTORY_READ_FACTOR x budget` tokens, the user message
+  opening the oldest turn read, and whatever completes a tool group cut by the
+  window's edge (the same rule as `app/context/repository.py`, minus the SQL).
+  "cold" clears the per-process caches (signals, previews) before every call,
+  "warm" does not (the next call of an agent finds most of its window already
+  scored and previewed);
+- ours, full log: `assemble()` over all N messages (linear, for reference);
+- LangChain: `trim_messages(strategy="last", include_system=True,
+  start_on="human")` over the same window and over the full log, with a
+  counter reading the same cached counts.
+
+p50 in milliseconds; ratios are ours / LangChain on the same input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # `python bench/context_speed.py` from anywhere
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
+
+from app.context import HISTORY_READ_FACTOR, AssemblyRequest, assemble, preview, signals
+from app.messages.types import LoggedMessage
+from app.tokens import get_counter
+from bench.common import DATASET, cycled, load_average, machine_info, markdown_table, percentile
+
+COUNTER = get_counter(None)
+PRIMING = COUNTER.count_messages([])
+SYSTEM = "You are a careful coding agent. Work in small steps and run the tests."
+
+
+def agent_messages() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    with DATASET.open(encoding="utf-8") as fh:
+        for k, line in enumerate(fh):
+            session = json.loads(line)
+            if session["meta"]["kind"] == "agent":
+                out.extend(cycled(session["messages"], len(session["messages"]), f"a{k}_"))
+    return out
+
+
+def build_log(base: list[dict[str, Any]], counts: list[int], n: int) -> list[LoggedMessage]:
+    log = []
+    for i, body in enumerate(cycled(base, n, "c")):
+        log.append(
+            LoggedMessage(
+                seq=i + 1,
+                id=str(i),
+                role=body["role"],
+                body=body,
+                token_count=counts[i % len(base)],
+            )
+        )
+    return log
+
+
+def window(log: Sequence[LoggedMessage], read_tokens: int) -> list[LoggedMessage]:
+    """The repository's read: newest messages worth `read_tokens`, the opening user
+    message of the oldest turn read, and the call of a tool group cut by the edge."""
+    total, start = 0, len(log)
+    while start > 0 and total < read_tokens:
+        start -= 1
+        total += log[start].token_count
+    while start > 0 and log[start].role == "tool":
+        start -= 1  # complete the group whose results open the window
+    extra = next((log[i] for i in range(start - 1, -1, -1) if log[i].role == "user"), None)
+    return ([extra] if extra is not None else []) + list(log[start:])
+
+
+def clear_caches() -> None:
+    signals.clear_cache()
+    preview.clear_cache()
+
+
+def p50_ms(
+    fn: Callable[[], object], repeat: int, before: Callable[[], None] | None = None
+) -> float:
+    times = []
+    for _ in range(repeat):
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return percentile(times, 50)
+
+
+def ours(history: Sequence[LoggedMessage], budget: int, strategy: str) -> Callable[[], object]:
+    request = AssemblyRequest(
+        history=history,
+        counter=COUNTER,
+        budget=budget,
+        session_id="bench",
+        system=SYSTEM,
+        strategy=strategy,
+        history_from_seq=1,
+    )
+    return lambda: assemble(request)
+
+
+def langchain(history: Sequence[LoggedMessage], budget: int) -> Callable[[], object]:
+    msgs = [SystemMessage(SYSTEM, id="system"), *convert_to_messages([m.body for m in history])]
+    counts = {"system": COUNTER.count_message({"role": "system", "content": SYSTEM})}
+    for m, logged in zip(msgs[1:], history, strict=True):
+        m.id = str(logged.seq)
+        counts[m.id] = logged.token_count
+
+    def counter(batch: list[BaseMessage]) -> int:
+        return sum(counts[str(m.id)] for m in batch)
+
+    return lambda: trim_messages(
+        msgs,
+        max_tokens=budget - PRIMING,
+        token_counter=counter,
+        strategy="last",
+        include_system=True,
+        start_on="human",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10000, 100000]
+    )
+    parser.add_argument("--budget", type=int, default=32000)
+    parser.add_argument("--strategy", default="key_messages")
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args(argv)
+
+    base = agent_messages()
+    counts = [COUNTER.count_message(m) for m in base]
+    rows = []
+    for n in args.sizes:
+        log = build_log(base, counts, n)
+        win = window(log, HISTORY_READ_FACTOR * args.budget)
+        full_repeat = max(3, args.repeat if n <= 10_000 else args.repeat // 3)
+        cold = p50_ms(ours(win, args.budget, args.strategy), args.repeat, clear_caches)
+        warm = p50_ms(ours(win, args.budget, args.strategy), args.repeat)
+        full = p50_ms(ours(log, args.budget, args.strategy), full_repeat, clear_caches)
+        lc_win = p50_ms(langchain(win, args.budget), args.repeat)
+        lc_full = p50_ms(langchain(log, args.budget), full_repeat)
+        rows.append(
+            [f"{n:,}", len(win), cold, warm, full, lc_win, lc_full,
+             f"{cold / lc_win:.0f}x / {warm / lc_win:.0f}x", f"{full / lc_full:.1f}x"]
+        )  # fmt: skip
+    headers = ["log messages", "window msgs", "ours window cold", "ours window warm",
+               "ours full log", "LC window", "LC full log", "ours/LC window cold/warm",
+               "ours/LC full"]  # fmt: skip
+    print(
+        f"strategy {args.strategy}, budget {args.budget} tokens (window reads "
+        f"{HISTORY_READ_FACTOR}x), p50 of {args.repeat} runs in ms; {machine_info()}; "
+        f"load {load_average()}\n"
+    )
+    print(markdown_table(headers, rows))
+
+
+if __name__ == "__main__":
+    main()

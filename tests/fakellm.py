@@ -1,0 +1,316 @@
+"""A real OpenAI-compatible chat-completions server for tests, with switchable behaviours.
+
+    async with FakeLLM() as llm:
+        client = ChatModelClient(http, base_url=llm.base_url, model="fake")
+        llm.behaviour = "500"                 # every call from now on
+        llm.script("omit_anchors", "normal")  # the next two calls, then `behaviour` again
+        ...
+        assert llm.call_count == 2
+
+It speaks HTTP/1.1 over a real socket on 127.0.0.1 (a free port), with
+keep-alive, so the client under test goes through its full transport stack.
+Behaviours:
+
+- ``normal``: a faithful JSON summary built from the prompt it was sent
+  (range lines, constraint sentences, the anchors and identifiers it was asked
+  to keep, merged with the previous summary), shrunk to fit ``max_tokens``;
+  deterministic, no model
+- ``slow``: ``normal`` after ``slow_s`` seconds; ``timeout``: no answer until
+  the server stops
+- ``500``: HTTP 500; ``garbage``: HTTP 200 with a body that is not JSON;
+  ``drop_connection``: the socket is closed without an answer
+- ``refuse``: a ``refusal`` field; ``refuse_text``: "I'm sorry, I can't ..."
+- ``not_json``: prose instead of JSON; ``wrong_types``: JSON with strings
+  where lists belong; ``empty``: empty content; ``truncate``: half the JSON,
+  ``finish_reason: "length"``
+- ``omit_anchors``: ``normal`` without any item that contains an anchor
+- ``minimal``: a valid summary of one vague timeline entry (no anchors, no identifiers)
+- ``english``: a plausible summary in English whatever the conversation's language
+
+Every request is recorded in ``calls`` (headers, parsed body, behaviour used).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from app.compaction.prompt import ANCHORS_HEADER, IDENTIFIERS_HEADER, PREVIOUS_HEADER, RANGE_HEADER
+
+BEHAVIOURS = frozenset(
+    {
+        "normal", "slow", "timeout", "500", "garbage", "drop_connection", "refuse",
+        "refuse_text", "not_json", "wrong_types", "empty", "truncate", "omit_anchors", "english",
+        "minimal",
+    }
+)  # fmt: skip
+
+_LINE = re.compile(r"^\[#(\d+) (\w+)(?: ([^\]]*))?\] ?(.*)$")
+_KEY = re.compile(r"must|never|always|should|need|don't|prefer|必须|不要|需要|一定|禁止", re.I)
+_DECISION = re.compile(r"decided|let's go with|we will use|决定|就用", re.I)
+_TODO = re.compile(r"\btodo\b|next step|remember to|待办|记得|下一步", re.I)
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@dataclass
+class RecordedCall:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    behaviour: str
+
+
+@dataclass
+class _Prompt:
+    anchors: list[str] = field(default_factory=list)
+    identifiers: list[str] = field(default_factory=list)
+    previous: dict[str, Any] = field(default_factory=dict)
+    lines: list[tuple[str, str]] = field(default_factory=list)  # (role, text)
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        header = next((h for h in (ANCHORS_HEADER, IDENTIFIERS_HEADER, PREVIOUS_HEADER,
+                                   RANGE_HEADER) if line == h), None)  # fmt: skip
+        if header is not None:
+            current = out.setdefault(header, [])
+        elif current is not None:
+            current.append(line)
+    return out
+
+
+def _bullets(lines: list[str]) -> list[str]:
+    items: list[str] = []
+    for line in lines:
+        if line.startswith("- "):
+            items.append(line[2:])
+        elif line.startswith("    ") and items:
+            items[-1] += "\n" + line[4:]
+    return items
+
+
+def parse_prompt(messages: list[dict[str, Any]]) -> _Prompt:
+    user = next((m for m in messages if m.get("role") == "user"), {})
+    sec = _sections(str(user.get("content") or ""))
+    prompt = _Prompt(
+        _bullets(sec.get(ANCHORS_HEADER, [])), _bullets(sec.get(IDENTIFIERS_HEADER, []))
+    )
+    with contextlib.suppress(ValueError):
+        prompt.previous = json.loads("\n".join(sec.get(PREVIOUS_HEADER, [])) or "{}")
+    for line in sec.get(RANGE_HEADER, []):
+        m = _LINE.match(line)
+        if m:
+            kind = m.group(2) if not m.group(3) else f"{m.group(2)} {m.group(3)}"
+            prompt.lines.append((kind, m.group(4)))
+        elif line.startswith("    ") and prompt.lines:
+            role, text = prompt.lines[-1]
+            prompt.lines[-1] = (role, text + "\n" + line[4:])
+    return prompt
+
+
+def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
+    zh = len(_CJK.findall(" ".join(t for _, t in prompt.lines))) > 20
+    user_label, asst_label = ("用户：", "助手：") if zh else ("User: ", "Assistant: ")
+    out: dict[str, list[str]] = {k: [] for k in ("facts", "decisions", "open_todos",
+                                                 "user_prefs", "timeline")}  # fmt: skip
+    for key in out:
+        prev = prompt.previous.get(key)
+        if isinstance(prev, list):
+            out[key].extend(str(p) for p in prev)
+    out["facts"].extend(prompt.anchors)
+    if prompt.identifiers:
+        out["facts"].append(("标识：" if zh else "Identifiers: ") + ", ".join(prompt.identifiers))
+    for role, text in prompt.lines:
+        sentences = [s.strip() for s in re.split(r"(?<=[.!?。！？])\s*|\n", text) if s.strip()]
+        if role == "user":
+            out["timeline"].append(user_label + text[:120])
+            out["user_prefs"].extend(s for s in sentences if _KEY.search(s))
+        elif role == "assistant":
+            out["timeline"].append(asst_label + text[:80])
+        elif role.endswith("call"):
+            out["timeline"].append(text[:80])
+        out["decisions"].extend(s for s in sentences if _DECISION.search(s))
+        out["open_todos"].extend(s for s in sentences if _TODO.search(s))
+    for key, items in out.items():
+        out[key] = list(dict.fromkeys(items))
+    # A real model stops at max_tokens; a faithful one writes less instead.
+    while len(json.dumps(out, ensure_ascii=False).encode()) // 3 > max_tokens and out["timeline"]:
+        out["timeline"].pop(0)
+    return out
+
+
+class FakeLLM:
+    def __init__(
+        self, *, behaviour: str = "normal", slow_s: float = 0.2, model: str = "fake-summariser"
+    ) -> None:
+        self.behaviour = behaviour
+        self.slow_s = slow_s
+        self.model = model
+        self.calls: list[RecordedCall] = []
+        self._queue: deque[str] = deque()
+        self._server: asyncio.Server | None = None
+        self._closing = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def call_count(self) -> int:
+        return len(self.calls)
+
+    def script(self, *behaviours: str) -> None:
+        """Behaviours for the next calls, in order; afterwards `behaviour` applies again."""
+        unknown = set(behaviours) - BEHAVIOURS
+        assert not unknown, f"unknown behaviours {unknown}"
+        self._queue.extend(behaviours)
+
+    async def __aenter__(self) -> FakeLLM:
+        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._closing.set()
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=5)
+        stuck = list(self._tasks)
+        for task in stuck:
+            task.cancel()
+        await asyncio.gather(*stuck, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._writers.add(writer)
+        try:
+            while not self._closing.is_set():
+                request = await self._read_request(reader)
+                if request is None or not await self._answer(request, writer):
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            self._tasks.discard(task)
+
+    async def _read_request(
+        self, reader: asyncio.StreamReader
+    ) -> tuple[str, dict[str, str], bytes] | None:
+        line = await reader.readline()
+        if not line.strip():
+            return None
+        _, path, _ = line.decode("latin-1").split(" ", 2)
+        headers: dict[str, str] = {}
+        while (h := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = h.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+        return path, headers, body
+
+    async def _answer(
+        self, request: tuple[str, dict[str, str], bytes], writer: asyncio.StreamWriter
+    ) -> bool:
+        path, headers, raw = request
+        behaviour = self._queue.popleft() if self._queue else self.behaviour
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        self.calls.append(RecordedCall(path, headers, body, behaviour))
+        if not path.endswith("/chat/completions"):
+            return await self._send(writer, 404, {"error": {"message": "not found"}})
+        if behaviour == "drop_connection":
+            return False
+        if behaviour == "timeout":
+            await self._closing.wait()
+            return False
+        if behaviour == "slow":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), self.slow_s)
+        if behaviour == "500":
+            return await self._send(writer, 500, {"error": {"message": "upstream exploded"}})
+        if behaviour == "garbage":
+            return await self._send(writer, 200, b"<html>\x00garbage{{{")
+        return await self._send(writer, 200, self._completion(body, behaviour))
+
+    def _completion(self, body: dict[str, Any], behaviour: str) -> dict[str, Any]:
+        messages = body.get("messages") or []
+        prompt = parse_prompt(messages)
+        summary = faithful_summary(prompt, int(body.get("max_tokens") or 1024))
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        finish = "stop"
+        content = json.dumps(summary, ensure_ascii=False)
+        if behaviour == "omit_anchors":
+            keys = [a.casefold() for a in prompt.anchors]
+            kept = {k: [i for i in v if not any(a in i.casefold() for a in keys)]
+                    for k, v in summary.items()}  # fmt: skip
+            content = json.dumps(kept, ensure_ascii=False)
+        elif behaviour == "refuse":
+            message["refusal"] = "I can't help with that."
+        elif behaviour == "refuse_text":
+            content = "I'm sorry, but I can't help with summarising this conversation."
+        elif behaviour == "not_json":
+            content = "Here is a summary: the user and the assistant talked about several things."
+        elif behaviour == "wrong_types":
+            content = json.dumps({"facts": "a string", "decisions": 3, "timeline": {"a": 1}})
+        elif behaviour == "empty":
+            content = ""
+        elif behaviour == "truncate":
+            content, finish = content[: len(content) // 2], "length"
+        elif behaviour == "minimal":
+            content = json.dumps({"timeline": ["The conversation continued."]})
+        elif behaviour == "english":
+            content = json.dumps(
+                {"facts": ["The user talked about their plans."], "timeline": ["They talked."]}
+            )
+        if behaviour != "refuse":
+            message["content"] = content
+        prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
+        return {
+            "id": f"chatcmpl-fake-{len(self.calls)}",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": str(body.get("model") or self.model),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": prompt_chars // 4,
+                "completion_tokens": len(content) // 4,
+                "total_tokens": prompt_chars // 4 + len(content) // 4,
+            },
+        }
+
+    async def _send(
+        self, writer: asyncio.StreamWriter, status: int, payload: dict[str, Any] | bytes
+    ) -> bool:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}[status]
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: keep-alive\r\n\r\n"
+        )
+        writer.write(head.encode() + data)
+        await writer.drain()
+        return True

@@ -1,0 +1,89 @@
+"""Real `contextd serve` processes over TCP, against the test database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(
+        self, database_url: str, env: dict[str, str] | None = None, command: str = "serve"
+    ) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"contextd-{self.port}.log"
+        full_env = {
+            **os.environ,
+            "CONTEXTD_DATABASE_URL": database_url,
+            "CONTEXTD_LOG_FORMAT": "json",
+            **(env or {}),
+        }
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", command]
+            + (["--port", str(self.port)] if command == "serve" else []),
+            cwd=REPO,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.base_url + "/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"server not ready: {self.log_path.read_text()[-3000:]}")
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()
+
+
+@pytest.fixture
+def start_server(database_url: str) -> Iterator[Callable[..., Server]]:
+    servers: list[Server] = []
+
+    def start(env: dict[str, str] | None = None, command: str = "serve") -> Server:
+        server = Server(database_url, env, command)
+        servers.append(server)
+        if command == "serve":
+            server.wait_ready()
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()

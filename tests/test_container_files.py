@@ -1,0 +1,350 @@
+"""The container files agree with the code they package (no Docker needed).
+
+Dockerfile, .dockerignore and docker-compose.yml are read as text/YAML and checked
+against pyproject.toml, `app.settings` and `app.health`: what users rely on when
+they run `docker compose up` is that the image installs the same project the tests
+install, finds its migrations, listens where compose publishes, is probed on a
+real endpoint, and is configured only through settings that exist.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from app.health import router as health_router
+from app.settings import CompactionSettings, Settings
+
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+COMPOSE = ROOT / "docker-compose.yml"
+PYPROJECT = ROOT / "pyproject.toml"
+
+
+# --- a small Dockerfile reader -------------------------------------------------------
+
+
+@dataclass
+class Instruction:
+    keyword: str
+    args: str
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[Instruction] = field(default_factory=list)
+    args: dict[str, str] = field(default_factory=dict)
+
+    def all(self, keyword: str) -> list[str]:
+        return [i.args for i in self.instructions if i.keyword == keyword]
+
+
+@dataclass
+class Dockerfile:
+    global_args: dict[str, str]
+    stages: list[Stage]
+
+    @property
+    def final(self) -> Stage:
+        return self.stages[-1]
+
+    def stage(self, name: str) -> Stage:
+        return next(s for s in self.stages if s.name == name)
+
+
+def _instructions(text: str) -> list[Instruction]:
+    out: list[Instruction] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if pending and line.startswith("#"):
+            continue  # comment lines inside a continued instruction
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        if full:
+            keyword, _, args = full.partition(" ")
+            out.append(Instruction(keyword.upper(), args.strip()))
+    return out
+
+
+def _expand(value: str, variables: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: variables.get(m[1] or m[2], m[0]), value)
+
+
+def _arg(args: str) -> tuple[str, str]:
+    name, _, default = args.partition("=")
+    return name.strip(), default.strip().strip('"')
+
+
+def parse_dockerfile(text: str) -> Dockerfile:
+    global_args: dict[str, str] = {}
+    stages: list[Stage] = []
+    for ins in _instructions(text):
+        if ins.keyword == "FROM":
+            words = ins.args.split()
+            base = _expand(words[0], global_args)
+            name = words[2] if len(words) >= 3 and words[1].upper() == "AS" else None
+            stages.append(Stage(base=base, name=name))
+        elif not stages:
+            if ins.keyword == "ARG":
+                k, v = _arg(ins.args)
+                global_args[k] = v
+        else:
+            stage = stages[-1]
+            if ins.keyword == "ARG":
+                k, v = _arg(ins.args)
+                stage.args[k] = v or global_args.get(k, "")
+            stage.instructions.append(Instruction(ins.keyword, _expand(ins.args, stage.args)))
+    return Dockerfile(global_args, stages)
+
+
+def env_of(stage: Stage) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for args in stage.all("ENV"):
+        for token in shlex.split(args):
+            key, sep, value = token.partition("=")
+            if sep:
+                env[key] = value
+    return env
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> Dockerfile:
+    return parse_dockerfile(DOCKERFILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def pyproject() -> dict[str, Any]:
+    return tomllib.loads(PYPROJECT.read_text())
+
+
+def _setting_names() -> set[str]:
+    names = {"CONTEXTD_" + name.upper() for name in Settings.model_fields if name != "compaction"}
+    names |= {"COMPACTION_" + name.upper() for name in CompactionSettings.model_fields}
+    return names
+
+
+def _container_port(mapping: str | dict[str, Any]) -> int:
+    if isinstance(mapping, dict):
+        return int(mapping["target"])
+    return int(str(mapping).rsplit(":", 1)[-1].split("/")[0])
+
+
+# --- the image -----------------------------------------------------------------------
+
+
+def test_python_in_image_satisfies_requires_python(
+    dockerfile: Dockerfile, pyproject: dict[str, Any]
+) -> None:
+    requires = SpecifierSet(pyproject["project"]["requires-python"])
+    for stage in dockerfile.stages:
+        m = re.fullmatch(r"python:(\d+\.\d+)(?:\.\d+)?(?:-[\w.-]+)?", stage.base)
+        assert m, f"stage {stage.name} is not built on an official python image: {stage.base}"
+        assert requires.contains(m[1] + ".0"), f"{stage.base} does not satisfy {requires}"
+    assert len({s.base for s in dockerfile.stages}) == 1, "builder and runtime must share a base"
+
+
+def test_image_installs_the_project_from_pyproject(dockerfile: Dockerfile) -> None:
+    builder = dockerfile.stages[0]
+    copied = " ".join(builder.all("COPY"))
+    assert "pyproject.toml" in copied
+    installs = [r for r in builder.all("RUN") if "pip install" in r]
+    assert installs, "the builder installs nothing"
+    for run in installs:
+        for command in run.split("&&"):
+            if "pip install" not in command:
+                continue
+            words = shlex.split(command)
+            targets = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
+            # Only the project itself: dependencies come from pyproject.toml, not from a
+            # requirements list or package names repeated here; and no extras (no dev tools).
+            assert targets == ["."], f"installs something other than the project: {command}"
+            assert "-r" not in words and "--requirement" not in words
+    assert not list(ROOT.glob("requirements*.txt")), "a second dependency list next to pyproject"
+
+
+def test_migrations_sit_beside_the_imported_app_package(dockerfile: Dockerfile) -> None:
+    # app/db.py looks for alembic.ini and migrations/ in the parent of the imported
+    # `app` package. A wheel install puts `app` in site-packages without them, so the
+    # image installs the source tree in editable mode and ships it at the same path.
+    builder = dockerfile.stages[0]
+    workdir = builder.all("WORKDIR")[-1]
+    destinations = {}
+    for args in builder.all("COPY"):
+        *sources, dest = shlex.split(args)
+        for source in sources:
+            destinations[source.rstrip("/")] = dest
+    assert destinations.get("alembic.ini") in ("./", ".", workdir, workdir + "/")
+    assert destinations.get("migrations", "").rstrip("/") in ("migrations", f"{workdir}/migrations")
+    assert destinations.get("app", "").rstrip("/") in ("app", f"{workdir}/app")
+    assert any("--editable ." in r or "-e ." in r for r in builder.all("RUN"))
+    runtime_copies = [shlex.split(a) for a in dockerfile.final.all("COPY")]
+    copied_from_builder = {c[-2]: c[-1] for c in runtime_copies if c[0].startswith("--from=")}
+    assert copied_from_builder.get(workdir) == workdir, "the source must keep its build path"
+    venv = dockerfile.stages[0].args["VENV"]
+    assert copied_from_builder.get(venv) == venv, "the venv must keep its build path"
+
+
+def test_image_runs_as_a_fixed_non_root_user(dockerfile: Dockerfile) -> None:
+    users = dockerfile.final.all("USER")
+    assert users, "the runtime stage never leaves root"
+    user = users[-1].split(":")[0]
+    assert user not in ("root", "0", "")
+    assert user.isdigit() and int(user) >= 1000, f"want a fixed numeric uid, got {user!r}"
+
+
+def test_healthcheck_probes_healthz(dockerfile: Dockerfile) -> None:
+    checks = dockerfile.final.all("HEALTHCHECK")
+    assert len(checks) == 1
+    check = checks[0]
+    assert "/healthz" in check
+    assert "curl" not in check and "wget" not in check, "python:*-slim has neither"
+    paths = {getattr(route, "path", None) for route in health_router.routes}
+    assert "/healthz" in paths
+
+
+def test_entrypoint_serves(dockerfile: Dockerfile, pyproject: dict[str, Any]) -> None:
+    assert dockerfile.final.all("ENTRYPOINT") == ['["contextd"]']
+    assert dockerfile.final.all("CMD") == ['["serve"]']
+    assert "contextd" in pyproject["project"]["scripts"]
+
+
+def test_ports_agree(dockerfile: Dockerfile, compose: dict[str, Any]) -> None:
+    default_port = Settings.model_fields["port"].default
+    exposed = {int(p.split("/")[0]) for a in dockerfile.final.all("EXPOSE") for p in a.split()}
+    assert exposed == {default_port}
+    env = env_of(dockerfile.final)
+    assert int(env["CONTEXTD_PORT"]) == default_port
+    assert env["CONTEXTD_HOST"] == "0.0.0.0"
+    ports = compose["services"]["contextd"]["ports"]
+    assert {_container_port(p) for p in ports} == {default_port}
+
+
+def test_image_env_names_real_settings(dockerfile: Dockerfile) -> None:
+    ours = {k for k in env_of(dockerfile.final) if k.startswith(("CONTEXTD_", "COMPACTION_"))}
+    assert ours <= _setting_names(), ours - _setting_names()
+    assert Settings.model_fields["log_format"].annotation is str
+    assert env_of(dockerfile.final)["CONTEXTD_LOG_FORMAT"] == "json"
+
+
+# --- the build context -----------------------------------------------------------------
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Approximately Docker's rule: the last pattern matching the path or a parent wins."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for raw in patterns:
+        negate = raw.startswith("!")
+        pattern = raw[1:] if negate else raw
+        pattern = pattern.rstrip("/")
+        candidates = [pattern] + ([pattern[3:]] if pattern.startswith("**/") else [])
+        if any(fnmatch.fnmatchcase(p, c) for p in prefixes for c in candidates):
+            ignored = not negate
+    return ignored
+
+
+def test_dockerignore_keeps_what_the_build_copies(dockerfile: Dockerfile) -> None:
+    patterns = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    for args in dockerfile.stages[0].all("COPY"):
+        *sources, _dest = shlex.split(args)
+        for source in sources:
+            source = source.rstrip("/")
+            assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
+            probe = f"{source}/__init__.py" if (ROOT / source).is_dir() else source
+            assert not _ignored(probe, patterns), f"{source} is excluded from the build context"
+    for path in (
+        ".venv/bin/python",
+        ".git/HEAD",
+        ".contextd/pgdata/PG_VERSION",
+        "bench/results/run.json",
+        "app/__pycache__/cli.cpython-311.pyc",
+        ".mypy_cache/3.11/app.json",
+    ):
+        assert _ignored(path, patterns), f"{path} would be sent to the Docker daemon"
+
+
+# --- compose ---------------------------------------------------------------------------
+
+
+def _env_names(service: dict[str, Any]) -> set[str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        return {str(item).split("=", 1)[0] for item in env}
+    return set(env)
+
+
+def test_compose_waits_for_a_healthy_postgres(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    check = services["postgres"]["healthcheck"]["test"]
+    assert "pg_isready" in " ".join(check if isinstance(check, list) else [check])
+    for name in ("contextd", "worker"):
+        if name in services:
+            depends = services[name]["depends_on"]
+            assert depends["postgres"]["condition"] == "service_healthy", name
+    assert services["contextd"]["build"] in (".", {"context": "."})
+
+
+def test_compose_database_url_points_at_the_postgres_service(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    pg_env = services["postgres"]["environment"]
+    url = services["contextd"]["environment"]["CONTEXTD_DATABASE_URL"]
+    expected = (
+        f"postgresql://{pg_env['POSTGRES_USER']}:{pg_env['POSTGRES_PASSWORD']}"
+        f"@postgres:5432/{pg_env['POSTGRES_DB']}"
+    )
+    assert url == expected
+
+
+def test_compose_sets_only_real_settings(compose: dict[str, Any]) -> None:
+    known = _setting_names()
+    for name in ("contextd", "worker"):
+        if name in compose["services"]:
+            passed = _env_names(compose["services"][name])
+            assert passed, f"{name} gets no configuration"
+            assert passed <= known, f"{name}: not settings: {sorted(passed - known)}"
+
+
+def test_compose_makes_the_service_reachable(compose: dict[str, Any]) -> None:
+    # Without API keys the server binds loopback only (app/cli.py), which inside a
+    # container means unreachable through the published port.
+    env = compose["services"]["contextd"]["environment"]
+    assert env.get("CONTEXTD_API_KEYS"), "without keys the container listens on loopback only"
+
+
+def test_worker_is_optional_and_not_probed_over_http(compose: dict[str, Any]) -> None:
+    worker = compose["services"].get("worker")
+    if worker is None:
+        pytest.skip("no worker service")
+    assert worker.get("profiles"), "the worker must stay behind a profile"
+    assert worker["command"] == ["worker"]
+    assert worker.get("healthcheck", {}).get("disable") is True

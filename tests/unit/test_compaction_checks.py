@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from app.compaction.checks import (
+    conversation_language,
+    identifiers_to_keep,
+    is_visible,
+    language_matches,
+    message_texts,
+    missing_anchors,
+    missing_identifiers,
+)
+from app.compaction.signals import extract_identifiers, truncate_utf8
+from tests.unit.compaction_helpers import call, log_of
+
+
+def test_anchor_match_ignores_case_width_and_whitespace() -> None:
+    texts = ["System: be kind.", "Summary:\n- The  deploy   TARGET is\n eu-west-1."]
+    assert missing_anchors(["The deploy target is eu-west-1"], texts) == []
+    assert missing_anchors(["ＡＰＩ key"], ["never print the api KEY"]) == []
+    assert missing_anchors(["The deploy target is us-east-2"], texts) == [
+        "The deploy target is us-east-2"
+    ]
+    assert missing_anchors(["", "  "], []) == []
+
+
+def test_long_anchor_fuzzy_fallback_requires_80_percent_in_one_passage() -> None:
+    anchor = "Always run the full integration suite against staging before tagging a release"
+    reflowed = "Before tagging any release, always run the full integration suite against staging."
+    assert is_visible(anchor, ["intro text " * 50 + reflowed + " outro" * 50])
+    scattered = " ".join(["always run"] + ["filler"] * 200 + ["integration suite staging release"])
+    assert not is_visible(anchor, [scattered])
+    assert not is_visible("short anchor text", ["anchor short text"])  # short: exact only
+
+
+def test_cjk_anchors() -> None:
+    anchor = "所有的数据库迁移必须在周五之前完成并通知运维团队"
+    assert is_visible(anchor, ["摘要：所有的数据库迁移 必须在周五之前完成并通知运维团队。"])
+    reworded = "运维团队要被通知，所有的数据库迁移必须在周五之前完成"
+    assert is_visible(anchor, [reworded])
+    assert not is_visible(anchor, ["数据库很好，周末见"])
+
+
+def test_identifiers_are_extracted() -> None:
+    text = (
+        "Edit app/compaction/engine.py (see https://example.com/x?y=1), commit 3f2a9c1d, "
+        "ticket ABC-123, version v1.2.3, port 8080, took 250 ms, class ChatModelClient, "
+        'field max_tokens, run `make test`, the "blue-green" rollout, phone 010-69771665'
+    )
+    ids = extract_identifiers(text)
+    for expected in [
+        "app/compaction/engine.py",
+        "https://example.com/x?y=1",
+        "3f2a9c1d",
+        "ABC-123",
+        "v1.2.3",
+        "8080",
+        "250 ms",
+        "ChatModelClient",
+        "max_tokens",
+        "make test",
+        "blue-green",
+        "010-69771665",
+    ]:
+        assert expected in ids, expected
+    assert "engine.py" not in ids  # contained in its path
+    assert extract_identifiers("门票35元，游玩12小时，去“居庸关长城”") == [
+        "35元",
+        "12小时",
+        "居庸关长城",
+    ]
+
+
+def test_identifiers_to_keep_are_those_mentioned_again_later() -> None:
+    range_texts = ["Look at src/db.py and src/api.py; the id is 7f3e2a91c."]
+    later = ["Now fix the bug in src/db.py"]
+    keep = identifiers_to_keep(range_texts, later)
+    assert keep == ["src/db.py"]
+    assert missing_identifiers(keep, "Summary mentions SRC/DB.PY") == []
+    assert missing_identifiers(keep, "Summary without it") == ["src/db.py"]
+
+
+def test_message_texts_include_tool_calls_and_skip_hidden_messages() -> None:
+    log = log_of(
+        [
+            {"role": "assistant", "content": None, "tool_calls": [call("c", "grep", {"q": "x"})]},
+            {"role": "system", "content": "old system prompt"},
+        ]
+    )
+    assert message_texts(log) == ['grep({"q": "x"})']
+
+
+def test_language_detection_and_matching() -> None:
+    assert conversation_language(["我想去北京，请看 app/main.py 这个文件里的问题"]) == "zh"
+    assert conversation_language(["Please look at the file", "ok"]) == "en"
+    assert conversation_language(["これは日本語のテキストです"]) == "ja"
+    assert conversation_language(["", "123"]) == "und"
+    assert language_matches("用户想去北京旅游", "zh")
+    assert not language_matches("The user wants to travel to Beijing", "zh")
+    assert not language_matches("用户想去北京旅游三天", "en")
+    assert language_matches("anything", "und")
+
+
+def test_truncate_utf8_never_cuts_a_character() -> None:
+    assert truncate_utf8("ab中文", 4) == "ab"
+    assert truncate_utf8("abc", 10) == "abc"
+
+
+def test_language_check_is_lenient_with_code_and_quoted_names() -> None:
+    assert language_matches(
+        "修改了 app/compaction/engine.py 中的 summarise 函数和 max_tokens", "zh"
+    )
+    assert language_matches("The user wants to visit 北京 and 上海 next week", "en")
+    assert not language_matches("", "zh")

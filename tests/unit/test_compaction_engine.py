@@ -1,0 +1,281 @@
+"""The engine end to end over real HTTP against tests/fakellm.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from app.compaction.engine import summarise
+from app.compaction.outcome import SummaryOutcome
+from app.compaction.summary import StructuredSummary, summary_token_cap
+from app.compaction.turns import CompactionPlan, plan_range
+from app.messages.types import LoggedMessage
+from tests.fakellm import FakeLLM
+from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, log_of
+
+ANCHOR = "The production database is called orders_prod and must never be dropped."
+CONSTRAINTS = ["You must keep all timestamps in UTC.", "Never commit directly to main."]
+
+
+def _log() -> list[LoggedMessage]:
+    items: list[dict[str, Any]] = [
+        {"role": "user", "content": f"We are migrating the billing service. {CONSTRAINTS[0]}"},
+        {"role": "assistant", "content": "Understood. Let's go with Alembic for migrations."},
+        {"role": "user", "content": f"The config lives in deploy/billing.yaml. {CONSTRAINTS[1]}"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "read_file", {"p": "x"})]},
+        {"role": "tool", "tool_call_id": "c1", "content": "port: 5432\n" + "filler\n" * 300},
+        {"role": "assistant", "content": "The file sets port 5432. " * 5},
+        {"role": "user", "content": "Pin this: release freeze starts 2025-03-01.", "pinned": True},
+        {"role": "assistant", "content": "Noted the freeze date. " * 5},
+    ]
+    for i in range(3):
+        items.append({"role": "user", "content": f"Background question {i} " + "lorem " * 80})
+        items.append({"role": "assistant", "content": "Background answer " + "ipsum " * 80})
+    items += [
+        {"role": "user", "content": "Now update deploy/billing.yaml for the new cluster."},
+        {"role": "assistant", "content": "Working on it."},
+        {"role": "user", "content": "And double-check the port."},
+    ]
+    return log_of(items)
+
+
+def _plan(log: list[LoggedMessage] | None = None) -> CompactionPlan:
+    plan = plan_range(log or _log(), watermark=0, min_preserved_turns=1)
+    assert isinstance(plan, CompactionPlan)
+    return plan
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[FakeLLM]:
+    async with FakeLLM() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient() as client:
+        yield client
+
+
+async def _run(
+    llm: FakeLLM | None,
+    http: httpx.AsyncClient,
+    *,
+    plan: CompactionPlan | None = None,
+    previous: StructuredSummary | None = None,
+    anchors: tuple[str, ...] = (ANCHOR,),
+    system_texts: tuple[str, ...] = (),
+    **settings: Any,
+) -> SummaryOutcome:
+    from app.compaction.llm import ChatModelClient
+
+    client = None
+    if llm is not None:
+        client = ChatModelClient(http, base_url=llm.base_url, model="fake", api_key="sk-k")
+    return await summarise(
+        plan or _plan(),
+        previous,
+        list(anchors),
+        client=client,
+        settings=EngineSettings(**settings),
+        counter=COUNTER,
+        system_texts=system_texts,
+    )
+
+
+def _assert_nothing_lost(outcome: SummaryOutcome) -> None:
+    for rule in CONSTRAINTS:
+        assert rule in outcome.rendered_text
+    assert ANCHOR in outcome.rendered_text
+    assert "Pin this: release freeze starts 2025-03-01." in outcome.summary.pinned
+    assert "deploy/billing.yaml" in outcome.rendered_text  # mentioned again in a later turn
+
+
+async def test_normal_success_makes_exactly_one_call(llm: FakeLLM, http: httpx.AsyncClient) -> None:
+    plan = _plan()
+    outcome = await _run(llm, http, plan=plan)
+    assert (outcome.status, outcome.summarizer, outcome.reason) == ("success", "model", None)
+    assert llm.call_count == 1 and outcome.model_calls == 1
+    assert outcome.anchor_validation_passed and not outcome.anchor_retry_used
+    assert outcome.missing_anchors == () and outcome.summary.carried_anchors == ()
+    _assert_nothing_lost(outcome)
+    body = llm.calls[0].body
+    assert body["temperature"] == 0.1
+    assert body["max_tokens"] == summary_token_cap(plan.range_tokens)
+    assert body["response_format"] == {"type": "json_object"}
+    assert llm.calls[0].headers["authorization"] == "Bearer sk-k"
+    assert outcome.prompt_tokens > 0 and outcome.completion_tokens > 0
+    assert outcome.input_tokens == plan.range_tokens
+    assert outcome.summary_tokens == COUNTER.count_text(outcome.rendered_text)
+    assert outcome.metadata()["anchor_validation_passed"] is True
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "reason"),
+    [
+        ("timeout", "model_timeout"),
+        ("500", "model_http_error"),
+        ("garbage", "model_protocol_error"),
+        ("drop_connection", "model_connection_error"),
+        ("refuse", "model_refusal"),
+        ("refuse_text", "invalid_output:refusal"),
+        ("not_json", "invalid_output:not_json"),
+        ("wrong_types", "invalid_output:wrong_types"),
+        ("empty", "invalid_output:empty"),
+        ("truncate", "invalid_output:not_json"),
+    ],
+)
+async def test_failures_degrade_to_the_extractive_summary(
+    llm: FakeLLM, http: httpx.AsyncClient, behaviour: str, reason: str
+) -> None:
+    llm.behaviour = behaviour
+    started = time.monotonic()
+    outcome = await _run(llm, http, compact_timeout_s=0.5)
+    assert time.monotonic() - started < 3
+    assert (outcome.status, outcome.summarizer, outcome.reason) == (
+        "degraded",
+        "extractive",
+        reason,
+    )
+    assert llm.call_count == 1  # invalid output is not retried, the fallback is immediate
+    _assert_nothing_lost(outcome)
+    assert outcome.summary_tokens < _plan().range_tokens
+
+
+async def test_slow_model_within_the_timeout_succeeds(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    llm.behaviour, llm.slow_s = "slow", 0.2
+    outcome = await _run(llm, http, compact_timeout_s=5)
+    assert outcome.status == "success" and llm.call_count == 1
+
+
+async def test_omitted_anchor_is_fixed_by_one_retry(llm: FakeLLM, http: httpx.AsyncClient) -> None:
+    llm.script("omit_anchors", "normal")
+    outcome = await _run(llm, http)
+    assert (outcome.status, outcome.anchor_retry_used) == ("success", True)
+    assert outcome.anchor_validation_passed and outcome.missing_anchors == ()
+    assert llm.call_count == 2 and outcome.model_calls == 2
+    retry_messages = llm.calls[1].body["messages"]
+    assert retry_messages[-2]["role"] == "assistant"
+    assert ANCHOR in retry_messages[-1]["content"]
+    _assert_nothing_lost(outcome)
+
+
+async def test_anchor_still_missing_after_retry_is_carried_verbatim(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    llm.behaviour = "omit_anchors"
+    outcome = await _run(llm, http)
+    assert (outcome.status, outcome.summarizer) == ("degraded", "model")
+    assert outcome.reason == "anchors_missing_after_retry"
+    assert not outcome.anchor_validation_passed and outcome.anchor_retry_used
+    assert outcome.summary.carried_anchors == (ANCHOR,)
+    assert "Must stay visible (verbatim):\n- " + ANCHOR in outcome.rendered_text
+    assert llm.call_count == 2
+
+
+async def test_retry_failure_keeps_the_first_summary_with_anchors_carried(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    llm.script("omit_anchors", "500")
+    outcome = await _run(llm, http)
+    assert (outcome.status, outcome.summarizer) == ("degraded", "model")
+    assert outcome.summary.carried_anchors == (ANCHOR,) and llm.call_count == 2
+
+
+async def test_retry_disabled_means_one_call(llm: FakeLLM, http: httpx.AsyncClient) -> None:
+    llm.behaviour = "omit_anchors"
+    outcome = await _run(llm, http, anchor_retry_enabled=False)
+    assert outcome.status == "degraded" and outcome.reason == "anchors_missing"
+    assert not outcome.anchor_retry_used and llm.call_count == 1
+    assert outcome.summary.carried_anchors == (ANCHOR,)
+
+
+async def test_anchor_visible_in_the_system_prompt_needs_no_retry(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    llm.behaviour = "omit_anchors"
+    outcome = await _run(llm, http, system_texts=(f"Rules: {ANCHOR}",))
+    assert outcome.status == "success" and llm.call_count == 1
+
+
+async def test_no_model_configured_uses_the_extractive_summary(http: httpx.AsyncClient) -> None:
+    outcome = await _run(None, http)
+    assert (outcome.status, outcome.summarizer, outcome.model_calls) == ("success", "extractive", 0)
+    _assert_nothing_lost(outcome)
+    # The anchor is nowhere in the conversation: it is carried verbatim, and says so.
+    assert outcome.summary.carried_anchors == (ANCHOR,)
+    assert not outcome.anchor_validation_passed
+
+
+async def test_previous_summary_is_rolled_in(llm: FakeLLM, http: httpx.AsyncClient) -> None:
+    previous = StructuredSummary(
+        user_prefs=("Always answer in metric units.",), pinned=("old pinned note",)
+    )
+    outcome = await _run(llm, http, previous=previous)
+    assert "Always answer in metric units." in outcome.summary.user_prefs
+    assert outcome.summary.pinned[0] == "old pinned note"
+    sent = llm.calls[0].body["messages"][1]["content"]
+    assert "metric units" in sent and "old pinned note" not in sent
+    assert outcome.input_tokens > _plan().range_tokens
+
+
+def _chinese_log() -> list[LoggedMessage]:
+    turns = [
+        ("我们下周去杭州出差，酒店必须在西湖附近。", "好的，我们决定住在湖滨银泰附近。"),
+        ("预算不要超过每晚800元，发票抬头是“星辰科技有限公司”。", "明白，我会记住发票抬头。"),
+        ("会议在周二下午两点，地点是杭州国际博览中心。", "收到，已记下会议时间和地点。"),
+        ("帮我查一下高铁票。", "上午九点有一班，二等座。"),
+        ("发票抬头别写错，是星辰科技有限公司。", "好的。"),
+    ]
+    items: list[dict[str, Any]] = []
+    for user, assistant in turns:
+        items += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    return log_of(items)
+
+
+async def test_chinese_conversation_gets_a_chinese_summary(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    plan = plan_range(_chinese_log(), watermark=0, min_preserved_turns=1)
+    assert isinstance(plan, CompactionPlan)
+    outcome = await _run(llm, http, plan=plan, anchors=())
+    assert outcome.status == "success" and outcome.language == "zh"
+    assert outcome.rendered_text.startswith("[此前对话摘要")
+    assert "酒店必须在西湖附近。" in outcome.rendered_text
+    assert "星辰科技有限公司" in outcome.rendered_text  # mentioned again in the last turns
+    assert "Chinese" in llm.calls[0].body["messages"][0]["content"]
+
+
+async def test_summary_in_the_wrong_language_is_retried_then_rejected(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    plan = plan_range(_chinese_log(), watermark=0, min_preserved_turns=1)
+    assert isinstance(plan, CompactionPlan)
+    llm.behaviour = "english"
+    outcome = await _run(llm, http, plan=plan, anchors=())
+    assert (outcome.status, outcome.summarizer, outcome.reason) == (
+        "degraded",
+        "extractive",
+        "wrong_language",
+    )
+    assert llm.call_count == 2
+    assert outcome.rendered_text.startswith("[此前对话摘要")
+    assert "The user talked" not in outcome.rendered_text
+
+
+async def test_identifiers_missing_after_retry_are_patched_into_facts(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    llm.behaviour = "minimal"
+    outcome = await _run(llm, http, anchors=())
+    assert (outcome.status, outcome.summarizer) == ("success", "model")
+    assert outcome.anchor_retry_used and llm.call_count == 2
+    assert "deploy/billing.yaml" in outcome.patched_identifiers
+    assert "deploy/billing.yaml" in outcome.summary.facts[-1]
+    assert "deploy/billing.yaml" in llm.calls[1].body["messages"][-1]["content"]

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.compaction.summary import (
+    StructuredSummary,
+    SummaryRejected,
+    merge_summaries,
+    parse_summary_output,
+    render_summary,
+    summary_token_cap,
+)
+
+GOOD = {
+    "facts": ["The repo is at /srv/app", "Port 8080"],
+    "decisions": ["Use PostgreSQL"],
+    "open_todos": [],
+    "user_prefs": ["Never push to main"],
+    "timeline": ["User asked for a plan", "Assistant proposed one"],
+}
+
+
+def test_plain_json_is_parsed() -> None:
+    s = parse_summary_output(json.dumps(GOOD))
+    assert s.facts == ("The repo is at /srv/app", "Port 8080")
+    assert s.open_todos == ()
+    assert s.pinned == () and s.carried_anchors == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```json\n" + json.dumps(GOOD) + "\n```",
+        "Here is the summary:\n```\n" + json.dumps(GOOD, indent=2) + "\n```\nHope it helps.",
+        "Sure! " + json.dumps(GOOD) + " Let me know.",
+    ],
+)
+def test_fenced_or_prose_wrapped_json_is_tolerated(text: str) -> None:
+    assert parse_summary_output(text).decisions == ("Use PostgreSQL",)
+
+
+def test_missing_or_null_sections_are_empty_and_numbers_become_text() -> None:
+    s = parse_summary_output(json.dumps({"facts": ["a", 42], "decisions": None}))
+    assert s.facts == ("a", "42") and s.decisions == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "empty"),
+        ("   \n ", "empty"),
+        ("I'm sorry, but I can't help with that.", "refusal"),
+        ("抱歉，我无法完成这个请求。", "refusal"),
+        ("Error: upstream model overloaded", "error_text"),
+        ("<html><body>502 Bad Gateway</body></html>", "error_text"),
+        ('{"error": {"message": "rate limited"}}', "error_text"),
+        ("The user and the assistant discussed the project.", "not_json"),
+        ('{"summary": "everything went fine"}', "not_a_summary"),
+        ('{"facts": "a string"}', "wrong_types"),
+        ('{"facts": [{"k": "v"}]}', "wrong_types"),
+        ('{"facts": [true]}', "wrong_types"),
+        ('{"facts": [], "decisions": [], "timeline": ["  "]}', "all_empty"),
+        ('{"facts": ["I\'m sorry, I cannot summarise this."]}', "refusal"),
+    ],
+)
+def test_invalid_outputs_are_rejected_with_a_reason(text: str, reason: str) -> None:
+    with pytest.raises(SummaryRejected) as info:
+        parse_summary_output(text)
+    assert info.value.reason == reason
+
+
+def test_render_in_english_and_chinese() -> None:
+    s = StructuredSummary(
+        facts=("multi\nline",), user_prefs=("不要删除数据",), pinned=("pinned text",)
+    )
+    en = render_summary(s, "en", through_seq=42)
+    assert en.startswith("[Summary of the earlier conversation (messages up to #42)]")
+    assert "Facts:\n- multi\n  line" in en
+    assert "Pinned messages (verbatim):\n- pinned text" in en
+    assert "Decisions" not in en  # empty sections are left out
+    zh = render_summary(s, "zh", through_seq=42)
+    assert zh.startswith("[此前对话摘要（截至第 42 条消息）]")
+    assert "用户偏好与约束：\n- 不要删除数据" in zh
+
+
+def test_roundtrip_through_dict() -> None:
+    s = StructuredSummary(facts=("a",), carried_anchors=("keep me",))
+    data = s.to_dict()
+    assert data["schema_version"] == 1
+    assert StructuredSummary.from_dict(data) == s
+    assert StructuredSummary.from_dict({"facts": "junk", "timeline": [1, "x"]}).timeline == ("x",)
+
+
+def test_merge_dedupes_and_bounds_the_timeline() -> None:
+    prev = StructuredSummary(facts=("Port 8080",), timeline=tuple(f"e{i}" for i in range(5)))
+    new = StructuredSummary(facts=("port  8080", "Host db"), timeline=("e5", "e6"))
+    merged = merge_summaries(prev, new, max_timeline=4)
+    assert merged.facts == ("Port 8080", "Host db")
+    assert merged.timeline == ("e3", "e4", "e5", "e6")
+
+
+def test_summary_cap() -> None:
+    assert summary_token_cap(10_000) == 3000
+    assert summary_token_cap(100) == 256
+    assert summary_token_cap(100_000, ceiling=4096) == 4096

@@ -1,0 +1,137 @@
+"""The invariants of SPEC §3 over generated histories and budgets, for every strategy."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.context import AssemblyRequest, SummaryBlock, assemble, available_strategies
+from app.messages.types import LoggedMessage
+from tests.unit.context_helpers import COUNTER, assistant, check, logged, tool, user
+
+WORDS = [
+    "we", "must", "never", "use", "src/app/main.py", "the", "budget", "is", "42", "`x = 1`",
+    "decided", "to", "keep", "it", "short", "必须", "不要", "需要", "北京", "tests", "ok",
+]  # fmt: skip
+
+texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=40).map(" ".join)
+big_texts = st.integers(min_value=1, max_value=60).map(lambda n: "line of output 123\n" * 40 * n)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[LoggedMessage]:
+    out: list[LoggedMessage] = []
+    call = 0
+    n = draw(st.integers(min_value=0, max_value=25))
+    for _ in range(n):
+        seq = len(out) + 1
+        kind = draw(
+            st.sampled_from(["user", "user", "assistant", "group", "group", "system", "summary"])
+        )
+        pinned = draw(st.booleans()) if draw(st.integers(0, 6)) == 0 else False
+        shown = draw(st.integers(0, 8)) != 0
+        if kind == "user":
+            out.append(logged(seq, user(draw(texts)), pinned=pinned, include_in_context=shown))
+        elif kind == "assistant":
+            error = {"type": "timeout", "message": "cut"} if draw(st.integers(0, 9)) == 0 else None
+            out.append(logged(seq, assistant(draw(texts)), pinned=pinned, error=error))
+        elif kind in ("system", "summary"):
+            meta = {"kind": "summary"} if kind == "summary" else None
+            out.append(logged(seq, {"role": "system", "content": draw(texts)}, metadata=meta))
+        else:
+            ids = [f"call_{call + i}" for i in range(draw(st.integers(1, 3)))]
+            call += len(ids)
+            text = draw(st.one_of(st.none(), texts))
+            out.append(logged(seq, assistant(text, *ids), pinned=pinned))
+            for cid in ids:
+                body = tool(cid, draw(st.one_of(texts, big_texts)))
+                out.append(logged(len(out) + 1, body, pinned=draw(st.integers(0, 9)) == 0))
+    if draw(st.integers(0, 5)) == 0:
+        # An in-flight call at the end, sometimes with part of its results.
+        ids = [f"call_{call}", f"call_{call + 1}"]
+        out.append(logged(len(out) + 1, assistant(None, *ids)))
+        if draw(st.booleans()):
+            out.append(logged(len(out) + 1, tool(ids[0], "partial")))
+    return out
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a command.",
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        },
+    }
+]
+
+
+@st.composite
+def requests(draw: st.DrawFn, strategy: str) -> AssemblyRequest:
+    history = draw(histories())
+    summary = None
+    if history and draw(st.integers(0, 3)) == 0:
+        summary = SummaryBlock(draw(texts), draw(st.integers(0, max(0, len(history) // 3))))
+    dynamic: list[Any] = draw(st.lists(st.one_of(texts, texts.map(user)), max_size=2))
+    return AssemblyRequest(
+        history=history,
+        counter=COUNTER,
+        budget=draw(st.integers(min_value=60, max_value=8000)),
+        reserve_output_tokens=draw(st.sampled_from([0, 0, 20])),
+        session_id="sess-1",
+        system=draw(st.one_of(st.none(), texts)),
+        tools=draw(st.sampled_from([[], TOOLS])),
+        dynamic_context=dynamic,
+        summary=summary,
+        mode=draw(st.sampled_from([None, "agent", "chat"])),
+        preview_limit_tokens=draw(st.sampled_from([64, 256, 1024])),
+        strategy=strategy,
+    )
+
+
+# Modest by default so the unit layer stays fast; raise it for a deeper search.
+EXAMPLES = int(os.environ.get("CONTEXT_HYPOTHESIS_EXAMPLES", "60"))
+SETTINGS = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@SETTINGS
+@given(requests("key_messages"))
+def test_key_messages_invariants(request: AssemblyRequest) -> None:
+    check(request, assemble(request))
+
+
+@SETTINGS
+@given(requests("sliding_window"))
+def test_sliding_window_invariants(request: AssemblyRequest) -> None:
+    check(request, assemble(request))
+
+
+@SETTINGS
+@given(requests("summary"))
+def test_summary_invariants(request: AssemblyRequest) -> None:
+    result = assemble(request)
+    check(request, result)
+    if request.summary is not None:
+        assert result.summary.included
+        assert result.summary.through_seq == request.summary.through_seq
+
+
+@settings(max_examples=40, deadline=None)
+@given(histories(), st.integers(min_value=200, max_value=4000))
+def test_more_budget_never_loses_mandatory_units(history: list[LoggedMessage], budget: int) -> None:
+    for name in available_strategies():
+        small = assemble(
+            AssemblyRequest(history=history, counter=COUNTER, budget=budget, strategy=name)
+        )
+        large = assemble(
+            AssemblyRequest(history=history, counter=COUNTER, budget=budget * 4, strategy=name)
+        )
+        if not small.over_budget:
+            assert not large.over_budget
+        assert large.usage.input_tokens <= budget * 4 or large.over_budget

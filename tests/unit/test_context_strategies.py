@@ -1,0 +1,165 @@
+"""Strategy behaviours (key_messages scoring and fallbacks) and the plugin registry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from importlib.metadata import EntryPoint
+from typing import Any
+
+import pytest
+
+from app.context import AssemblyRequest, assemble, available_strategies, get_strategy
+from app.context.strategies import base
+from app.context.strategies.base import Selection, Strategy
+from app.context.strategies.key_messages import KeyMessages
+from app.context.view import Form, HistoryView
+from app.messages.types import LoggedMessage
+from tests.unit.context_helpers import COUNTER, assistant, check, log_of, logged, tool, user
+
+CONSTRAINT = "Never push to the main branch; we must open a PR."
+
+
+def chat(n: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [user(CONSTRAINT), assistant("Understood.")]
+    for i in range(n):
+        out += [user(f"Tell me about item {i}, in detail " * 3), assistant("It is fine. " * 20)]
+    return out
+
+
+def run(history: list[LoggedMessage], **kw: Any) -> Any:
+    request = AssemblyRequest(history=history, counter=COUNTER, **{"budget": 100_000, **kw})
+    result = assemble(request)
+    check(request, result)
+    return result
+
+
+def test_key_messages_keeps_an_early_constraint_that_the_window_forgets() -> None:
+    history = log_of(chat(20))
+    window = run(history, budget=800, strategy="sliding_window")
+    key = run(history, budget=800, strategy="key_messages")
+    assert 1 not in window.kept_seqs
+    assert 1 in key.kept_seqs
+    rule = next(d.rule for d in key.decisions if d.seq == 1)
+    assert rule.startswith("score:") and "constraint" in rule
+    assert history[-1].seq in key.kept_seqs  # the newest exchange is mandatory
+
+
+def test_key_messages_recent_turns_are_mandatory() -> None:
+    history = log_of(chat(6))
+    result = run(history, budget=600, strategy=KeyMessages(recent_turns=2))
+    rules = {s: d.rule for d in result.decisions for s in range(d.seq, (d.through or d.seq) + 1)}
+    last = history[-1].seq
+    assert rules[last] == "latest"
+    assert rules[last - 1] == "latest_user"
+    assert rules[last - 2] == "recent" and rules[last - 3] == "recent"
+
+
+def test_key_messages_compacts_before_dropping_the_current_turn() -> None:
+    big = "error: line failed at src/app.py\n" * 400
+    msgs = [user("Fix src/app.py. You must keep the API stable.")]
+    for i in range(6):
+        msgs += [assistant(f"Step {i}: running the tests.", f"c{i}"), tool(f"c{i}", big)]
+    history = log_of(msgs)
+    full = run(history, budget=1_000_000, preview_limit_tokens=2000)
+    assert full.dropped_count == 0
+    tight = run(history, budget=1500, preview_limit_tokens=2000, session_id="s")
+    assert not tight.over_budget
+    actions = {d.action for d in tight.decisions}
+    assert "preview" in actions
+    assert 1 in tight.kept_seqs and history[-1].seq in tight.kept_seqs
+
+
+def test_key_messages_last_resort_keeps_only_the_hard_set() -> None:
+    msgs = [user("A " * 300), assistant("B " * 300)] * 3 + [user("Now what? " * 100)]
+    result = run(log_of(msgs), budget=100, preview_limit_tokens=256)
+    assert result.kept_seqs == (7,)
+    assert result.decisions[-1].action == "cut"
+    assert result.decisions[0].as_dict() == {
+        "seq": 1,
+        "action": "dropped",
+        "rule": "budget",
+        "through": 6,
+    }
+    assert not result.over_budget
+
+
+def test_pinned_messages_survive_every_strategy() -> None:
+    msgs = chat(15)
+    history = [logged(i + 1, m, pinned=(i == 4)) for i, m in enumerate(msgs)]
+    for name in available_strategies():
+        result = run(history, budget=400, strategy=name)
+        assert 5 in result.kept_seqs, name
+        assert next(d.rule for d in result.decisions if d.seq == 5) == "pinned"
+
+
+def test_unknown_strategy_is_a_key_error() -> None:
+    with pytest.raises(KeyError):
+        get_strategy("nope")
+
+
+class NewestOnly(Strategy):
+    name = "newest_only"
+
+    def select(self, view: HistoryView, budget: int) -> Selection:
+        sel = Selection()
+        left = budget - sel.take_mandatory(view, budget)
+        for unit in reversed(view.units):
+            if unit.index not in sel.picks and unit.cost(Form.FULL) <= left:
+                sel.pick(unit, Form.FULL, "newest")
+                left -= unit.cost(Form.FULL)
+        return sel
+
+
+class Forgetful(Strategy):
+    name = "forgetful"
+
+    def select(self, view: HistoryView, budget: int) -> Selection:
+        return Selection()
+
+
+class Crashing(Strategy):
+    name = "crashing"
+
+    def select(self, view: HistoryView, budget: int) -> Selection:
+        raise RuntimeError("bug in a plugin")
+
+
+@pytest.fixture
+def plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    here = __name__
+    eps = [
+        EntryPoint("newest_only", f"{here}:NewestOnly", base.ENTRY_POINT_GROUP),
+        EntryPoint("forgetful", f"{here}:Forgetful", base.ENTRY_POINT_GROUP),
+        EntryPoint("crashing", f"{here}:Crashing", base.ENTRY_POINT_GROUP),
+        EntryPoint("broken", "no_such_module_xyz:Thing", base.ENTRY_POINT_GROUP),
+        EntryPoint("not_a_strategy", "builtins:dict", base.ENTRY_POINT_GROUP),
+        EntryPoint("sliding_window", f"{here}:NewestOnly", base.ENTRY_POINT_GROUP),
+    ]
+    monkeypatch.setattr(base, "entry_points", lambda group: eps)
+    base.reset_plugins()
+    yield
+    base.reset_plugins()
+
+
+@pytest.mark.usefixtures("plugins")
+def test_entry_point_plugins_load_lazily_and_safely(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        names = available_strategies()
+    assert {"newest_only", "forgetful", "crashing"} <= set(names)
+    assert "broken" not in names and "not_a_strategy" not in names
+    assert "failed to load" in caplog.text and "not a Strategy" in caplog.text
+    assert type(get_strategy("sliding_window")).__name__ == "SlidingWindow"  # built-ins win
+    result = run(log_of(chat(3)), strategy="newest_only")
+    assert result.strategy == "newest_only" and result.dropped_count == 0
+
+
+@pytest.mark.usefixtures("plugins")
+def test_pipeline_guards_invariants_against_plugins() -> None:
+    history = log_of(chat(3))
+    forgot = run(history, strategy="forgetful")
+    assert forgot.kept_seqs == (history[-2].seq,)  # the latest user message was added
+    assert any("left out seq" in w for w in forgot.warnings)
+    crashed = run(history, strategy="crashing")
+    assert crashed.dropped_count == 0
+    assert any("crashing failed" in w for w in crashed.warnings)
