@@ -114,6 +114,18 @@ def _unavailable_classes() -> tuple[type[Exception], ...]:
 UNAVAILABLE_CLASSES = _unavailable_classes()
 
 
+def is_rolled_back(exc: BaseException) -> bool:
+    """True when PostgreSQL rolled the transaction back to break a conflict (deadlock,
+    serialization failure): nothing was written and the same request may be retried."""
+    import asyncpg
+    from sqlalchemy import exc as sa_exc
+
+    if isinstance(exc, sa_exc.DBAPIError):
+        exc = exc.orig if exc.orig is not None else exc
+        exc = getattr(exc, "__cause__", None) or exc
+    return isinstance(exc, asyncpg.TransactionRollbackError)
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """True for errors that mean "the database is away", which clients should retry (503)."""
     import asyncpg

@@ -148,6 +148,13 @@ def _install_error_handlers(app: FastAPI) -> None:
         if database.is_unavailable(exc):
             log.warning("database unavailable", error=type(exc).__name__)
             return await domain_error(request, Unavailable("the database is unreachable; retry"))
+        if database.is_rolled_back(exc):
+            # Lock order is meant to make this impossible; if it still happens the request
+            # wrote nothing and may simply be sent again.
+            log.warning("transaction rolled back by the database", error=type(exc).__name__)
+            return await domain_error(
+                request, Unavailable("a concurrent write conflicted; retry", retry_after_s=1)
+            )
         log.exception("unhandled error")
         return _problem_response(
             problem(500, "internal_error", "Internal error", "an unexpected error occurred")

@@ -116,6 +116,21 @@ async def extend_lease(db: AsyncSession, job: Job, worker: str, lease_s: float) 
     return (await db.execute(stmt)).first() is not None
 
 
+async def hold_session(db: AsyncSession, job: Job) -> bool:
+    """KEY SHARE on the job's session, False if it is gone.
+
+    Locks are taken session first, then job, everywhere: requests and the session
+    delete hold the session while they touch its jobs, so a runner that locked the
+    job and then the session (through an event's foreign key) could deadlock them.
+    """
+    stmt = (
+        select(SessionRow.id)
+        .where(SessionRow.tenant_id == job.tenant_id, SessionRow.id == job.session_id)
+        .with_for_update(read=True, key_share=True)
+    )
+    return (await db.execute(stmt)).first() is not None
+
+
 async def finish_job(
     db: AsyncSession,
     job: Job,

@@ -266,6 +266,8 @@ class CompactionRunner:
             if not stored:
                 reason = "fenced: the lease changed hands or the watermark moved past this range"
                 meta = {**meta, "status": "failed", "reason": reason}
+                if not await repo.hold_session(db, job):
+                    raise JobTakenOver  # the session was deleted and its jobs with it
                 if not await repo.finish_job(db, job, self.worker_id, "failed", meta, reason):
                     raise JobTakenOver
                 await record_event(db, job.tenant_id, job.session_id, "compaction.failed", meta)
@@ -303,6 +305,8 @@ class CompactionRunner:
         self, job: repo.Job, status: str, meta: dict[str, Any], reason: str | None = None
     ) -> None:
         async with self.database.transaction() as db:
+            if not await repo.hold_session(db, job):
+                raise JobTakenOver  # the session was deleted and its jobs with it
             if not await repo.finish_job(db, job, self.worker_id, status, meta, reason):
                 raise JobTakenOver
             await record_event(db, job.tenant_id, job.session_id, f"compaction.{status}", meta)

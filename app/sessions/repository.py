@@ -16,12 +16,19 @@ async def get(db: AsyncSession, tenant: str, sid: str) -> SessionRow | None:
 
 
 async def get_for_update(db: AsyncSession, tenant: str, sid: str) -> tuple[SessionRow, bool] | None:
-    """The row, locked for this transaction, and whether its lease is live by the database clock."""
+    """The row, locked for this transaction, and whether its lease is live by the database clock.
+
+    FOR NO KEY UPDATE, not FOR UPDATE: rows that reference the session (events,
+    jobs, messages) take KEY SHARE on it through their foreign key, and FOR UPDATE
+    would block them. A compaction runner closing a job (job row locked, then an
+    event inserted) against a request holding the session and waiting on that job
+    deadlocked that way (found by schemathesis).
+    """
     live = func.coalesce(SessionRow.lease_expires_at > func.now(), False).label("lease_live")
     stmt = (
         select(SessionRow, live)
         .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
-        .with_for_update()
+        .with_for_update(key_share=True)
         .execution_options(populate_existing=True)
     )
     row = (await db.execute(stmt)).first()
