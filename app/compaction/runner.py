@@ -31,6 +31,7 @@ from app.compaction import (
     summarise,
 )
 from app.compaction import repository as repo
+from app.compaction.candidates import FlushCandidate
 from app.compaction.metrics import (
     COMPACTION_DURATION,
     COMPACTION_JOBS,
@@ -43,7 +44,7 @@ from app.db import is_unavailable
 from app.events import record_event
 from app.models import SessionRow
 from app.sessions.service import budget_of, effective_model, session_compaction
-from app.settings import Settings
+from app.settings import CompactionSettings, Settings
 from app.tokens import get_counter
 
 log = structlog.get_logger("contextd.compaction")
@@ -53,6 +54,30 @@ MAX_ATTEMPTS = 3
 
 class JobTakenOver(Exception):
     """Another runner owns the job now: roll back everything this one was about to write."""
+
+
+async def _flush_candidates(
+    plan: CompactionPlan, sid: str, c: CompactionSettings
+) -> list[FlushCandidate] | None:
+    """Memory-flush candidates of the range, or None when the flush is skipped: it
+    took longer than `flush_timeout_s` or failed. The compaction goes on either way
+    (`flush_skipped` in its metadata)."""
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(
+                extract_candidates,
+                plan.range_messages,
+                session_id=sid,
+                max_candidates=c.max_flush_candidates,
+                max_text_bytes=c.max_candidate_text_bytes,
+            ),
+            c.flush_timeout_s,
+        )
+    except TimeoutError:
+        log.warning("memory flush timed out; skipped", timeout_s=c.flush_timeout_s)
+    except Exception:
+        log.exception("memory flush failed; skipped")
+    return None
 
 
 def _regrown(row: SessionRow, settings: Settings) -> bool:
@@ -210,12 +235,7 @@ class CompactionRunner:
             meta = build_metadata(plan, None, triggered_at=job.created_at)
             await self._finish(job, "noop", meta, reason=plan.code)
             return
-        candidates = extract_candidates(
-            plan.range_messages,
-            session_id=row.id,
-            max_candidates=c.max_flush_candidates,
-            max_text_bytes=c.max_candidate_text_bytes,
-        )
+        candidates = await _flush_candidates(plan, row.id, c)
         previous = StructuredSummary.from_dict(row.summary) if row.summary else None
         outcome = await summarise(
             plan,
@@ -231,7 +251,11 @@ class CompactionRunner:
         )
         compacted = row.system_tokens + row.tools_tokens + summary_tokens + plan.preserved_tokens
         meta = build_metadata(
-            plan, outcome, triggered_at=job.created_at, compacted_context_tokens=compacted
+            plan,
+            outcome,
+            triggered_at=job.created_at,
+            compacted_context_tokens=compacted,
+            flush_skipped=candidates is None,
         )
         MODEL_TOKENS.inc(outcome.prompt_tokens + outcome.completion_tokens)
         await self._store(
@@ -245,7 +269,10 @@ class CompactionRunner:
                 "summary_text": outcome.rendered_text,
                 "summary_tokens": summary_tokens,
                 "compaction_metadata": meta,
-                "memory_flush_candidates": [cand.to_dict() for cand in candidates],
+                # A skipped flush leaves the previous candidates in place.
+                "memory_flush_candidates": row.memory_flush_candidates
+                if candidates is None
+                else [cand.to_dict() for cand in candidates],
                 "compacted_history_tokens": plan.preserved_tokens,
             },
         )

@@ -449,3 +449,39 @@ async def test_a_model_that_drops_constraints_cannot_lose_them(
     assert any("never deploy on Fridays" in c for c in meta["patched_constraints"])
     text = (await state(cclient, sid))["summary"]["text"]
     assert "never deploy on Fridays" in text and ANCHOR in text
+
+
+async def test_a_slow_memory_flush_is_skipped_and_the_compaction_goes_on(
+    cclient: httpx.AsyncClient, sid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from app.compaction import runner
+
+    await long_session(cclient, sid, turns=6)
+    first = await compact(cclient, sid, force=True)
+    assert first["compaction_metadata"]["flush_skipped"] is False
+    kept = (await state(cclient, sid))["memory_flush_candidates"]
+    assert kept  # the constraint message is a candidate
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(1.0)
+        return []  # had it been waited for: no skip, and the candidates emptied
+
+    monkeypatch.setattr(runner, "extract_candidates", slow)
+    settings = {**SMALL_COMPACTION, "flush_timeout_s": 0.2}
+    await cclient.put(f"/sessions/{sid}", json={"compaction": settings})
+    await cclient.post(
+        f"/sessions/{sid}/messages",
+        json={"messages": [m for i in range(4) for m in turn_of(f"more {i}")]},
+    )
+    second = await compact(cclient, sid, force=True)
+    assert second["status"] == "success", second
+    assert second["compaction_metadata"]["flush_skipped"] is True
+    s = await state(cclient, sid)
+    assert s["last_compaction_seq"] > first["watermark_after"]
+    assert s["memory_flush_candidates"] == kept  # the previous ones stay
+
+
+def turn_of(text: str) -> list[dict[str, Any]]:
+    return [user(text), {"role": "assistant", "content": f"done: {text}"}]
