@@ -23,6 +23,7 @@ from app.compaction.router import router as compaction_router
 from app.compaction.runner import CompactionRunner
 from app.context.router import router as context_router
 from app.errors import ContextdError, Unavailable, problem, problem_of
+from app.events import EventWriter
 from app.health import router as health_router
 from app.leases.router import router as leases_router
 from app.messages.router import router as messages_router
@@ -57,6 +58,8 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         app.state.engine = engine
         keyring.engine = engine
         app.state.database = Database(database.session_factory(engine))
+        app.state.events = EventWriter(app.state.database)
+        app.state.events.start()
         async with model_client(settings) as client:
             runner = CompactionRunner(app.state.database, settings, client)
             app.state.compactions = runner
@@ -66,6 +69,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
                 yield
             finally:
                 await runner.stop()
+                await app.state.events.stop()
                 await engine.dispose()
 
     app = FastAPI(

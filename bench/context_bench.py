@@ -10,13 +10,15 @@ path (`POST /sessions/{id}/messages` of a `contextd serve` subprocess), then
 measures, in interleaved rounds so that a background load hits every size
 alike:
 
-- ours, in-process: `app.context.service.build()` inside
-  `app.state.database.transaction()` of an app built by `create_app()` under
-  its lifespan: the real window read, assembly and `context.compressed` event
-  write, commit included. The very first call of the process for each session
-  ("first call") and calls made after clearing the engine's per-process
-  caches ("cold") are reported apart from repeated calls ("warm", what an
-  agent calling on every model turn sees);
+- ours, in-process: `app.context.service.payload()`, what the context
+  endpoints run, in an app built by `create_app()` under its lifespan: the
+  session and window reads (outside a transaction: they write nothing),
+  assembly, and the `context.compressed` event handed to the app's event
+  writer, which inserts events in batches in the background (its inserts
+  run on the same process and database while the calls are timed). The very
+  first call of the process for each session ("first call") and calls made
+  after clearing the engine's per-process caches ("cold") are reported apart
+  from repeated calls ("warm", what an agent calling on every model turn sees);
 - ours, HTTP: `GET /sessions/{id}/context?max_tokens=B` over TCP against the
   `contextd serve` subprocess on the same database (its own caches warm);
 - LangChain: `trim_messages(history, strategy="last", include_system=True,
@@ -320,12 +322,13 @@ async def app_in_process(url: str) -> AsyncIterator[FastAPI]:
 async def build_in_process(
     app: FastAPI, tenant: str, sid: str, params: ContextParams
 ) -> tuple[float, dict[str, Any]]:
-    """One `build()` in its own transaction, commit included: (milliseconds, payload)."""
+    """What the context endpoints run, without HTTP: (milliseconds, payload)."""
     from app.context import service
 
     start = time.perf_counter()
-    async with app.state.database.transaction() as s:
-        payload = await service.build(s, tenant, sid, params, app.state.settings)
+    payload = await service.payload(
+        app.state.database, app.state.events, tenant, sid, params, app.state.settings
+    )
     return (time.perf_counter() - start) * 1000, payload
 
 

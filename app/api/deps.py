@@ -25,10 +25,28 @@ class Database:
 
     def __init__(self, factory: async_sessionmaker[AsyncSession]) -> None:
         self.factory = factory
+        bind = factory.kw.get("bind")
+        self._autocommit = (
+            bind.execution_options(isolation_level="AUTOCOMMIT") if bind is not None else None
+        )
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         async with self.factory() as session, session.begin():
+            yield session
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncSession]:
+        """A session for reads that write nothing: no BEGIN and COMMIT round trips.
+
+        Each statement reads its own snapshot, exactly as in a READ COMMITTED
+        transaction, so a reader gains nothing from one.
+        """
+        if self._autocommit is None:
+            async with self.transaction() as session:
+                yield session
+            return
+        async with self.factory(bind=self._autocommit) as session:
             yield session
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Query, Request
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
 from app.context import service, validate_context_params
@@ -35,6 +35,7 @@ EXAMPLE = {
 @router.get("/sessions/{session_id}/context", summary="The assembled payload")
 async def get_context(
     session_id: SessionId,
+    request: Request,
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
@@ -58,13 +59,13 @@ async def get_context(
         mode=mode,
         reserve_output_tokens=reserve_output_tokens,
     )
-    async with db.transaction() as s:
-        return await service.build(s, tenant, session_id, params, settings)
+    return await service.payload(db, request.app.state.events, tenant, session_id, params, settings)
 
 
 @router.post("/sessions/{session_id}/context", summary="The assembled payload, with per-call parts")
 async def post_context(
     session_id: SessionId,
+    request: Request,
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
@@ -87,5 +88,4 @@ async def post_context(
         tools=body.get("tools"),
         dynamic_context=list(body.get("dynamic_context") or []),
     )
-    async with db.transaction() as s:
-        return await service.build(s, tenant, session_id, params, settings)
+    return await service.payload(db, request.app.state.events, tenant, session_id, params, settings)

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.api.deps import Database
 from app.context import (
     HISTORY_READ_FACTOR,
     AssemblyRequest,
@@ -19,7 +20,7 @@ from app.context import (
 from app.context import repository as repo
 from app.context.types import DEFAULT_STRATEGY
 from app.errors import invalid
-from app.events import record_event
+from app.events import EventWriter, record_event
 from app.observability import metrics
 from app.sessions.service import budget_of, effective_model, get_session, session_compaction
 from app.settings import Settings
@@ -53,9 +54,29 @@ class ContextParams:
     dynamic_context: list[Any] = field(default_factory=list)
 
 
-async def build(
-    db: AsyncSession, tenant: str, sid: str, params: ContextParams, settings: Settings
+async def payload(
+    database: Database,
+    events: EventWriter | None,
+    tenant: str,
+    sid: str,
+    params: ContextParams,
+    settings: Settings,
 ) -> dict[str, Any]:
+    """What `GET` and `POST /context` answer: read-only, so outside any transaction."""
+    async with database.reading() as db:
+        return await build(db, tenant, sid, params, settings, events)
+
+
+async def build(
+    db: AsyncSession,
+    tenant: str,
+    sid: str,
+    params: ContextParams,
+    settings: Settings,
+    events: EventWriter | None = None,
+) -> dict[str, Any]:
+    """The payload; an assembly that trimmed anything adds a `context.compressed` event
+    to `events` (written in the background), or inserts it through `db` without one."""
     row = await get_session(db, tenant, sid)
     compaction = session_compaction(row, settings)
     if params.max_tokens is not None and params.max_tokens > compaction.context_limit:
@@ -91,20 +112,18 @@ async def build(
     metrics.CONTEXT_ASSEMBLED.labels(result.strategy, str(trimmed).lower()).inc()
     if trimmed:
         metrics.CONTEXT_DROPPED_MESSAGES.inc(result.dropped_count)
-        await record_event(
-            db,
-            tenant,
-            sid,
-            "context.compressed",
-            {
-                "strategy": result.strategy,
-                "original_count": row.last_seq - row.last_compaction_seq,
-                "kept_count": len(result.kept_seqs),
-                "dropped_count": result.dropped_count,
-                "previews": sum(1 for d in result.decisions if d.action in ("preview", "cut")),
-                "input_tokens": result.usage.input_tokens,
-                "budget": budget,
-                "over_budget": result.over_budget,
-            },
-        )
+        data = {
+            "strategy": result.strategy,
+            "original_count": row.last_seq - row.last_compaction_seq,
+            "kept_count": len(result.kept_seqs),
+            "dropped_count": result.dropped_count,
+            "previews": sum(1 for d in result.decisions if d.action in ("preview", "cut")),
+            "input_tokens": result.usage.input_tokens,
+            "budget": budget,
+            "over_budget": result.over_budget,
+        }
+        if events is not None:
+            events.add(tenant, sid, "context.compressed", data)
+        else:
+            await record_event(db, tenant, sid, "context.compressed", data)
     return body

@@ -18,3 +18,8 @@ CONTEXT_ASSEMBLED = Counter(
 CONTEXT_DROPPED_MESSAGES = Counter(
     "contextd_context_dropped_messages_total", "History messages left out of payloads"
 )
+EVENTS_DEFERRED = Counter(
+    "contextd_events_deferred_total",
+    "Events written off the request path (context.compressed), by outcome",
+    ["outcome"],
+)

@@ -4,7 +4,7 @@ import base64
 import binascii
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 
 from app import events
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
@@ -124,6 +124,7 @@ async def preview_budget(
 @router.get("/sessions/{session_id}/events", summary="The session's event log")
 async def list_events(
     session_id: SessionId,
+    request: Request,
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
@@ -133,6 +134,9 @@ async def list_events(
 ) -> dict[str, Any]:
     if limit > settings.max_page_size:
         raise invalid("limit", f"at most {settings.max_page_size}")
+    writer: events.EventWriter | None = getattr(request.app.state, "events", None)
+    if writer is not None:
+        await writer.flush()  # this process's deferred events, so a client reads its own
     async with db.transaction() as s:
         await service.get_session(s, tenant, session_id)
         rows = await events.page(s, tenant, session_id, after_id, limit, type)
