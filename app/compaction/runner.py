@@ -145,10 +145,13 @@ class CompactionRunner:
                 await repo.request_job(
                     db, tenant, sid, trigger="auto", force=False, lock_token=lock_token, chain=chain
                 )
-        except Exception:
+        except Exception as exc:
             # The append is committed and answered; a failed enqueue only delays compaction,
             # and the next append at compact_needed asks again.
-            log.exception("could not queue compaction", session_id=sid)
+            if is_unavailable(exc):  # e.g. the pool is exhausted under load: expected
+                log.warning("could not queue compaction", session_id=sid, error=repr(exc))
+            else:
+                log.exception("could not queue compaction", session_id=sid)
             return
         self.wake()
 
