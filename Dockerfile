@@ -1,8 +1,8 @@
 # contextd image: `docker build -t contextd .`, or `docker compose up` (see docker-compose.yml).
 #
-# Set CONTEXTD_DATABASE_URL (compose does). The embedded PostgreSQL is not meant for
-# containers: without a URL the app tries to create `.contextd/` in the read-only
-# WORKDIR and exits with "PermissionError: ... '.contextd'".
+# Set CONTEXTD_DATABASE_URL (compose does). The embedded PostgreSQL (the `embedded`
+# extra) is not installed in the image: without a URL `contextd` exits with status 2
+# and "no CONTEXTD_DATABASE_URL is set and the embedded PostgreSQL is not installed".
 # The app refuses to listen beyond loopback when no API keys are configured (SPEC §8;
 # `_serve` in app/cli.py rewrites the host to 127.0.0.1), so CONTEXTD_HOST=0.0.0.0
 # below takes effect only together with CONTEXTD_API_KEYS: without keys the container
@@ -35,7 +35,7 @@ WORKDIR ${SRC_DIR}
 # Dependencies first, in their own layer, resolved from pyproject.toml alone (no
 # separate requirements list): install the project around an empty `app` package,
 # then drop the project itself and keep its dependencies. Source edits then reuse
-# this layer. No extras: the dev tools stay out of the image.
+# this layer. No extras: the dev tools and the embedded PostgreSQL stay out of the image.
 COPY pyproject.toml README.md ./
 RUN mkdir app \
     && touch app/__init__.py \

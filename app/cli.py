@@ -39,7 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     from app.observability.logging import configure_logging
 
     configure_logging(settings.log_format, settings.log_level)
-    url = _database_url(settings)
+    from app.embedded_pg import EmbeddedUnavailable
+
+    try:
+        url = _database_url(settings)
+    except EmbeddedUnavailable as exc:
+        print(f"contextd: {exc}", file=sys.stderr)
+        return 2
     if args.command == "migrate":
         _migrate(url)
         return 0

