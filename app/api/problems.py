@@ -37,7 +37,10 @@ def _problem(description: str) -> dict[str, Any]:
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _problem("missing or wrong API key (when keys are configured)"),
     404: _problem("no such session or message in the caller's tenant"),
-    409: _problem("lock_held, lock_required, stale_lock_token or idempotency_conflict"),
+    409: _problem(
+        "lock_held, lock_required, stale_lock_token, idempotency_conflict, or "
+        "compaction_failed (payloads, with COMPACTION_FAIL_OPEN false)"
+    ),
     413: _problem("body or message larger than the configured limit"),
     422: _problem("validation_error: `errors` names each faulty field"),
     503: _problem("the database is unreachable; retry after `Retry-After` seconds"),

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.lru import LRU
 from app.messages.types import LoggedMessage
-from app.models import MessageRow, SessionRow, ToolCallRow
+from app.models import CompactionJobRow, MessageRow, SessionRow, ToolCallRow
 
 
 def to_logged(m: MessageRow) -> LoggedMessage:
@@ -437,3 +437,22 @@ def _ids_of(messages: Iterable[LoggedMessage], made: set[str], answered: set[str
                 answered.add(str(call_id))
         elif m.role == "assistant":
             made.update(m.tool_call_ids)
+
+
+async def last_compaction_failure(db: AsyncSession, tenant: str, sid: str) -> str | None:
+    """The reason of the session's latest finished compaction job, if that job failed."""
+    job = CompactionJobRow
+    stmt = (
+        select(job.status, job.reason)
+        .where(
+            job.tenant_id == tenant,
+            job.session_id == sid,
+            job.status.not_in(("pending", "running")),
+        )
+        .order_by(job.finished_at.desc())
+        .limit(1)
+    )
+    last = (await db.execute(stmt)).first()
+    if last is None or last.status != "failed":
+        return None
+    return str(last.reason or "failed")

@@ -19,7 +19,7 @@ from app.context import (
 )
 from app.context import repository as repo
 from app.context.types import DEFAULT_STRATEGY
-from app.errors import invalid
+from app.errors import Conflict, invalid
 from app.events import EventWriter, record_event
 from app.observability import metrics
 from app.sessions.service import budget_of, effective_model, get_session, session_compaction
@@ -84,6 +84,16 @@ async def build(
             "max_tokens", f"exceeds the session's context limit ({compaction.context_limit})"
         )
     budget = params.max_tokens or compaction.usable_budget
+    status = budget_of(row, settings).status
+    if not compaction.fail_open and status == "compact_needed":
+        failure = await repo.last_compaction_failure(db, tenant, sid)
+        if failure is not None:
+            raise Conflict(
+                "compaction_failed",
+                f"the session needs compaction and its last one failed ({failure}); with "
+                "COMPACTION_FAIL_OPEN false no trimmed payload is served: POST "
+                f"/sessions/{sid}/compact to try again",
+            )
     counter = get_counter(effective_model(row, settings))
     history = await repo.window(db, row, HISTORY_READ_FACTOR * budget)
     summary = SummaryBlock(row.summary_text, row.last_compaction_seq) if row.summary_text else None
@@ -105,7 +115,7 @@ async def build(
         )
     )
     body = result.to_dict()
-    body["usage"]["status"] = budget_of(row, settings).status
+    body["usage"]["status"] = status
     trimmed = result.dropped_count > 0 or any(
         d.action in ("preview", "cut") for d in result.decisions
     )

@@ -485,3 +485,34 @@ async def test_a_slow_memory_flush_is_skipped_and_the_compaction_goes_on(
 
 def turn_of(text: str) -> list[dict[str, Any]]:
     return [user(text), {"role": "assistant", "content": f"done: {text}"}]
+
+
+@pytest.mark.parametrize("fail_open", [True, False])
+async def test_after_a_failed_compaction_payloads_follow_fail_open(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str, fail_open: bool
+) -> None:
+    settings = {"compaction": {**SMALL_COMPACTION, "fail_open": fail_open}}
+    await long_session(cclient, sid, turns=40, settings=settings)
+    budget = (await cclient.get(f"/sessions/{sid}/budget")).json()
+    assert budget["status"] == "compact_needed", budget
+    # A compaction whose store is fenced out fails (see the test above).
+    a = (await cclient.post(f"/sessions/{sid}/lock", json={"owner": "a", "ttl_s": 30})).json()
+    llm.behaviour = "slow"
+    r = await cclient.post(f"/sessions/{sid}/compact", json={"lock_token": a["lock_token"]})
+    await asyncio.sleep(0.2)
+    await cclient.request("DELETE", f"/sessions/{sid}/lock", json={"lock_token": a["lock_token"]})
+    b = (await cclient.post(f"/sessions/{sid}/lock", json={"owner": "b", "ttl_s": 30})).json()
+    assert (await compact_result(cclient, sid, r.json()["job_id"]))["status"] == "failed"
+
+    ctx = await cclient.get(f"/sessions/{sid}/context")
+    if fail_open:
+        assert ctx.status_code == 200 and ctx.json()["dropped_count"] > 0  # served by trimming
+    else:
+        assert ctx.status_code == 409 and ctx.json()["code"] == "compaction_failed", ctx.text
+        assert "fenced" in ctx.json()["detail"]
+    # A compaction that succeeds ends it either way.
+    llm.behaviour = "normal"
+    done = await compact(cclient, sid, lock_token=b["lock_token"])
+    assert done["status"] == "success", done
+    ctx = await cclient.get(f"/sessions/{sid}/context")
+    assert ctx.status_code == 200 and ctx.json()["summary"]["included"] is True
