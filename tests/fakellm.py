@@ -26,6 +26,10 @@ Behaviours:
 - ``omit_anchors``: ``normal`` without any item that contains an anchor
 - ``minimal``: a valid summary of one vague timeline entry (no anchors, no identifiers)
 - ``english``: a plausible summary in English whatever the conversation's language
+- ``agent``: a tool-using agent, for requests that offer ``tools``: after a user
+  message it calls the first tool with ``{"path": <the last word of the user
+  message>}``; after tool results it answers, quoting the first line of the last
+  result. Summarisation requests (no ``tools``) get ``normal``
 
 Every request is recorded in ``calls`` (headers, parsed body, behaviour used).
 """
@@ -47,7 +51,7 @@ BEHAVIOURS = frozenset(
     {
         "normal", "slow", "timeout", "500", "garbage", "drop_connection", "refuse",
         "refuse_text", "not_json", "wrong_types", "empty", "truncate", "omit_anchors", "english",
-        "minimal",
+        "minimal", "agent",
     }
 )  # fmt: skip
 
@@ -258,6 +262,8 @@ class FakeLLM:
 
     def _completion(self, body: dict[str, Any], behaviour: str) -> dict[str, Any]:
         messages = body.get("messages") or []
+        if behaviour == "agent" and body.get("tools"):
+            return self._agent_step(body, messages)
         prompt = parse_prompt(messages)
         summary = faithful_summary(prompt, int(body.get("max_tokens") or 1024))
         message: dict[str, Any] = {"role": "assistant", "content": None}
@@ -300,6 +306,31 @@ class FakeLLM:
                 "completion_tokens": len(content) // 4,
                 "total_tokens": prompt_chars // 4 + len(content) // 4,
             },
+        }
+
+    def _agent_step(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+        last = messages[-1] if messages else {}
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        finish = "stop"
+        if last.get("role") == "tool":
+            first_line = str(last.get("content") or "").splitlines()[:1]
+            message["content"] = f"Done. The tool said: {first_line[0] if first_line else ''}"
+        else:
+            tool = body["tools"][0]["function"]["name"]
+            words = str(last.get("content") or "").split()
+            args = json.dumps({"path": words[-1].strip("?.!") if words else ""})
+            call_id = f"call_{len(self.calls)}"
+            message["tool_calls"] = [
+                {"id": call_id, "type": "function", "function": {"name": tool, "arguments": args}}
+            ]
+            finish = "tool_calls"
+        return {
+            "id": f"chatcmpl-fake-{len(self.calls)}",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": str(body.get("model") or self.model),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }
 
     async def _send(

@@ -1,0 +1,123 @@
+"""A tool-using agent whose memory is contextd, with any OpenAI-compatible model.
+
+    CONTEXTD_URL=http://127.0.0.1:8080 \\
+    OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-... MODEL=gpt-4o-mini \\
+        python examples/agent_loop.py --session demo "How long is README.md?"
+
+The loop every agent on contextd runs:
+
+1. append what the user said;
+2. before every model call, ask contextd for the payload and send its `messages`
+   to `chat.completions.create` unchanged: it fits the model's window, keeps the
+   user's constraints and never splits a tool call from its results;
+3. append what the model said, run the tools it asked for, append their results
+   (one atomic batch per step, with client ids, so a retry stores nothing twice);
+4. repeat until the model answers without calling a tool.
+
+The agent keeps no history of its own: run it again with the same `--session`
+and it picks up where it stopped. One tool, `read_file`, confined to the folder
+the agent runs in. Needs `httpx` and `openai` (`pip install httpx openai`);
+`CONTEXTD_API_KEY` if the server has keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from openai import OpenAI
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a text file of the working folder.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": "relative path"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+SYSTEM = "You are a careful assistant. Use read_file to look at files before answering."
+
+
+def read_file(path: str) -> str:
+    root = Path.cwd().resolve()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root) or not target.is_file():
+        return f"error: no file {path!r} in the working folder"
+    text = target.read_text(errors="replace")
+    return f"{len(text.splitlines())} lines in {path}\n{text}"
+
+
+def run_tool(call: dict[str, Any]) -> str:
+    try:
+        args = json.loads(call["function"]["arguments"] or "{}")
+    except json.JSONDecodeError:
+        return "error: the arguments are not JSON"
+    if call["function"]["name"] == "read_file":
+        return read_file(str(args.get("path", "")))
+    return f"error: no tool {call['function']['name']!r}"
+
+
+def append(ctx: httpx.Client, session: str, *messages: dict[str, Any]) -> None:
+    batch = [{"id": uuid.uuid4().hex, **m} for m in messages]
+    r = ctx.post(f"/sessions/{session}/messages", json={"messages": batch})
+    r.raise_for_status()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("question")
+    p.add_argument("--session", default=f"agent-{uuid.uuid4().hex[:8]}")
+    p.add_argument("--max-steps", type=int, default=8)
+    args = p.parse_args(argv)
+
+    headers = {}
+    if os.environ.get("CONTEXTD_API_KEY"):
+        headers["Authorization"] = f"Bearer {os.environ['CONTEXTD_API_KEY']}"
+    contextd = httpx.Client(
+        base_url=os.environ.get("CONTEXTD_URL", "http://127.0.0.1:8080"),
+        headers=headers,
+        timeout=30,
+    )
+    model = os.environ.get("MODEL", "gpt-4o-mini")
+    llm = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY from the environment
+
+    # The session carries the system prompt and tools, so every payload has them.
+    body = {"model": model, "system_prompt": SYSTEM, "tools": TOOLS}
+    contextd.put(f"/sessions/{args.session}", json=body).raise_for_status()
+    append(contextd, args.session, {"role": "user", "content": args.question})
+
+    for _ in range(args.max_steps):
+        payload = contextd.get(f"/sessions/{args.session}/context").json()
+        reply = llm.chat.completions.create(
+            model=model, messages=payload["messages"], tools=payload["tools"]
+        )
+        message = reply.choices[0].message
+        # Only the protocol fields: SDK-only ones (annotations, audio, ...) are not
+        # part of a request message, and contextd would keep them verbatim.
+        said: dict[str, Any] = {"role": "assistant", "content": message.content}
+        calls = [c.model_dump(include={"id", "type", "function"}) for c in message.tool_calls or []]
+        if calls:
+            said["tool_calls"] = calls
+        results = [{"role": "tool", "tool_call_id": c["id"], "content": run_tool(c)} for c in calls]
+        append(contextd, args.session, said, *results)
+        if not calls:
+            print(said.get("content") or "")
+            return 0
+    print("(no answer within --max-steps)", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

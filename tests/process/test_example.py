@@ -1,0 +1,61 @@
+"""examples/agent_loop.py, run as a user would: a real server, a model over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tests.fakellm import FakeLLM
+from tests.process.conftest import REPO, Server
+
+
+async def test_the_example_agent_answers_from_a_tool_and_leaves_a_whole_log(
+    start_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    server = start_server()
+    sid = f"example-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\ngamma\n")
+    async with FakeLLM() as llm:
+        llm.behaviour = "agent"
+        env = {
+            **os.environ,
+            "CONTEXTD_URL": server.base_url,
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "test-key",
+            "MODEL": "gpt-4o-mini",
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(REPO / "examples" / "agent_loop.py"),
+            "--session", sid, "How many lines are in notes.txt",
+            cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip() == "Done. The tool said: 3 lines in notes.txt"
+
+    # The model saw exactly contextd's payloads: system prompt first, the session's
+    # tools offered, and the second call carried the tool group whole.
+    first, second = [c.body for c in llm.calls]
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert first["tools"][0]["function"]["name"] == "read_file"
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
+    call_id = second["messages"][2]["tool_calls"][0]["id"]
+    assert second["messages"][3]["tool_call_id"] == call_id
+
+    async with httpx.AsyncClient(base_url=server.base_url) as c:
+        log = (await c.get(f"/sessions/{sid}/messages")).json()["messages"]
+    assert [(m["seq"], m["role"]) for m in log] == [
+        (1, "user"),
+        (2, "assistant"),
+        (3, "tool"),
+        (4, "assistant"),
+    ]
+    assert log[2]["content"].startswith("3 lines in notes.txt")
+    assert set(log[1]) >= {"tool_calls"} and "annotations" not in log[1]
