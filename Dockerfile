@@ -8,14 +8,9 @@
 # below takes effect only together with CONTEXTD_API_KEYS: without keys the container
 # runs and reports healthy but cannot be reached through a published port.
 #
-# Layout. `app/db.py` finds `alembic.ini` and `migrations/` next to the *imported*
-# `app` package (REPO_ROOT = parent of app/). A plain `pip install .` puts `app`
-# into site-packages without them (they are not package data), so `contextd
-# migrate`/`serve` would fail with "Path doesn't exist: .../site-packages/migrations".
-# The project therefore lives at /srv/contextd and is installed into the venv in
-# editable mode: the venv's finder maps `app` to /srv/contextd/app, so alembic.ini and
-# migrations/ sit beside it. The finder records that absolute path, so builder and
-# runtime must use the same SRC_DIR and VENV paths.
+# Layout. A plain (non-editable) install: the wheel carries migrations/ inside the
+# package (app/migrations, see [tool.setuptools] in pyproject.toml), so the runtime
+# stage needs nothing but the venv.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
@@ -32,25 +27,22 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv "${VENV}"
 WORKDIR ${SRC_DIR}
 
-# Dependencies first, in their own layer, resolved from pyproject.toml alone (no
-# separate requirements list): install the project around an empty `app` package,
-# then drop the project itself and keep its dependencies. Source edits then reuse
-# this layer. No extras: the dev tools and the embedded PostgreSQL stay out of the image.
-COPY pyproject.toml README.md ./
-RUN mkdir app \
-    && touch app/__init__.py \
-    && pip install . \
-    && pip uninstall --yes contextd \
-    && rm -rf app build ./*.egg-info
+# Dependencies first, in their own layer, read from pyproject.toml itself (no second
+# list in the repository): source edits then reuse this layer. No extras: the dev
+# tools and the embedded PostgreSQL stay out of the image.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
 
 # The project itself, without dependencies (all installed above).
-COPY alembic.ini ./
+COPY README.md ./
 COPY migrations/ migrations/
 COPY app/ app/
-RUN pip install --no-deps --editable . \
+RUN pip install --no-deps . \
     && rm -rf build \
-    && python -m compileall -q app migrations \
-    && contextd --help > /dev/null
+    && contextd --help > /dev/null \
+    && python -I -c "from app.db import migrations_dir; assert (migrations_dir() / 'env.py').is_file()"
 
 
 FROM ${PYTHON_IMAGE} AS runtime
@@ -66,10 +58,9 @@ RUN groupadd --system --gid "${APP_UID}" contextd \
     && useradd --system --uid "${APP_UID}" --gid contextd --no-create-home \
        --home-dir /nonexistent --shell /usr/sbin/nologin contextd
 
-# Same paths as in the builder (see "Layout" above). Owned by root, read-only to
-# the service user.
+# The venv alone (see "Layout" above), at its build path (its scripts name it).
+# Owned by root, read-only to the service user.
 COPY --from=builder ${VENV} ${VENV}
-COPY --from=builder ${SRC_DIR} ${SRC_DIR}
 
 ENV PATH=${VENV}/bin:${PATH} \
     PYTHONUNBUFFERED=1 \

@@ -97,9 +97,20 @@ async def transaction(factory: async_sessionmaker[AsyncSession]) -> AsyncIterato
         yield session
 
 
+def migrations_dir() -> Path:
+    """`migrations/` of a source checkout (beside `app/` and `alembic.ini`), else the
+    copy an installed wheel carries inside the package (`app/migrations`)."""
+    if (REPO_ROOT / "alembic.ini").is_file() and (REPO_ROOT / "migrations").is_dir():
+        return REPO_ROOT / "migrations"
+    return Path(__file__).resolve().parent / "migrations"
+
+
 def alembic_config(url: str) -> Config:
-    cfg = Config(str(REPO_ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(REPO_ROOT / "migrations"))
+    # Built in code, not read from alembic.ini, which an installed wheel does not have;
+    # alembic.ini is for the `alembic` command line in a checkout.
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.set_main_option("path_separator", "os")
     cfg.attributes["database_url"] = normalise_url(url)
     return cfg
 
