@@ -31,9 +31,12 @@ typecheck: $(STAMP)
 fuzz: $(STAMP)  ## the long schemathesis run (500 examples per operation, with and without a key)
 	CONTEXTD_FUZZ_EXAMPLES=500 $(BIN)/pytest tests/process/test_schema_fuzz.py
 
-bench: $(STAMP)  ## the full benchmarks (minutes)
+bench: $(STAMP)  ## every benchmark of the README, in order (~15 min; CONTEXTD_DATABASE_URL or embedded)
 	$(BIN)/python bench/log_bench.py
 	$(BIN)/python bench/context_quality.py
+	$(BIN)/python bench/context_bench.py --repeat 40 --rounds 2
+	$(BIN)/python bench/compaction_bench.py --control
+	$(BIN)/python bench/load.py --agents 10,50,200 --duration 20
 
 clean:
 	rm -rf $(VENV) .contextd .pytest_cache .mypy_cache .ruff_cache .hypothesis
