@@ -2,12 +2,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from app.compaction.metrics import QUEUE_JOBS, QUEUE_OLDEST_PENDING
 from app.db import head_revision, schema_is_current
+
+log = structlog.get_logger("contextd")
 
 router = APIRouter(tags=["operations"])
 
@@ -34,6 +38,22 @@ async def readyz(request: Request) -> Response:
     )
 
 
+# One row per active status: the partial unique index on active jobs serves it.
+_QUEUE = text(
+    "SELECT status, count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)"
+    " FROM compaction_jobs WHERE status IN ('pending', 'running') GROUP BY status"
+)
+
+
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-async def metrics() -> Response:
+async def metrics(request: Request) -> Response:
+    try:
+        async with request.app.state.engine.connect() as conn:
+            rows = {r[0]: (int(r[1]), float(r[2])) for r in await conn.execute(_QUEUE)}
+    except Exception as exc:  # the queue gauges keep their last values; metrics still answer
+        log.warning("could not read the compaction queue", error=type(exc).__name__)
+    else:
+        for status in ("pending", "running"):
+            QUEUE_JOBS.labels(status).set(rows.get(status, (0, 0.0))[0])
+        QUEUE_OLDEST_PENDING.set(rows.get("pending", (0, 0.0))[1])
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -1,8 +1,9 @@
-"""Compaction metrics: lag, duration, model tokens spent, tokens freed, jobs by outcome."""
+"""Compaction metrics: lag, duration, model tokens spent, tokens freed, jobs by outcome,
+and the queue (read from the database when /metrics is scraped)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 COMPACTION_JOBS = Counter("contextd_compaction_jobs_total", "Finished compaction jobs", ["status"])
 COMPACTION_DURATION = Histogram(
@@ -20,4 +21,13 @@ MODEL_TOKENS = Counter(
 )
 TOKENS_FREED = Counter(
     "contextd_compaction_tokens_freed_total", "Context tokens removed from effective histories"
+)
+QUEUE_JOBS = Gauge(
+    "contextd_compaction_queue_jobs",
+    "Compaction jobs waiting or running, across the database (all processes, all tenants)",
+    ["status"],
+)
+QUEUE_OLDEST_PENDING = Gauge(
+    "contextd_compaction_queue_oldest_pending_seconds",
+    "Age of the oldest job no runner has claimed yet (0 when none waits)",
 )

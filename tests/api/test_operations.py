@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -95,3 +96,36 @@ def test_bad_settings_fail_at_start_naming_the_variable(
     with pytest.raises(ConfigError) as info:
         load_settings()
     assert variable in str(info.value)
+
+
+async def test_metrics_show_the_compaction_queue(make_database: Callable[[], str]) -> None:
+    from app.compaction import repository as jobs
+    from app.main import create_app
+
+    app = create_app(
+        load_settings(database_url=None, run_compactions_in_process=False),
+        database_url=make_database(),  # no runner anywhere on it: jobs stay where we put them
+    )
+
+    def gauge(text: str, name: str) -> float:
+        line = next(
+            x for x in text.splitlines() if x.startswith(name + " ") or x.startswith(name + "{")
+        )
+        return float(line.rsplit(" ", 1)[1])
+
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            text = (await c.get("/metrics")).text
+            assert gauge(text, 'contextd_compaction_queue_jobs{status="pending"}') == 0
+            assert gauge(text, "contextd_compaction_queue_oldest_pending_seconds") == 0
+            for s in ("q1", "q2"):
+                await c.put(f"/sessions/{s}", json={})
+                assert (await c.post(f"/sessions/{s}/compact", json={})).status_code == 202
+            async with app.state.database.transaction() as db:
+                assert await jobs.claim_next(db, "metrics-test", 30) is not None
+            await asyncio.sleep(0.05)
+            text = (await c.get("/metrics")).text
+    assert gauge(text, 'contextd_compaction_queue_jobs{status="pending"}') == 1
+    assert gauge(text, 'contextd_compaction_queue_jobs{status="running"}') == 1
+    assert gauge(text, "contextd_compaction_queue_oldest_pending_seconds") > 0
