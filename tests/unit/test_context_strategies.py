@@ -70,6 +70,34 @@ def test_key_messages_compacts_before_dropping_the_current_turn() -> None:
     assert 1 in tight.kept_seqs and history[-1].seq in tight.kept_seqs
 
 
+def test_key_messages_compacts_recent_steps_before_dropping_a_user_constraint() -> None:
+    # An agent run: early constraints, then a task turn of tool steps that fills the
+    # budget. The recent turns are mandatory; the older constraint (17 tokens) used to
+    # find 6 tokens left and be dropped. Now recent units are compacted to make room.
+    msgs: list[dict[str, Any]] = []
+    for c in (
+        "Never push to the main branch; open a PR.",
+        "You must not touch the migrations folder.",
+    ):
+        msgs += [user(c), assistant("Understood.")]
+    msgs.append(user("Fix the failing test in tests/test_api.py. " + "Context line. " * 40))
+    for i in range(6):
+        out = "".join(
+            f"step {i}.{k}: FAILED tests/test_api.py::test_{k} value={k * 7}\n" for k in range(60)
+        )
+        msgs += [assistant(f"Running step {i}: " + "reasoning " * 30, f"c{i}"), tool(f"c{i}", out)]
+    history = log_of(msgs)
+    result = run(history, budget=2000, preview_limit_tokens=300)
+    assert not result.over_budget and result.usage.input_tokens <= 2000
+    assert {1, 3, 5} <= set(result.kept_seqs)  # both constraints and the task
+    assert history[-1].seq in result.kept_seqs
+    rules = {d.seq: d.rule for d in result.decisions}
+    assert rules[1].startswith("score:") and "user_constraint" in rules[1]
+    # The window strategy, for contrast, forgets them.
+    window = run(history, budget=2000, preview_limit_tokens=300, strategy="sliding_window")
+    assert not {1, 3} & set(window.kept_seqs)
+
+
 def test_key_messages_last_resort_keeps_only_the_hard_set() -> None:
     msgs = [user("A " * 300), assistant("B " * 300)] * 3 + [user("Now what? " * 100)]
     result = run(log_of(msgs), budget=100, preview_limit_tokens=256)

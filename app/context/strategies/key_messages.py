@@ -6,16 +6,22 @@ model is reacting to, often a tool result) and every unit of the last
 it; older turns compete by score, where recency is one signal, so a short
 early constraint can beat a long recent digression).
 
+Next come the user's constraints ("never…", "must…" in a user message) from any
+turn: short, and what the model must not forget, so they are kept whenever the
+selection still fits with mandatory units compacted; only if it cannot are
+they left to compete by score.
+
 The rest is scored by named signals and picked greedily, best first, FULL
 form if it fits, else COMPACT. The rule of a kept unit names its score and top
-signals, e.g. `score:12(constraint,user,recency)`.
+signals, e.g. `score:14(user_constraint,constraint,user)`.
 
-Over budget, in order: (1) every mandatory unit goes COMPACT (tool results
-become short previews, long texts are cut to head and key lines) and the
-newest are restored to FULL while they fit; (2) last of all only the last
-`fallback_turns` (K=4) turns compete, in COMPACT form, by score, around the hard
-set (pinned + latest user message). If the hard set alone does not fit even
-compacted, the pipeline reports `over_budget`.
+Over budget, in order: (1) every mandatory unit (and constraint) goes COMPACT
+(tool results become short previews, long texts are cut to head and key
+lines) and the newest are restored to FULL while they fit; (2) last of all
+only the last `fallback_turns` (K=4) turns and the user's constraints compete,
+in COMPACT form, by score, around the hard set (pinned + latest user message).
+If the hard set alone does not fit even compacted, the pipeline reports
+`over_budget`.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from app.context.view import Form, HistoryView, Unit
 from app.messages.types import LoggedMessage
 
 POINTS = {
+    "user_constraint": 6,
     "summary": 6,
     "constraint": 5,
     "user": 3,
@@ -72,6 +79,11 @@ def score(unit: Unit, distance: int, preview_tokens: int) -> tuple[int, list[tup
     signals: list[tuple[str, int]] = []
     if unit.kind in ("user", "summary"):
         signals.append((unit.kind, POINTS[unit.kind]))
+    if unit.kind == "user" and "constraint" in names:
+        # What the user required or forbade outranks what is merely recent: a model
+        # that forgets "never deploy on Fridays" fails the user, one that forgets a
+        # recent digression does not.
+        signals.append(("user_constraint", POINTS["user_constraint"]))
     signals.extend((name, POINTS[name]) for name in SIGNAL_ORDER if name in names)
     recency = RECENCY_MAX - distance // 2
     if recency > 0:
@@ -115,13 +127,23 @@ class KeyMessages(Strategy):
         sel = Selection()
         for u in mandatory.values():
             sel.pick(u, Form.FULL, hard_rule(u) if u.index in hard else "recent")
-        if self._fits(sel, view, budget):
-            self._fill(
-                view, sel, self._rest(units, sel), budget - sel.cost(view), compact_only=False
-            )
-            return sel
 
-        if self._newest_full_rest_compact(sel, view, budget):
+        # The user's constraints come next, from any turn: they are short and what the
+        # model must not forget, so recent units are compacted to make room for them
+        # before any is dropped. Only if that cannot fit are they left to compete.
+        constraints = self._user_constraints(view, self._rest(units, sel))
+        if constraints:
+            trial = Selection(dict(sel.picks))
+            for u, rule in constraints:
+                trial.pick(u, Form.FULL, rule)
+            if self._fits(trial, view, budget) or self._newest_full_rest_compact(
+                trial, view, budget
+            ):
+                left = budget - trial.cost(view)
+                self._fill(view, trial, self._rest(units, trial), left, compact_only=False)
+                return trial
+
+        if self._fits(sel, view, budget) or self._newest_full_rest_compact(sel, view, budget):
             left = budget - sel.cost(view)
             self._fill(view, sel, self._rest(units, sel), left, compact_only=False)
             return sel
@@ -129,9 +151,24 @@ class KeyMessages(Strategy):
         sel = Selection()
         total = sel.take_mandatory(view, budget)
         first_kept_turn = view.last_turn - self.fallback_turns + 1
-        pool = [u for u in self._rest(units, sel) if u.turn >= first_kept_turn]
+        keep = {u.index for u, _ in constraints}
+        pool = [u for u in self._rest(units, sel) if u.turn >= first_kept_turn or u.index in keep]
         self._fill(view, sel, pool, budget - total, compact_only=True, first=newest)
         return sel
+
+    @staticmethod
+    def _user_constraints(view: HistoryView, pool: Iterable[Unit]) -> list[tuple[Unit, str]]:
+        """User messages stating a constraint, with the rule that would explain them."""
+        last = len(view.units) - 1
+        preview = view.limits.preview_tokens
+        out = []
+        for u in pool:
+            if u.kind != "user":
+                continue
+            points, signals = score(u, last - u.index, preview)
+            if any(name == "user_constraint" for name, _ in signals):
+                out.append((u, explain(points, signals)))
+        return out
 
     @staticmethod
     def _rest(units: Iterable[Unit], sel: Selection) -> list[Unit]:
@@ -141,8 +178,10 @@ class KeyMessages(Strategy):
     def _newest_full_rest_compact(sel: Selection, view: HistoryView, budget: int) -> bool:
         """Newest picks FULL while the older ones still fit COMPACT, the rest COMPACT.
 
-        Renders each unit in about one form and stops as soon as even COMPACT
-        cannot fit; False then (the last-resort fallback takes over).
+        Renders each unit in about one form. The floors of the older units are
+        estimates: when they prove optimistic, everything older goes COMPACT and
+        the newer FULL picks are compacted too, oldest first, before giving up;
+        False then (the last-resort fallback takes over).
         """
         order = sorted(sel.picks, reverse=True)
         units = view.units
@@ -158,7 +197,11 @@ class KeyMessages(Strategy):
             sel.picks[i] = (form, rule)
             total += unit.cost(form)
             if total + older > budget:
-                return False
+                for j in order[k + 1 :]:
+                    if not units[j].pinned:
+                        sel.picks[j] = (Form.COMPACT, sel.picks[j][1])
+                total = sel.cost(view)
+                break
         if total > budget:  # the floors were optimistic: compact more, oldest first
             total = fit_by_compacting(sel, view, [units[i] for i in order], budget)
         return total <= budget
