@@ -164,16 +164,22 @@ def _unavailable_classes() -> tuple[type[Exception], ...]:
 UNAVAILABLE_CLASSES = _unavailable_classes()
 
 
-def is_rolled_back(exc: BaseException) -> bool:
-    """True when PostgreSQL rolled the transaction back to break a conflict (deadlock,
-    serialization failure): nothing was written and the same request may be retried."""
-    import asyncpg
+def _driver_error(exc: BaseException) -> BaseException:
+    """The asyncpg error under SQLAlchemy's wrapping (`orig`, then one `__cause__`)."""
     from sqlalchemy import exc as sa_exc
 
     if isinstance(exc, sa_exc.DBAPIError):
         exc = exc.orig if exc.orig is not None else exc
         exc = getattr(exc, "__cause__", None) or exc
-    return isinstance(exc, asyncpg.TransactionRollbackError)
+    return exc
+
+
+def is_rolled_back(exc: BaseException) -> bool:
+    """True when PostgreSQL rolled the transaction back to break a conflict (deadlock,
+    serialization failure): nothing was written and the same request may be retried."""
+    import asyncpg
+
+    return isinstance(_driver_error(exc), asyncpg.TransactionRollbackError)
 
 
 def is_unavailable(exc: BaseException) -> bool:
@@ -183,14 +189,10 @@ def is_unavailable(exc: BaseException) -> bool:
 
     if isinstance(exc, sa_exc.TimeoutError | ConnectionError | TimeoutError):
         return True
-    if isinstance(exc, sa_exc.DBAPIError):
-        if exc.connection_invalidated:
-            return True
-        exc = exc.orig if exc.orig is not None else exc
-        # SQLAlchemy wraps the asyncpg error one level down.
-        exc = getattr(exc, "__cause__", None) or exc
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
     return isinstance(
-        exc,
+        _driver_error(exc),
         asyncpg.PostgresConnectionError
         | asyncpg.CannotConnectNowError
         | asyncpg.InternalClientError

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -49,24 +48,6 @@ async def page(
     return list((await db.execute(stmt)).scalars())
 
 
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    tenant_id: str
-    session_id: str
-    type: str
-    data: dict[str, Any]
-    created_at: datetime
-
-    def values(self) -> dict[str, Any]:
-        return {
-            "tenant_id": self.tenant_id,
-            "session_id": self.session_id,
-            "type": self.type,
-            "data": self.data,
-            "created_at": self.created_at,
-        }
-
-
 class EventWriter:
     """Batches events and inserts them every `interval_s`, in one statement per batch.
 
@@ -86,13 +67,21 @@ class EventWriter:
         self.database = database
         self.interval_s = interval_s
         self.max_pending = max_pending
-        self._pending: list[_Pending] = []
+        self._pending: list[dict[str, Any]] = []  # rows of `events`, in order
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def add(self, tenant: str, sid: str, type_: str, data: dict[str, Any]) -> None:
-        self._pending.append(_Pending(tenant, sid, type_, data, datetime.now(UTC)))
+        self._pending.append(
+            {
+                "tenant_id": tenant,
+                "session_id": sid,
+                "type": type_,
+                "data": data,
+                "created_at": datetime.now(UTC),
+            }
+        )
         if len(self._pending) > self.max_pending:
             dropped = len(self._pending) - self.max_pending
             del self._pending[:dropped]
@@ -142,14 +131,14 @@ class EventWriter:
             if written < len(batch):
                 EVENTS_DEFERRED.labels("dropped_session_gone").inc(len(batch) - written)
 
-    async def _insert(self, batch: list[_Pending]) -> int:
+    async def _insert(self, batch: list[dict[str, Any]]) -> int:
         try:
             async with self.database.transaction() as db:
-                await db.execute(insert(EventRow), [p.values() for p in batch])
+                await db.execute(insert(EventRow), batch)
             return len(batch)
         except sa_exc.IntegrityError:
             pass  # a session was deleted after its payload was assembled
-        keys = {(p.tenant_id, p.session_id) for p in batch}
+        keys = {(p["tenant_id"], p["session_id"]) for p in batch}
         async with self.database.transaction() as db:
             # KEY SHARE keeps the sessions found from being deleted before the insert.
             found = await db.execute(
@@ -158,7 +147,7 @@ class EventWriter:
                 .with_for_update(read=True, key_share=True)
             )
             live = {(tenant, sid) for tenant, sid in found}
-            kept = [p.values() for p in batch if (p.tenant_id, p.session_id) in live]
+            kept = [p for p in batch if (p["tenant_id"], p["session_id"]) in live]
             if kept:
                 await db.execute(insert(EventRow), kept)
         return len(kept)

@@ -295,6 +295,11 @@ class FakeLLM:
         if behaviour != "refuse":
             message["content"] = content
         prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
+        return self._envelope(body, message, finish, prompt_chars // 4, len(content) // 4)
+
+    def _envelope(
+        self, body: dict[str, Any], message: dict[str, Any], finish: str, prompt: int, done: int
+    ) -> dict[str, Any]:
         return {
             "id": f"chatcmpl-fake-{len(self.calls)}",
             "object": "chat.completion",
@@ -302,9 +307,9 @@ class FakeLLM:
             "model": str(body.get("model") or self.model),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {
-                "prompt_tokens": prompt_chars // 4,
-                "completion_tokens": len(content) // 4,
-                "total_tokens": prompt_chars // 4 + len(content) // 4,
+                "prompt_tokens": prompt,
+                "completion_tokens": done,
+                "total_tokens": prompt + done,
             },
         }
 
@@ -324,14 +329,7 @@ class FakeLLM:
                 {"id": call_id, "type": "function", "function": {"name": tool, "arguments": args}}
             ]
             finish = "tool_calls"
-        return {
-            "id": f"chatcmpl-fake-{len(self.calls)}",
-            "object": "chat.completion",
-            "created": 1_700_000_000,
-            "model": str(body.get("model") or self.model),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        }
+        return self._envelope(body, message, finish, 0, 0)
 
     async def _send(
         self, writer: asyncio.StreamWriter, status: int, payload: dict[str, Any] | bytes

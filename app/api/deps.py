@@ -25,10 +25,7 @@ class Database:
 
     def __init__(self, factory: async_sessionmaker[AsyncSession]) -> None:
         self.factory = factory
-        bind = factory.kw.get("bind")
-        self._autocommit = (
-            bind.execution_options(isolation_level="AUTOCOMMIT") if bind is not None else None
-        )
+        self._autocommit = factory.kw["bind"].execution_options(isolation_level="AUTOCOMMIT")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -42,10 +39,6 @@ class Database:
         Each statement reads its own snapshot, exactly as in a READ COMMITTED
         transaction, so a reader gains nothing from one.
         """
-        if self._autocommit is None:
-            async with self.transaction() as session:
-                yield session
-            return
         async with self.factory(bind=self._autocommit) as session:
             yield session
 

@@ -20,7 +20,7 @@ from app.context import (
 from app.context import repository as repo
 from app.context.types import DEFAULT_STRATEGY
 from app.errors import Conflict, invalid
-from app.events import EventWriter, record_event
+from app.events import EventWriter
 from app.observability import metrics
 from app.sessions.service import budget_of, effective_model, get_session, session_compaction
 from app.settings import Settings
@@ -56,7 +56,7 @@ class ContextParams:
 
 async def payload(
     database: Database,
-    events: EventWriter | None,
+    events: EventWriter,
     tenant: str,
     sid: str,
     params: ContextParams,
@@ -73,10 +73,10 @@ async def build(
     sid: str,
     params: ContextParams,
     settings: Settings,
-    events: EventWriter | None = None,
+    events: EventWriter,
 ) -> dict[str, Any]:
     """The payload; an assembly that trimmed anything adds a `context.compressed` event
-    to `events` (written in the background), or inserts it through `db` without one."""
+    to `events` (written in the background)."""
     row = await get_session(db, tenant, sid)
     compaction = session_compaction(row, settings)
     if params.max_tokens is not None and params.max_tokens > compaction.context_limit:
@@ -132,8 +132,5 @@ async def build(
             "budget": budget,
             "over_budget": result.over_budget,
         }
-        if events is not None:
-            events.add(tenant, sid, "context.compressed", data)
-        else:
-            await record_event(db, tenant, sid, "context.compressed", data)
+        events.add(tenant, sid, "context.compressed", data)
     return body

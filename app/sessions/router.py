@@ -134,9 +134,8 @@ async def list_events(
 ) -> dict[str, Any]:
     if limit > settings.max_page_size:
         raise invalid("limit", f"at most {settings.max_page_size}")
-    writer: events.EventWriter | None = getattr(request.app.state, "events", None)
-    if writer is not None:
-        await writer.flush()  # this process's deferred events, so a client reads its own
+    writer: events.EventWriter = request.app.state.events
+    await writer.flush()  # this process's deferred events, so a client reads its own
     async with db.transaction() as s:
         await service.get_session(s, tenant, session_id)
         rows = await events.page(s, tenant, session_id, after_id, limit, type)

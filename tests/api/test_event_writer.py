@@ -74,6 +74,6 @@ async def test_while_the_database_is_away_events_wait(database_url: str, sid: st
         with pytest.raises(OSError):
             await writer.flush()
         # Bounded: the two oldest were dropped; the rest are still there, in order.
-        assert [p.data["n"] for p in writer._pending] == [2, 3, 4]
+        assert [p["data"]["n"] for p in writer._pending] == [2, 3, 4]
     finally:
         await engine.dispose()
