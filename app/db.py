@@ -37,6 +37,18 @@ def normalise_url(url: str) -> str:
     return url
 
 
+# Every statement is planned for its own parameters, every time. asyncpg prepares
+# each statement once per connection, and after five executions PostgreSQL may
+# switch to a generic plan that it then keeps for the connection's life: a plan
+# made for the table as it was then. A server that starts with small sessions
+# (or an empty table, where a sequential scan is cheapest) keeps that plan while
+# the log grows: the window query took 118 ms at 100k messages in a long-lived
+# process and 5 ms in a fresh one. Re-planning costs a fraction of a millisecond
+# for the window read and tens of microseconds for the primary-key statements
+# (`python bench/plans.py` EXPLAINs each hot statement both ways); the parse and
+# describe round trips stay cached.
+SERVER_SETTINGS = {"application_name": "contextd", "plan_cache_mode": "force_custom_plan"}
+
 # A pooled connection idle for longer than this is pinged before a request gets it.
 PING_AFTER_IDLE_S = 2.0
 
@@ -54,7 +66,7 @@ def create_engine(
         # An overloaded pool answers 503 in seconds rather than holding a client for 30.
         pool_timeout=pool_timeout_s,
         pool_recycle=1800,
-        connect_args={"server_settings": {"application_name": "contextd"}},
+        connect_args={"server_settings": SERVER_SETTINGS},
     )
     _ping_when_idle(engine, ping_after_idle_s)
     return engine

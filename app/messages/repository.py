@@ -15,13 +15,31 @@ def _in_session(tenant: str, sid: str) -> tuple[Any, ...]:
     return (MessageRow.tenant_id == tenant, MessageRow.session_id == sid)
 
 
+# One probe of the unique (message_id, tenant_id, session_id) key per id. With
+# `message_id IN (...)` and no statistics, PostgreSQL priced the primary key's
+# (tenant_id, session_id) prefix as cheap as the unique key (both "one row") and
+# walked the whole session to find the ids: 13 ms at 5k messages, growing with
+# the log. An equality on every column of a unique key is one row by construction.
+_MESSAGES_BY_ID = text(
+    """
+    SELECT m.* FROM unnest(CAST(:ids AS text[])) AS c(message_id)
+    CROSS JOIN LATERAL (
+        SELECT * FROM messages m
+        WHERE m.message_id = c.message_id AND m.tenant_id = :tenant AND m.session_id = :sid
+        OFFSET 0
+    ) AS m
+    """
+)
+
+
 async def by_message_ids(
     db: AsyncSession, tenant: str, sid: str, ids: Sequence[str]
 ) -> dict[str, MessageRow]:
     if not ids:
         return {}
-    stmt = select(MessageRow).where(*_in_session(tenant, sid), MessageRow.message_id.in_(ids))
-    return {m.message_id: m for m in (await db.execute(stmt)).scalars()}
+    stmt = select(MessageRow).from_statement(_MESSAGES_BY_ID)
+    rows = await db.scalars(stmt, {"ids": sorted(set(ids)), "tenant": tenant, "sid": sid})
+    return {m.message_id: m for m in rows}
 
 
 # One primary-key probe per id, whatever the planner knows. `call_id IN (...)`

@@ -28,7 +28,14 @@ class MessageRow(Base):
         ForeignKeyConstraint(
             ["tenant_id", "session_id"], ["sessions.tenant_id", "sessions.id"], ondelete="CASCADE"
         ),
-        UniqueConstraint("tenant_id", "session_id", "message_id"),
+        # message_id first: then the primary key is the only index that starts with
+        # (tenant_id, session_id). Without statistics (a new deployment, autovacuum
+        # off) every probe of one session is estimated at one row whichever index
+        # serves it, and the planner took the one with fewer conditions to check: a
+        # walk of all the session's rows through this index to find a seq range
+        # (50 ms at 5k messages, growing with the log). Probes by message id name
+        # all three columns and use it as before.
+        UniqueConstraint("message_id", "tenant_id", "session_id"),
         # Pinned messages are read on every assembly, however old: keep them one probe away.
         Index(
             "ix_messages_pinned",

@@ -1,0 +1,224 @@
+"""One session growing in one long-lived server: context and append latency per size.
+
+    python bench/growth_bench.py [--database-url URL] [--sizes 1000,10000,100000]
+                                 [--stats none,analyze] [--measure 200] [--budget 8000]
+
+What an agent does to a server that runs for weeks: one `contextd serve`
+process (started once per statistics mode) serves ONE session while it grows
+from the first size to the last. Growth is appends of `--grow-batch` messages,
+each followed by a context call (key_messages, `--budget` tokens), so every
+hot statement runs many times on the server's pooled connections while the
+session is small. At each size the bench then times `--measure` rounds of an
+agent's step: append the next two messages, then `GET /context`.
+
+A cost that follows the log instead of the window shows up as p50s that grow
+with the size. That is how a prepared statement's cached generic plan, chosen
+while the session was small (PostgreSQL switches to one after five executions
+and never looks back), showed: 118 ms per context call at 100k messages in a
+long-lived process against 5 ms in a fresh one. A bench that measures each
+size on fresh state (a new session, a new process) cannot see it.
+
+Statistics modes, each on a fresh database and a fresh server process:
+- `none`: never ANALYZEd (the tables of this database have autovacuum off):
+  plans are made from the table's physical size and default selectivities;
+- `analyze`: ANALYZE after reaching each size, before measuring, as autovacuum
+  eventually would (it also invalidates cached plans, so it hides less).
+
+Writes to a fresh `contextd_growth_<random>` database on the given server
+(default `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL) and drops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+if __package__ in (None, ""):  # `python bench/growth_bench.py` from anywhere
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (
+    Throwaway,
+    contextd_server,
+    cycled,
+    load_average,
+    machine_info,
+    markdown_table,
+    percentile,
+    server_version,
+    set_statistics,
+    throwaway_database,
+)
+from bench.context_bench import agent_messages
+
+MODEL = "gpt-4o"
+SYSTEM = "You are a careful coding agent. Work in small steps and run the tests."
+STEP = 2  # messages per measured append: an assistant step and its result, roughly
+
+
+@dataclass(slots=True)
+class Size:
+    stats: str
+    size: int
+    context_ms: list[float] = field(default_factory=list)
+    append_ms: list[float] = field(default_factory=list)
+    kept: int = 0
+    grow_s: float = 0.0
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
+    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    p.add_argument("--sizes", default="1000,10000,100000", help="sizes reached, increasing")
+    p.add_argument("--stats", default="none,analyze", help="statistics modes: none, analyze")
+    p.add_argument("--measure", type=int, default=200, help="timed steps (append + context)")
+    p.add_argument("--budget", type=int, default=8000, help="max_tokens of every context call")
+    p.add_argument("--grow-batch", type=int, default=200, help="messages per growth append")
+    p.add_argument("--max-seconds", type=float, default=3600, help="give up after this long")
+    p.add_argument("--quick", action="store_true", help="sizes 200,2000, 30 steps (smoke test)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sizes, args.measure = "200,2000", 30
+    args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+    args.stats = [s.strip() for s in args.stats.split(",") if s.strip()]
+    if not args.sizes or args.sizes != sorted(set(args.sizes)) or args.sizes[0] < 1:
+        p.error("--sizes: positive and increasing")
+    if not args.stats or set(args.stats) - {"none", "analyze"}:
+        p.error("--stats: none and/or analyze")
+    if args.measure < 1 or not 1 <= args.grow_batch <= 1000:
+        p.error("--measure at least 1, --grow-batch 1..1000")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    started = time.perf_counter()
+    load_start = load_average()
+    rows: list[Size] = []
+    header = ""
+    for stats in args.stats:
+        with throwaway_database(server, prefix="contextd_growth") as db:
+            progress(f"stats={stats}: database {db.url.rsplit('/', 1)[-1]} on {db.server}")
+            header = asyncio.run(_header(db, args))
+            rows += asyncio.run(asyncio.wait_for(grow(args, db, stats), args.max_seconds))
+    print(header)
+    print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
+    print()
+    print(table(rows))
+    progress(f"done in {time.perf_counter() - started:.0f}s; databases dropped")
+    return 0
+
+
+async def _header(db: Throwaway, args: argparse.Namespace) -> str:
+    return (
+        f"contextd growth bench: {machine_info()}; PostgreSQL {await server_version(db.url)} "
+        f"({db.server}); one session grown in one `contextd serve` process to "
+        f"{', '.join(f'{n:,}' for n in args.sizes)} messages in appends of {args.grow_batch}, "
+        f"each followed by a context call; at each size {args.measure} steps of "
+        f"(append {STEP} messages, GET /context key_messages max_tokens={args.budget})"
+    )
+
+
+async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size]:
+    stream = agent_stream()
+    sid = f"growth-{uuid.uuid4().hex[:8]}"
+    query = {"max_tokens": args.budget, "strategy": "key_messages"}
+    out: list[Size] = []
+    # The server migrates the fresh database itself, as `contextd serve` always does.
+    async with (
+        contextd_server(db.url) as base,
+        httpx.AsyncClient(base_url=base, timeout=httpx.Timeout(120.0)) as http,
+    ):
+        body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
+        _check(await http.put(f"/sessions/{sid}", json=body), 201)
+        have = 0
+        for size in args.sizes:
+            figures = Size(stats, size)
+            began = time.perf_counter()
+            while have < size:
+                n = min(args.grow_batch, size - have)
+                batch = [next(stream) for _ in range(n)]
+                _check(await http.post(f"/sessions/{sid}/messages", json={"messages": batch}), 201)
+                have += n
+                _check(await http.get(f"/sessions/{sid}/context", params=query), 200)
+            figures.grow_s = time.perf_counter() - began
+            if stats == "analyze":
+                await set_statistics(db.url, "analyze")
+            progress(f"stats={stats} N={size:,}: grown in {figures.grow_s:.0f}s; measuring")
+            for _ in range(args.measure):
+                step = [next(stream) for _ in range(STEP)]
+                t0 = time.perf_counter()
+                _check(await http.post(f"/sessions/{sid}/messages", json={"messages": step}), 201)
+                t1 = time.perf_counter()
+                r = await http.get(f"/sessions/{sid}/context", params=query)
+                t2 = time.perf_counter()
+                _check(r, 200)
+                figures.append_ms.append((t1 - t0) * 1000)
+                figures.context_ms.append((t2 - t1) * 1000)
+                figures.kept = len(r.json()["kept_seqs"])
+            have += STEP * args.measure
+            out.append(figures)
+            progress(
+                f"stats={stats} N={size:,}: context p50 {percentile(figures.context_ms, 50):.1f} ms"
+            )
+    return out
+
+
+def agent_stream() -> Iterator[dict[str, Any]]:
+    """The dataset's agent messages cycled without end, tool-call ids unique per cycle."""
+    return cycled(agent_messages(), 10**9, salt="g")
+
+
+def _check(r: httpx.Response, status: int) -> None:
+    if r.status_code != status:
+        raise RuntimeError(f"{r.request.method} {r.request.url}: HTTP {r.status_code}: {r.text}")
+
+
+def table(rows: Sequence[Size]) -> str:
+    first = {r.stats: percentile(r.context_ms, 50) for r in reversed(rows)}
+    return markdown_table(
+        [
+            "statistics",
+            "messages",
+            "context p50 ms",
+            "context p99 ms",
+            "p50 / first size",
+            "append p50 ms",
+            "append p99 ms",
+            "kept",
+            "grown in s",
+        ],
+        [
+            [
+                r.stats,
+                r.size,
+                percentile(r.context_ms, 50),
+                percentile(r.context_ms, 99),
+                f"×{percentile(r.context_ms, 50) / first[r.stats]:.2f}",
+                percentile(r.append_ms, 50),
+                percentile(r.append_ms, 99),
+                r.kept,
+                r.grow_s,
+            ]
+            for r in rows
+        ],
+    )
+
+
+def progress(text: str) -> None:
+    print(f"[growth] {text}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""EXPLAIN every statement of the two hot paths: generic plans against custom plans.
+
+    python bench/plans.py [--database-url URL] [--small 1000] [--large 100000]
+
+Records, with a SQLAlchemy cursor hook, every statement an append (a tool
+step) and a `GET /context` (key_messages, 8,000 tokens) send, in an app built
+by `create_app()`; then, for each statement:
+
+- the generic plan PostgreSQL caches after five executions, made while the
+  session holds `--small` messages, and run (EXPLAIN ANALYZE EXECUTE of that
+  cached plan) once the session holds `--large`: what a long-lived server runs
+  with `plan_cache_mode = auto`;
+- a custom plan for the same parameters at `--large` (`force_custom_plan`):
+  its planning and execution times.
+
+Writes are EXPLAINed without ANALYZE (running them would store rows twice);
+their plans are primary-key probes either way. No statistics are gathered
+(the tables have autovacuum off): plans come from the tables' physical size
+and default selectivities, what a new deployment sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import re
+import sys
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import Throwaway, markdown_table, plain_url, throwaway_database
+from bench.growth_bench import agent_stream
+
+QUERY: dict[str, str | int] = {"max_tokens": 8000, "strategy": "key_messages"}
+Captured = dict[str, tuple[Any, ...]]  # SQL text -> the parameters of its last execution
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
+    p.add_argument("--small", type=int, default=1000, help="messages when plans are cached")
+    p.add_argument("--large", type=int, default=100_000, help="messages when plans are run")
+    p.add_argument("--show", default="", help="print the full plans of statements containing this")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    from app.db import run_migrations
+
+    server = args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    with throwaway_database(server, prefix="contextd_plans") as db:
+        run_migrations(db.url)
+        rows = asyncio.run(run(args, db))
+    print(
+        f"generic plan cached at {args.small:,} messages, run at {args.large:,}; "
+        "custom plan at the same size (ms; no statistics)"
+    )
+    print(
+        markdown_table(
+            ["statement", "generic cached small: plan + run ms", "custom: plan + run ms", "plans"],
+            rows,
+        )
+    )
+    return 0
+
+
+@asynccontextmanager
+async def app_client(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Captured]]:
+    from sqlalchemy import event
+
+    from app.main import create_app
+    from app.observability.logging import configure_logging
+    from app.settings import load_settings
+
+    configure_logging("json", "WARNING")
+    app = create_app(load_settings(database_url=url), database_url=url)
+    captured: Captured = {}
+    async with app.router.lifespan_context(app):
+
+        @event.listens_for(app.state.engine.sync_engine, "before_cursor_execute")
+        def _seen(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
+            if not sql.lstrip().upper().startswith(("BEGIN", "COMMIT", "SELECT 1")):
+                captured[sql] = tuple((params[0] if many else params) or ())
+
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+            yield client, captured
+
+
+async def grow(client: httpx.AsyncClient, sid: str, stream: Any, to: int, have: int) -> int:
+    while have < to:
+        n = min(1000, to - have)
+        r = await client.post(
+            f"/sessions/{sid}/messages", json={"messages": [next(stream) for _ in range(n)]}
+        )
+        assert r.status_code == 201, r.text
+        have += n
+    return have
+
+
+async def hot_calls(client: httpx.AsyncClient, sid: str, stream: Any, captured: Captured) -> None:
+    """An agent's step (a call and its result, with message ids) and a payload request."""
+    captured.clear()
+    call = f"call_{uuid.uuid4().hex[:12]}"
+    step = [
+        {
+            "role": "assistant",
+            "content": None,
+            "id": f"m_{uuid.uuid4().hex}",
+            "tool_calls": [
+                {"id": call, "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": call,
+            "content": "README.md",
+            "id": f"m_{uuid.uuid4().hex}",
+        },
+    ]
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": step})
+    assert r.status_code == 201, r.text
+    r = await client.get(f"/sessions/{sid}/context", params=QUERY)
+    assert r.status_code == 200, r.text
+
+
+async def run(args: argparse.Namespace, db: Throwaway) -> list[list[object]]:
+    stream = agent_stream()
+    sid = f"plans-{uuid.uuid4().hex[:8]}"
+    generic = await asyncpg.connect(plain_url(db.url))
+    await generic.execute("SET plan_cache_mode = force_generic_plan")
+    custom = await asyncpg.connect(plain_url(db.url))
+    await custom.execute("SET plan_cache_mode = force_custom_plan")
+    out: list[list[object]] = []
+    try:
+        async with app_client(db.url) as (client, captured):
+            r = await client.put(f"/sessions/{sid}", json={"auto_compact": False})
+            assert r.status_code == 201, r.text
+            have = await grow(client, sid, stream, args.small, 0)
+            await hot_calls(client, sid, stream, captured)
+            small = dict(captured)
+            names = {sql: f"s{i}" for i, sql in enumerate(small)}
+            for sql, params in small.items():
+                await generic.execute(f"PREPARE {names[sql]} AS {sql}")
+                await custom.execute(f"PREPARE {names[sql]} AS {sql}")
+                await explain(generic, names[sql], params, analyze=False)  # caches it
+            await grow(client, sid, stream, args.large, have + 2)
+            await hot_calls(client, sid, stream, captured)
+            for sql, params in dict(captured).items():
+                if sql not in names:
+                    continue  # a statement text seen only at the large size (batch shapes)
+                write = not sql.lstrip().upper().startswith(("SELECT", "WITH"))
+                g_ms, g_plan = await explain(generic, names[sql], params, analyze=not write)
+                c_ms, c_plan = await explain(custom, names[sql], params, analyze=not write)
+                plans = g_plan if g_plan == c_plan else f"generic {g_plan}; custom {c_plan}"
+                out.append([short(sql), g_ms, c_ms, plans])
+                if args.show and args.show in sql:
+                    for conn in (generic, custom):
+                        print(await plan_text(conn, names[sql], params, not write))
+    finally:
+        await generic.close()
+        await custom.close()
+    return out
+
+
+async def explain(
+    conn: asyncpg.Connection, name: str, params: tuple[Any, ...], analyze: bool
+) -> tuple[str, str]:
+    """`planning + execution` ms of the third run (the first ones warm the caches), and
+    the plan's access paths."""
+    args = ", ".join(literal(p) for p in params)
+    call = f"EXECUTE {name}({args})" if params else f"EXECUTE {name}"
+    if not analyze:
+        raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {call}")
+        return "–", scans(json.loads(raw)[0]["Plan"])
+    for _ in range(3):
+        plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {call}"))[0]
+    return f"{plan['Planning Time']:.2f} + {plan['Execution Time']:.2f}", scans(plan["Plan"])
+
+
+async def plan_text(
+    conn: asyncpg.Connection, name: str, params: tuple[Any, ...], analyze: bool
+) -> str:
+    args = ", ".join(literal(p) for p in params)
+    options = "ANALYZE, " if analyze else ""
+    rows = await conn.fetch(f"EXPLAIN ({options}COSTS) EXECUTE {name}({args})")
+    return "\n".join(r[0] for r in rows)
+
+
+def scans(node: dict[str, Any]) -> str:
+    """The access paths of a plan, e.g. `Index Scan messages_pkey, Seq Scan messages`."""
+    found: list[str] = []
+
+    def walk(n: dict[str, Any]) -> None:
+        if "Scan" in n["Node Type"] and "Relation Name" in n:
+            found.append(f"{n['Node Type']} {n.get('Index Name') or n['Relation Name']}")
+        for child in n.get("Plans", []):
+            walk(child)
+
+    walk(node)
+    return ", ".join(sorted(set(found))) or node["Node Type"]
+
+
+def literal(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, dt.datetime):
+        return quote(v.isoformat())
+    if isinstance(v, list | tuple):
+        return quote("{" + ",".join(_element(x) for x in v) + "}")
+    if isinstance(v, dict):
+        return quote(json.dumps(v))
+    return quote(str(v))
+
+
+def _element(x: Any) -> str:
+    return (
+        str(x)
+        if isinstance(x, int)
+        else '"' + str(x).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    )
+
+
+def quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def short(sql: str) -> str:
+    text = re.sub(r"\s+", " ", sql).strip()
+    return text[:70] + ("…" if len(text) > 70 else "")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
