@@ -6,6 +6,7 @@ from fastapi import APIRouter, Body, Query, Request
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
 from app.context import service, validate_context_params
+from app.context.formats import DEFAULT_FORMAT, FORMATS, Format
 from app.context.types import DEFAULT_STRATEGY
 from app.errors import invalid
 
@@ -20,6 +21,12 @@ POST_FIELDS = (
     "strategy",
     "reserve_output_tokens",
     "preview_limit_tokens",
+    "format",
+)
+
+FORMAT_DOC = (
+    "openai (default): Chat Completions `messages`; responses: Responses API `input` items; "
+    "anthropic: Messages API `system` + `messages` with a cache_control breakpoint"
 )
 
 EXAMPLE = {
@@ -43,10 +50,11 @@ async def get_context(
     strategy: Annotated[str | None, Query(max_length=100)] = None,
     mode: Annotated[str | None, Query(max_length=20)] = None,
     reserve_output_tokens: Annotated[int, Query(ge=0, le=100_000_000)] = 0,
+    format: Annotated[Format, Query(description=FORMAT_DOC)] = DEFAULT_FORMAT,
 ) -> dict[str, Any]:
     """From the session's stored system prompt and tools. `messages` goes straight to
     `chat.completions.create(messages=...)`; `decisions` say why each seq is kept,
-    previewed, cut, dropped or excluded."""
+    previewed, cut, dropped or excluded. `format` picks the provider's shape."""
     validate_context_params(
         strategy=strategy,
         max_tokens=max_tokens,
@@ -58,6 +66,7 @@ async def get_context(
         strategy=strategy,
         mode=mode,
         reserve_output_tokens=reserve_output_tokens,
+        format=format,
     )
     return await service.payload(db, request.app.state.events, tenant, session_id, params, settings)
 
@@ -77,7 +86,10 @@ async def post_context(
     unknown = sorted(set(body) - set(POST_FIELDS))
     if unknown:
         raise invalid(unknown[0], "is not a field of a context request")
-    validate_context_params(**{k: body.get(k) for k in POST_FIELDS})
+    fmt = body.get("format", DEFAULT_FORMAT)
+    if fmt not in FORMATS:
+        raise invalid("format", f"must be one of {', '.join(FORMATS)}")
+    validate_context_params(**{k: body.get(k) for k in POST_FIELDS if k != "format"})
     params = service.ContextParams(
         max_tokens=body.get("max_tokens"),
         strategy=body.get("strategy"),
@@ -87,5 +99,6 @@ async def post_context(
         system=body.get("system"),
         tools=body.get("tools"),
         dynamic_context=list(body.get("dynamic_context") or []),
+        format=fmt,
     )
     return await service.payload(db, request.app.state.events, tenant, session_id, params, settings)

@@ -13,6 +13,7 @@ from app.context import (
     AssemblyRequest,
     SummaryBlock,
     assemble,
+    formats,
     memo,
     preview,
     signals,
@@ -52,6 +53,7 @@ class ContextParams:
     system: str | list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     dynamic_context: list[Any] = field(default_factory=list)
+    format: str = formats.DEFAULT_FORMAT
 
 
 async def payload(
@@ -133,4 +135,8 @@ async def build(
             "over_budget": result.over_budget,
         }
         events.add(tenant, sid, "context.compressed", data)
-    return body
+    # The hook where the Chat Completions payload becomes the requested provider format.
+    errors = (
+        formats.tool_error_flags(history, result.kept_seqs) if params.format == "anthropic" else ()
+    )
+    return formats.render(body, params.format, tool_errors=errors)

@@ -132,8 +132,13 @@ def _parse_one(item: Any, i: int, errors: _Errors) -> Incoming | None:
     if "name" in body and not isinstance(body["name"], str):
         errors.add(f"{loc}.name", "must be a string")
     _tool_fields(body, msg, loc, errors)
-    if msg.error is not None and msg.role != "assistant":
-        errors.add(f"{loc}.error", "only assistant messages record model failures")
+    # An assistant's error records a model failure; a tool's, a failed tool call
+    # (sent to Anthropic as `is_error`).
+    if msg.error is not None and msg.role not in ("assistant", "tool"):
+        errors.add(
+            f"{loc}.error",
+            "only assistant (model failure) and tool (failed call) messages carry one",
+        )
     return msg if len(errors.items) == before else None
 
 
