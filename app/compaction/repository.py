@@ -163,12 +163,15 @@ async def store_summary(
     job: Job,
     *,
     new_watermark: int,
+    generation: int,
     values: dict[str, Any],
 ) -> bool:
     """The one fenced, monotonic write of SPEC §5.
 
-    It lands only if the watermark moves forward and, while a lease is live,
-    the lease still carries the job's token. Otherwise nothing is written.
+    It lands only if the watermark moves forward, the session's `generation` is
+    still the one the job read its history at (no tail delete or clear since:
+    the range it summarised still exists, seq for seq) and, while a lease is
+    live, the lease still carries the job's token. Otherwise nothing is written.
     """
     through = (
         select(MessageRow.context_tokens_through)
@@ -190,6 +193,7 @@ async def store_summary(
             SessionRow.tenant_id == job.tenant_id,
             SessionRow.id == job.session_id,
             SessionRow.last_compaction_seq < new_watermark,
+            SessionRow.generation == generation,
             lease_ok,
         )
         .values(

@@ -291,10 +291,17 @@ class CompactionRunner:
     ) -> None:
         async with self.database.transaction() as db:
             stored = await repo.store_summary(
-                db, job, new_watermark=plan.new_watermark, values=values
+                db,
+                job,
+                new_watermark=plan.new_watermark,
+                generation=row.generation,
+                values=values,
             )
             if not stored:
-                reason = "fenced: the lease changed hands or the watermark moved past this range"
+                reason = (
+                    "fenced: the lease changed hands, the watermark moved past this range, "
+                    "or the log was cut or cleared meanwhile"
+                )
                 meta = {**meta, "status": "failed", "reason": reason}
                 if not await repo.hold_session(db, job):
                     raise JobTakenOver  # the session was deleted and its jobs with it

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import MessageRow, ToolCallRow
@@ -84,16 +84,92 @@ async def insert_batch(
 
 
 async def page(
-    db: AsyncSession, tenant: str, sid: str, after_seq: int, limit: int
+    db: AsyncSession,
+    tenant: str,
+    sid: str,
+    after_seq: int,
+    limit: int,
+    *,
+    before_seq: int | None = None,
+    descending: bool = False,
 ) -> list[MessageRow]:
-    stmt = (
-        select(MessageRow)
-        .where(*_in_session(tenant, sid), MessageRow.seq > after_seq)
-        .order_by(MessageRow.seq)
-        .limit(limit)
-    )
-    return list((await db.execute(stmt)).scalars())
+    """Messages with `after_seq < seq < before_seq`, from either end of the range.
+
+    Both directions walk the primary key, so reading the tail of a long log
+    costs the page, never the log.
+    """
+    stmt = select(MessageRow).where(*_in_session(tenant, sid), MessageRow.seq > after_seq)
+    if before_seq is not None:
+        stmt = stmt.where(MessageRow.seq < before_seq)
+    order = MessageRow.seq.desc() if descending else MessageRow.seq
+    return list((await db.execute(stmt.order_by(order).limit(limit))).scalars())
 
 
 async def one(db: AsyncSession, tenant: str, sid: str, seq: int) -> MessageRow | None:
     return await db.get(MessageRow, (tenant, sid, seq))
+
+
+async def tail(db: AsyncSession, tenant: str, sid: str, from_seq: int) -> list[MessageRow]:
+    """Every message with `seq >= from_seq`, in log order."""
+    stmt = (
+        select(MessageRow)
+        .where(*_in_session(tenant, sid), MessageRow.seq >= from_seq)
+        .order_by(MessageRow.seq)
+    )
+    return list((await db.execute(stmt)).scalars())
+
+
+async def context_tokens_through(db: AsyncSession, tenant: str, sid: str, seq: int) -> int:
+    """The running in-context token total through `seq` (0 before the first message)."""
+    if seq <= 0:
+        return 0
+    stmt = select(MessageRow.context_tokens_through).where(
+        *_in_session(tenant, sid), MessageRow.seq == seq
+    )
+    return int(await db.scalar(stmt) or 0)
+
+
+async def delete_from(
+    db: AsyncSession,
+    tenant: str,
+    sid: str,
+    from_seq: int,
+    made: Sequence[str],
+    answered: Sequence[str],
+) -> None:
+    """Delete the messages with `seq >= from_seq` and their tool-call bookkeeping.
+
+    `made` are the call ids of the deleted assistant messages: forgotten, so
+    they may be used again. `answered` are the call ids the deleted tool
+    messages answered: a call made earlier is open again. Both go by the
+    `tool_calls` primary key, so the cost follows the tail, not the log.
+    """
+    calls = (ToolCallRow.tenant_id == tenant, ToolCallRow.session_id == sid)
+    if made:
+        await db.execute(
+            delete(ToolCallRow).where(
+                *calls, ToolCallRow.call_id.in_(sorted(set(made))), ToolCallRow.seq >= from_seq
+            )
+        )
+    if answered:
+        await db.execute(
+            update(ToolCallRow)
+            .where(
+                *calls,
+                ToolCallRow.call_id.in_(sorted(set(answered))),
+                ToolCallRow.answered_seq >= from_seq,
+            )
+            .values(answered_seq=None)
+            .execution_options(synchronize_session=False)
+        )
+    await db.execute(
+        delete(MessageRow).where(*_in_session(tenant, sid), MessageRow.seq >= from_seq)
+    )
+
+
+async def delete_all(db: AsyncSession, tenant: str, sid: str) -> None:
+    """Delete the whole log of a session and its tool-call bookkeeping."""
+    await db.execute(
+        delete(ToolCallRow).where(ToolCallRow.tenant_id == tenant, ToolCallRow.session_id == sid)
+    )
+    await db.execute(delete(MessageRow).where(*_in_session(tenant, sid)))

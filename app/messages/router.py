@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Request, Response
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.types import StoredStr
 from app.errors import NotFound, invalid
 from app.jsonsafe import storable_problem
 from app.messages import repository as repo
-from app.messages import service
+from app.messages import service, tail
+from app.sessions.schemas import LockTokenIn
 from app.sessions.service import get_session
 
 router = APIRouter(tags=["messages"])
@@ -79,16 +81,115 @@ async def list_messages(
     settings: SettingsDep,
     after_seq: Annotated[int, Query(ge=0, le=MAX_BIGINT)] = 0,
     limit: Annotated[int, Query(ge=1)] = 100,
+    order: Annotated[
+        Literal["asc", "desc"],
+        Query(description="`desc` reads the tail first: the newest `limit` messages"),
+    ] = "asc",
+    before_seq: Annotated[
+        int | None,
+        Query(ge=1, le=MAX_BIGINT, description="only messages with seq below this"),
+    ] = None,
 ) -> dict[str, Any]:
-    """Compacted messages are included: compaction never deletes the log."""
+    """Compacted messages are included: compaction never deletes the log.
+
+    `after_seq < seq < before_seq`, `limit` at a time. In `asc` order (the
+    default) page on with `after_seq=next_after_seq`; in `desc` order the
+    messages come newest first and the next (older) page is
+    `before_seq=next_before_seq`. The last `n` messages of a session are
+    `?order=desc&limit=n`, one request however long the log."""
     if limit > settings.max_page_size:
         raise invalid("limit", f"at most {settings.max_page_size}")
+    desc = order == "desc"
     async with db.transaction() as s:
         row = await get_session(s, tenant, session_id)
-        rows = await repo.page(s, tenant, session_id, after_seq, limit)
-    items = [service.message_view(m) for m in rows]
-    next_after = items[-1]["seq"] if items and items[-1]["seq"] < row.last_seq else None
-    return encoded({"messages": items, "next_after_seq": next_after, "last_seq": row.last_seq})
+        rows = await repo.page(
+            s, tenant, session_id, after_seq, limit + 1, before_seq=before_seq, descending=desc
+        )
+    more = len(rows) > limit
+    items = [service.message_view(m) for m in rows[:limit]]
+    cursor = items[-1]["seq"] if more else None
+    return encoded(
+        {
+            "messages": items,
+            "next_after_seq": None if desc else cursor,
+            "next_before_seq": cursor if desc else None,
+            "last_seq": row.last_seq,
+        }
+    )
+
+
+@router.delete(
+    "/sessions/{session_id}/messages",
+    summary="Delete the tail of the log (seq >= from_seq)",
+    responses={
+        409: {"description": "`below_watermark`, or the lease refuses the write"},
+    },
+)
+async def delete_messages(
+    session_id: SessionId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    from_seq: Annotated[int, Query(ge=1, le=MAX_BIGINT, description="first seq to delete")],
+    lock_token: Annotated[
+        StoredStr | None,
+        Query(max_length=200, description="the live lease's token (or in the body)"),
+    ] = None,
+    body: Annotated[LockTokenIn | None, Body()] = None,
+) -> dict[str, Any]:
+    """Removes every message with `seq >= from_seq` in one transaction (an agent
+    undoing its last step: `pop_item`). Later appends reuse the freed seqs.
+
+    Fenced like an append: while a lease is live, send its `lock_token` as a query
+    parameter or in a JSON body (`{"lock_token": ...}`, as `DELETE /sessions/{id}`
+    takes it). Only the effective history can be cut: a `from_seq` at or below the
+    compaction watermark is a 409 `below_watermark`. A `from_seq` past the end deletes
+    nothing. Tool calls whose answer was deleted are open again; call ids and message
+    ids of deleted messages may be used again. A compaction running meanwhile stores
+    nothing. The answer carries the deleted messages in log order, the session's new
+    `last_seq` and its budget; a `messages.deleted` event records the cut."""
+    token = _one_token(lock_token, body)
+    async with db.transaction() as s:
+        cut = await tail.delete_tail(s, tenant, session_id, from_seq, token, settings)
+    return encoded(
+        {
+            "deleted_count": cut.deleted_count,
+            "messages": cut.deleted,
+            "last_seq": cut.last_seq,
+            "budget": cut.budget.as_dict(),
+        }
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/clear",
+    summary="Empty the log, summary and watermark; keep the settings",
+)
+async def clear_session(
+    session_id: SessionId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    body: Annotated[LockTokenIn | None, Body()] = None,
+) -> dict[str, Any]:
+    """Deletes every message, the rolling summary, the memory-flush candidates and
+    the watermark in one transaction; settings (model, system prompt, tools,
+    anchors, compaction overrides, metadata), the lease and the event log stay.
+    The next append gets seq 1. Fenced like an append (`lock_token` in the body).
+    A compaction running meanwhile stores nothing. A `session.cleared` event
+    records it."""
+    async with db.transaction() as s:
+        cut = await tail.clear(s, tenant, session_id, body.lock_token if body else None, settings)
+    return encoded(
+        {"deleted_count": cut.deleted_count, "last_seq": 0, "budget": cut.budget.as_dict()}
+    )
+
+
+def _one_token(query: str | None, body: LockTokenIn | None) -> str | None:
+    in_body = body.lock_token if body else None
+    if query is not None and in_body is not None and query != in_body:
+        raise invalid("lock_token", "given in the query and the body with different values")
+    return query if query is not None else in_body
 
 
 @router.get(

@@ -59,6 +59,10 @@ class SessionRow(Base):
     # Effective-history tokens right after the last compaction: the regrowth guard's base.
     compacted_history_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     compaction_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # Bumped by every tail delete and clear. A compaction job reads it with the
+    # history it summarises, and its store lands only if it is unchanged: a
+    # summary of messages deleted meanwhile is never stored (seqs are reused).
+    generation: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
 
     lease_token: Mapped[str | None] = mapped_column(Text)
     lease_owner: Mapped[str | None] = mapped_column(Text)
