@@ -1,7 +1,7 @@
 """session generation: bumped by tail deletes and clears, checked by the compaction store
 
-Revision ID: 0005_session_generation
-Revises: 0004_api_keys
+Revision ID: 0006_session_generation
+Revises: 0005_message_id_first
 Create Date: 2026-11-23 09:10:00
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0005_session_generation"
-down_revision: str | None = "0004_api_keys"
+revision: str = "0006_session_generation"
+down_revision: str | None = "0005_message_id_first"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
