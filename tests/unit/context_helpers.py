@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,11 @@ from app.context import AssembledContext, AssemblyRequest
 from app.messages.types import LoggedMessage
 from app.tokens import get_counter
 
-DATASET = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "sessions.jsonl"
+# CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET.
+DATASET = Path(
+    os.environ.get("CONTEXTD_DATASET")
+    or Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "sessions.jsonl"
+)
 COUNTER = get_counter(None)
 OPENAI_MESSAGES: TypeAdapter[list[ChatCompletionMessageParam]] = TypeAdapter(
     list[ChatCompletionMessageParam]
