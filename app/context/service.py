@@ -25,7 +25,7 @@ from app.events import EventWriter
 from app.observability import metrics
 from app.sessions.service import budget_of, effective_model, get_session, session_compaction
 from app.settings import Settings
-from app.tokens import get_counter
+from app.tokens import calibration, get_counter
 
 
 def clear_caches() -> None:
@@ -97,20 +97,23 @@ async def build(
                 f"/sessions/{sid}/compact to try again",
             )
     counter = get_counter(effective_model(row, settings))
-    history = await repo.window(db, row, HISTORY_READ_FACTOR * budget)
+    # Estimated counts run calibrated: fit the uncalibrated payload to a scaled budget.
+    factor = calibration.factor_of(row.token_calibration, counter.mode)
+    raw_budget, raw_reserve = calibration.raw_budget(budget, params.reserve_output_tokens, factor)
+    history = await repo.window(db, row, HISTORY_READ_FACTOR * raw_budget)
     summary = SummaryBlock(row.summary_text, row.last_compaction_seq) if row.summary_text else None
     result = assemble(
         AssemblyRequest(
             history=history,
             counter=counter,
-            budget=budget,
+            budget=raw_budget,
             session_id=sid,
             system=params.system if params.system is not None else row.system_prompt,
             tools=params.tools if params.tools is not None else row.tools,
             dynamic_context=params.dynamic_context,
             summary=summary,
             mode=params.mode,
-            reserve_output_tokens=params.reserve_output_tokens,
+            reserve_output_tokens=raw_reserve,
             preview_limit_tokens=params.preview_limit_tokens or settings.tool_preview_tokens,
             strategy=params.strategy or row.strategy or DEFAULT_STRATEGY,
             history_from_seq=row.last_compaction_seq + 1,
@@ -118,6 +121,7 @@ async def build(
     )
     body = result.to_dict()
     body["usage"]["status"] = status
+    calibration.calibrate_usage(body["usage"], factor, budget - params.reserve_output_tokens)
     trimmed = result.dropped_count > 0 or any(
         d.action in ("preview", "cut") for d in result.decisions
     )

@@ -63,6 +63,8 @@ class SessionRow(Base):
     # history it summarises, and its store lands only if it is unchanged: a
     # summary of messages deleted meanwhile is never stored (seqs are reused).
     generation: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    # The estimate's calibration from reported provider usage (app/tokens/calibration.py).
+    token_calibration: Mapped[dict[str, Any]] = mapped_column(server_default=text("'{}'::jsonb"))
 
     lease_token: Mapped[str | None] = mapped_column(Text)
     lease_owner: Mapped[str | None] = mapped_column(Text)

@@ -16,7 +16,7 @@ from app.sessions import repository as repo
 from app.sessions.recount import recount_log
 from app.sessions.schemas import SessionSettingsIn
 from app.settings import CompactionSettings, Settings
-from app.tokens import REPLY_PRIMING, get_counter, known_context_limit
+from app.tokens import REPLY_PRIMING, calibration, get_counter, known_context_limit
 
 SETTING_FIELDS = (
     "model",
@@ -57,6 +57,10 @@ def budget_of(row: SessionRow, settings: Settings, extra_tokens: int = 0) -> bud
         + extra_tokens
     )
     counter = get_counter(effective_model(row, settings))
+    # Estimated counts are scaled by the session's calibration (app/tokens/calibration.py).
+    current = calibration.calibrated(
+        current, calibration.factor_of(row.token_calibration, counter.mode)
+    )
     return budgets.compute(current, session_compaction(row, settings), counter.mode)
 
 
@@ -183,6 +187,9 @@ def view(row: SessionRow, settings: Settings) -> dict[str, Any]:
             "last_seq": row.last_seq,
             "last_compaction_seq": row.last_compaction_seq,
             "context_tokens": row.context_tokens - row.watermark_context_tokens,
+            "token_calibration": calibration.Calibration.from_json(row.token_calibration).view(
+                get_counter(effective_model(row, settings)).mode == "estimate"
+            ),
         },
         "last_seq": row.last_seq,
         "last_compaction_seq": row.last_compaction_seq,

@@ -5,10 +5,10 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import SettingsDep
+from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
 from app.errors import invalid
 from app.messages.validation import parse_batch
-from app.tokens import REPLY_PRIMING, get_counter
+from app.tokens import REPLY_PRIMING, get_counter, usage
 
 router = APIRouter(tags=["tokens"])
 
@@ -53,3 +53,24 @@ async def count_tokens(body: CountIn, settings: SettingsDep) -> dict[str, Any]:
         total += out["tools"]
     out["total"] = total
     return out
+
+
+@router.post(
+    "/sessions/{session_id}/usage",
+    summary="Report the provider's usage for a payload: calibrates the session's estimate",
+)
+async def report_usage(
+    session_id: SessionId,
+    body: usage.UsageIn,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+) -> dict[str, Any]:
+    """For sessions counted by estimate (`tokenizer_mode: "estimate"`: Claude, Gemini, …)
+    each report updates the session's calibration factor, which then scales its
+    counts, budget status and the budget payloads are fitted to. Exact-tokenizer
+    sessions record the report (the error is shown) and keep factor 1. Fenced by
+    the session's lease like any write. Returns the calibration with the last
+    report's error before and after."""
+    async with db.transaction() as s:
+        return await usage.report(s, tenant, session_id, body, settings)

@@ -37,8 +37,10 @@ def render(
 ) -> dict[str, Any]:
     """`body` in format `fmt` (one of FORMATS), with `"format"` naming it.
 
-    `stable_prefix` is how many leading Chat messages form the prefix that the
-    next calls repeat (None: up to the newest step, see `default_stable_prefix`).
+    `stable_prefix` is how many leading Chat messages form the stable prefix; None
+    takes `usage.stable_prefix_messages` (the messages shared with the previous
+    payload) when it is positive, else everything before the newest step
+    (`default_stable_prefix`), which is what the next call will repeat.
     `tool_errors[i]` says whether the i-th tool message of the payload records a
     failed tool call (see `tool_error_flags`).
     """
@@ -50,7 +52,7 @@ def render(
         out["input"] = responses.input_items(messages)
         out["tools"] = responses.tools(tools)
     elif fmt == "anthropic":
-        prefix = default_stable_prefix(messages) if stable_prefix is None else stable_prefix
+        prefix = stable_prefix if stable_prefix is not None else _stable_prefix(body)
         out.update(
             anthropic.convert(messages, tools, stable_prefix=prefix, tool_errors=tool_errors)
         )
@@ -60,6 +62,14 @@ def render(
     else:
         raise ValueError(f"unknown format {fmt!r}")
     return out
+
+
+def _stable_prefix(body: Mapping[str, Any]) -> int:
+    usage = body.get("usage")
+    shared = usage.get("stable_prefix_messages") if isinstance(usage, Mapping) else None
+    if isinstance(shared, int) and shared > 0:
+        return shared
+    return default_stable_prefix(body["messages"])
 
 
 def default_stable_prefix(messages: Sequence[Mapping[str, Any]]) -> int:

@@ -1,0 +1,61 @@
+"""`POST /sessions/{id}/usage`: the provider's reported usage calibrates the session's estimate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.api.types import StoredStr
+from app.errors import NotFound, invalid
+from app.leases.guard import check_write
+from app.sessions import repository as sessions
+from app.sessions.service import effective_model
+from app.settings import Settings
+from app.tokens import calibration, get_counter
+
+MAX_TOKENS = 100_000_000
+
+
+class UsageIn(BaseModel):
+    """What the provider billed for one payload contextd assembled.
+
+    `input_tokens` is every input token of the call: OpenAI's `prompt_tokens` /
+    `input_tokens` (cached ones included), or Anthropic's `input_tokens`, to which
+    `cache_creation_input_tokens` and `cache_read_input_tokens` are added when given
+    (Anthropic reports them apart). `uncalibrated_input_tokens` is the
+    `usage.uncalibrated_input_tokens` of the context response that was sent.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = Field(ge=0, le=MAX_TOKENS)
+    cache_creation_input_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    cache_read_input_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    uncalibrated_input_tokens: int = Field(ge=1, le=MAX_TOKENS)
+    lock_token: StoredStr | None = Field(None, max_length=200)
+
+    @property
+    def actual(self) -> int:
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+
+async def report(
+    db: AsyncSession, tenant: str, sid: str, body: UsageIn, settings: Settings
+) -> dict[str, Any]:
+    if body.actual < 1:
+        raise invalid("input_tokens", "with the cache tokens, must count at least 1 token")
+    locked = await sessions.get_for_update(db, tenant, sid)
+    if locked is None:
+        raise NotFound(f"session {sid!r} does not exist")
+    row, lease_live = locked
+    check_write(row, lease_live, body.lock_token)
+    applied = get_counter(effective_model(row, settings)).mode == "estimate"
+    state = calibration.Calibration.from_json(row.token_calibration)
+    state = calibration.update(
+        state, actual=body.actual, uncalibrated=body.uncalibrated_input_tokens, applied=applied
+    )
+    row.token_calibration = state.to_json()
+    await db.flush()
+    return {"calibration": state.view(applied)}
