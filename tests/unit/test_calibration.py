@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -73,7 +74,7 @@ def test_a_payload_within_the_raw_budget_is_within_the_real_one(
     raw_budget, raw_reserve = calibration.raw_budget(budget + reserve, reserve, factor)
     raw_limit = raw_budget - raw_reserve
     names = ("system", "tools", "dynamic", "summary", "history")
-    usage = {
+    usage: dict[str, Any] = {
         "input_tokens": sum(parts),
         "budget": raw_limit,
         "breakdown": dict(zip(names, parts, strict=True)),
