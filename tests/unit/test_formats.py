@@ -204,3 +204,14 @@ def test_default_stable_prefix(messages: list[dict[str, Any]], expected: int) ->
 def test_unknown_format_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="unknown format"):
         formats.render(body_of(HISTORY), "gemini")
+
+
+def test_anthropic_breakpoint_follows_the_reported_stable_prefix() -> None:
+    """`usage.stable_prefix_messages` (messages shared with the previous payload) wins
+    when positive; 0 (a first call, a trim) falls back to the newest-step rule."""
+    body = {**body_of(HISTORY), "usage": {"stable_prefix_messages": 3}}
+    out = formats.render(body, "anthropic")
+    assert breakpoints(out) == [out["system"][2]] and out["usage"] == body["usage"]
+    body["usage"] = {"stable_prefix_messages": 0}
+    fallback = formats.render(body, "anthropic")
+    assert breakpoints(fallback)[0]["type"] == "tool_result"
