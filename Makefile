@@ -6,10 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: serve test lint typecheck bench fuzz clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev]" -e "./clients/python[agents,langchain]"
 	touch $(STAMP)
 
 serve: $(STAMP)  ## run the service (embedded PostgreSQL unless CONTEXTD_DATABASE_URL is set)

@@ -1,0 +1,251 @@
+"""Typed results of every contextd call (SPEC §2, §9).
+
+Every model accepts fields it does not name (`extra="allow"`): a newer server
+adds fields without breaking an older client, and they stay readable through
+`model_extra`. Messages keep every field they were stored with.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AppendResult",
+    "AppendedMessage",
+    "Budget",
+    "BudgetPreview",
+    "ClearResult",
+    "CompactResult",
+    "CompactionState",
+    "Context",
+    "ContextSummary",
+    "ContextUsage",
+    "Event",
+    "EventPage",
+    "Health",
+    "Lease",
+    "LeaseHolder",
+    "Message",
+    "MessagePage",
+    "Session",
+    "SessionPage",
+    "SessionStats",
+    "TailDeleteResult",
+    "TokenCount",
+]
+
+# The fields of a chat message that a model accepts; everything else is contextd's.
+CHAT_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", protected_namespaces=(), populate_by_name=True)
+
+
+class Budget(_Model):
+    status: Literal["ok", "warn", "compact_needed"] | str
+    current_tokens: int
+    usable_budget: int
+    warn_threshold: int
+    compact_threshold: int
+    context_limit: int
+    tokenizer_mode: str
+
+
+class SessionStats(_Model):
+    message_counts: dict[str, int] = Field(default_factory=dict)
+    last_seq: int = 0
+    last_compaction_seq: int = 0
+    context_tokens: int = 0
+
+
+class LeaseHolder(_Model):
+    owner: str | None = None
+    expires_at: datetime | None = None
+    fencing_token: int | None = None
+
+
+class Session(_Model):
+    id: str
+    model: str | None = None
+    effective_model: str | None = None
+    context_limit: int | None = None
+    system_prompt: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    strategy: str | None = None
+    anchors: list[str] | None = None
+    auto_compact: bool | None = None
+    compaction: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    tokenizer: str | None = None
+    stats: SessionStats | None = None
+    last_seq: int = 0
+    last_compaction_seq: int = 0
+    lease: LeaseHolder | None = None
+    budget: Budget | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class SessionPage(_Model):
+    sessions: list[Session]
+    next_cursor: str | None = None
+
+
+class Message(_Model):
+    """A logged message: the chat message as sent, plus what contextd assigned."""
+
+    role: str
+    content: Any = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    id: str
+    seq: int
+    token_count: int | None = None
+    created_at: datetime | None = None
+    pinned: bool = False
+    include_in_context: bool = True
+    mode: str | None = None
+    run_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    range: dict[str, Any] | None = None
+
+    def chat(self) -> dict[str, Any]:
+        """The OpenAI chat message alone, as `chat.completions.create` takes it."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        for key in ("name", "tool_calls", "tool_call_id"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+class MessagePage(_Model):
+    """A page of the log: ascending (`next_after_seq`) or tail-first (`next_before_seq`)."""
+
+    messages: list[Message]
+    last_seq: int = 0
+    next_after_seq: int | None = None
+    next_before_seq: int | None = None
+
+
+class AppendedMessage(_Model):
+    id: str
+    seq: int
+    token_count: int
+
+
+class AppendResult(_Model):
+    messages: list[AppendedMessage]
+    budget: Budget
+    # False when every message was a replay of an id stored before (HTTP 200, not 201).
+    created: bool = True
+
+
+class TailDeleteResult(_Model):
+    """What `DELETE /sessions/{id}/messages?from_seq=N` removed."""
+
+    deleted: int = 0
+    last_seq: int | None = None
+    budget: Budget | None = None
+
+
+class ClearResult(_Model):
+    last_seq: int | None = None
+    budget: Budget | None = None
+
+
+class ContextUsage(_Model):
+    input_tokens: int
+    budget: int | None = None
+    status: str | None = None
+    tokenizer_mode: str | None = None
+    breakdown: dict[str, int] = Field(default_factory=dict)
+    stable_prefix_tokens: int | None = None
+    prefix_id: str | None = None
+
+
+class ContextSummary(_Model):
+    included: bool = False
+    through_seq: int | None = None
+
+
+class Context(_Model):
+    """An assembled payload. `messages` goes unchanged to `chat.completions.create`.
+
+    With `format="responses"` the items are in `input` (or `messages`, depending on
+    the server version); with `format="anthropic"` there is a `system` too: both stay
+    readable as extra fields.
+    """
+
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    usage: ContextUsage
+    kept_seqs: list[int] = Field(default_factory=list)
+    dropped_count: int = 0
+    summary: ContextSummary = Field(default_factory=ContextSummary)
+    strategy: str | None = None
+    over_budget: bool = False
+    warnings: list[Any] = Field(default_factory=list)
+
+
+class BudgetPreview(_Model):
+    budget: Budget
+    current: Budget
+    added_tokens: int
+    fits: bool
+
+
+class CompactResult(_Model):
+    """202 `{job_id, status}`, or with `wait` the finished job; a dry run's plan."""
+
+    job_id: str | None = None
+    status: str | None = None
+    compaction_metadata: dict[str, Any] | None = None
+
+
+class CompactionState(_Model):
+    compacted_context: Any = None
+    summary: Any = None
+    last_compaction_seq: int = 0
+    compaction_metadata: dict[str, Any] | None = None
+    memory_flush_candidates: list[dict[str, Any]] = Field(default_factory=list)
+    jobs: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Event(_Model):
+    id: int
+    type: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+class EventPage(_Model):
+    events: list[Event]
+    next_after_id: int | None = None
+
+
+class Lease(_Model):
+    lock_token: str
+    fencing_token: int
+    expires_at: datetime
+    owner: str | None = None
+
+
+class TokenCount(_Model):
+    model: str
+    tokenizer: str
+    tokenizer_mode: str
+    total: int
+    text: int | None = None
+    messages: int | None = None
+    tools: int | None = None
+
+
+class Health(_Model):
+    status: str

@@ -1,0 +1,241 @@
+"""contextd for LangChain v1 (`pip install contextd-client[langchain]`).
+
+- `ContextdChatMessageHistory`: a `BaseChatMessageHistory` (sync and async) on a
+  contextd session, for `RunnableWithMessageHistory` and friends.
+- `ContextdMiddleware`: an agent middleware for `create_agent`. Before every
+  model call (`before_model`) it stores what the agent added since the last
+  call (the user's input, the model's tool calls and their results) and
+  replaces the agent's messages with contextd's payload: the model reads a
+  history fitted to its window, and the graph state stays small however long
+  the run. When the agent ends (`after_agent`) the final answer is stored too.
+
+    agent = create_agent(model, tools, middleware=[ContextdMiddleware("user-42")])
+    agent.invoke({"messages": [{"role": "user", "content": "Hi!"}]})
+
+Messages are stored as OpenAI chat messages (what contextd assembles payloads
+from); the LangChain message itself is kept in `metadata["langchain"]`, so the
+history gives back exactly the messages it was given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    RemoveMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+    message_to_dict,
+    messages_from_dict,
+)
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import Runtime
+
+from contextd_client._async_client import AsyncContextdClient
+from contextd_client._client import ContextdClient
+from contextd_client._exceptions import NotFound
+from contextd_client._models import Context, Message
+
+__all__ = ["ContextdChatMessageHistory", "ContextdMiddleware", "from_stored", "to_stored"]
+
+LC_KEY = "langchain"
+# Ids of the messages a payload put into the agent's state: they are contextd's
+# already, and never stored again.
+PAYLOAD_ID_PREFIX = "contextd-payload:"
+PAGE = 100
+
+
+def to_stored(message: BaseMessage) -> dict[str, Any]:
+    """The chat message contextd stores for a LangChain message, with the message
+    itself in metadata (its content left out when the chat content is the same)."""
+    chat: dict[str, Any] = convert_to_openai_messages(message)
+    if chat.get("role") == "assistant" and chat.get("tool_calls") and not chat.get("content"):
+        chat["content"] = None
+    lc = json.loads(json.dumps(message_to_dict(message), default=str))
+    if lc["data"].get("content") == chat.get("content"):
+        del lc["data"]["content"]
+    out = {**chat, "metadata": {LC_KEY: lc}}
+    if message.id:
+        out["id"] = message.id  # stored once however often it is sent
+    return out
+
+
+def from_stored(message: Message) -> BaseMessage:
+    """The LangChain message a stored contextd message stands for."""
+    lc = (message.metadata or {}).get(LC_KEY)
+    if isinstance(lc, dict) and isinstance(lc.get("data"), dict):
+        data = {"content": message.content, **lc["data"]}
+        return messages_from_dict([{"type": lc["type"], "data": data}])[0]
+    return convert_to_messages([message.chat()])[0]
+
+
+def _page_all(client: ContextdClient, session_id: str) -> list[Message]:
+    out: list[Message] = []
+    after = 0
+    while True:
+        page = client.messages(session_id, after_seq=after, limit=PAGE)
+        out.extend(page.messages)
+        if page.next_after_seq is None or not page.messages:
+            return out
+        after = page.next_after_seq
+
+
+async def _apage_all(client: AsyncContextdClient, session_id: str) -> list[Message]:
+    out: list[Message] = []
+    after = 0
+    while True:
+        page = await client.messages(session_id, after_seq=after, limit=PAGE)
+        out.extend(page.messages)
+        if page.next_after_seq is None or not page.messages:
+            return out
+        after = page.next_after_seq
+
+
+class ContextdChatMessageHistory(BaseChatMessageHistory):
+    """Chat history in a contextd session. Give `client` for the sync methods,
+    `async_client` for the async ones, or neither for both on `$CONTEXTD_URL`."""
+
+    def __init__(
+        self,
+        session_id: str,
+        client: ContextdClient | None = None,
+        *,
+        async_client: AsyncContextdClient | None = None,
+    ) -> None:
+        self.session_id = session_id
+        if client is None and async_client is None:
+            client, async_client = ContextdClient(), AsyncContextdClient()
+        self.client = client
+        self.async_client = async_client
+
+    def _sync(self) -> ContextdClient:
+        if self.client is None:
+            raise RuntimeError("this history has only an async client: use the a* methods")
+        return self.client
+
+    def _async(self) -> AsyncContextdClient:
+        if self.async_client is None:
+            raise RuntimeError("this history has only a sync client: use the sync methods")
+        return self.async_client
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        try:
+            return [from_stored(m) for m in _page_all(self._sync(), self.session_id)]
+        except NotFound:
+            return []
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        try:
+            return [from_stored(m) for m in await _apage_all(self._async(), self.session_id)]
+        except NotFound:
+            return []
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        if messages:
+            self._sync().append(self.session_id, [to_stored(m) for m in messages])
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        if messages:
+            await self._async().append(self.session_id, [to_stored(m) for m in messages])
+
+    def clear(self) -> None:
+        """Empty the log; the session's settings (system prompt, tools) stay."""
+        try:
+            self._sync().clear(self.session_id)
+        except NotFound:
+            return
+
+    async def aclear(self) -> None:
+        try:
+            await self._async().clear(self.session_id)
+        except NotFound:
+            return
+
+
+def _unsaved(state: AgentState[Any]) -> list[dict[str, Any]]:
+    return [
+        to_stored(m) for m in state["messages"] if not (m.id or "").startswith(PAYLOAD_ID_PREFIX)
+    ]
+
+
+def _feed(payload: Context) -> dict[str, Any]:
+    messages: list[AnyMessage] = list(convert_to_messages(payload.messages))  # type: ignore[arg-type]
+    for i, m in enumerate(messages):
+        m.id = f"{PAYLOAD_ID_PREFIX}{i}"
+    return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]}
+
+
+class ContextdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Feeds a `create_agent` agent's model from contextd (see the module docstring).
+
+    Put the system prompt and tools in the session (`client.put_session(...)`) so
+    contextd budgets for them, and leave `create_agent`'s `system_prompt` unset.
+    `context_options` go to every context call (`max_tokens`, `strategy`, ...).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        client: ContextdClient | None = None,
+        *,
+        async_client: AsyncContextdClient | None = None,
+        lock_token: str | None = None,
+        **context_options: Any,
+    ) -> None:
+        super().__init__()
+        self.session_id = session_id
+        if client is None and async_client is None:
+            client, async_client = ContextdClient(), AsyncContextdClient()
+        self.client = client
+        self.async_client = async_client
+        self.lock_token = lock_token
+        self.context_options = context_options
+
+    def _sync(self) -> ContextdClient:
+        if self.client is None:
+            raise RuntimeError("this middleware has only an async client: invoke the agent async")
+        return self.client
+
+    def _async(self) -> AsyncContextdClient:
+        if self.async_client is None:
+            raise RuntimeError("this middleware has only a sync client: invoke the agent sync")
+        return self.async_client
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        self._store(state)
+        return _feed(self._sync().context(self.session_id, **self.context_options))
+
+    async def abefore_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        await self._astore(state)
+        return _feed(await self._async().context(self.session_id, **self.context_options))
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        self._store(state)
+        return None
+
+    async def aafter_agent(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        await self._astore(state)
+        return None
+
+    def _store(self, state: AgentState[Any]) -> None:
+        # Messages keep their LangChain ids as contextd ids: one stored earlier is a
+        # replay, stored once.
+        batch = _unsaved(state)
+        if batch:
+            self._sync().append(self.session_id, batch, lock_token=self.lock_token)
+
+    async def _astore(self, state: AgentState[Any]) -> None:
+        batch = _unsaved(state)
+        if batch:
+            await self._async().append(self.session_id, batch, lock_token=self.lock_token)
