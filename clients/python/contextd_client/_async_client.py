@@ -148,9 +148,9 @@ class AsyncContextdClient:
             want = min(TAIL_PAGE, limit - len(out))
             page = await self.messages(session_id, order="desc", before_seq=before, limit=want)
             out.extend(page.messages)
-            if len(page.messages) < want or page.messages[-1].seq <= 1:
+            if page.next_before_seq is None or not page.messages:
                 break
-            before = page.messages[-1].seq
+            before = page.next_before_seq
         return out[::-1]
 
     async def message(

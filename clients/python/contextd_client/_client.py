@@ -165,9 +165,9 @@ class ContextdClient:
             want = min(TAIL_PAGE, limit - len(out))
             page = self.messages(session_id, order="desc", before_seq=before, limit=want)
             out.extend(page.messages)
-            if len(page.messages) < want or page.messages[-1].seq <= 1:
+            if page.next_before_seq is None or not page.messages:
                 break
-            before = page.messages[-1].seq
+            before = page.next_before_seq
         return out[::-1]
 
     def message(

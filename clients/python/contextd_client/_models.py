@@ -148,15 +148,17 @@ class AppendResult(_Model):
 
 
 class TailDeleteResult(_Model):
-    """What `DELETE /sessions/{id}/messages?from_seq=N` removed."""
+    """What `DELETE /sessions/{id}/messages?from_seq=N` removed, in log order."""
 
-    deleted: int = 0
-    last_seq: int | None = None
+    deleted_count: int
+    messages: list[Message] = Field(default_factory=list)
+    last_seq: int
     budget: Budget | None = None
 
 
 class ClearResult(_Model):
-    last_seq: int | None = None
+    deleted_count: int
+    last_seq: int = 0
     budget: Budget | None = None
 
 
@@ -207,6 +209,8 @@ class CompactResult(_Model):
     job_id: str | None = None
     status: str | None = None
     compaction_metadata: dict[str, Any] | None = None
+    dry_run: bool = False
+    would: str | None = None
 
 
 class CompactionState(_Model):

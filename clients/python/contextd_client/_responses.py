@@ -168,13 +168,13 @@ def _summary_of(item: Item) -> str:
 
 
 def _assistant_item(msg: Mapping[str, Any]) -> Item:
+    # The easy form: every Responses endpoint takes it, and the Agents SDK's chat
+    # converter too (an output message would need an id the model issued).
     content = msg.get("content")
-    text = content if isinstance(content, str) else _text_of(content or [])
-    if content is None and msg.get("refusal") is not None:
-        part: Item = {"type": "refusal", "refusal": str(msg["refusal"])}
-    else:
-        part = {"type": "output_text", "text": text, "annotations": []}
-    return {"type": "message", "role": "assistant", "content": [part], "status": "completed"}
+    if content is None:
+        return {"role": "assistant", "content": str(msg.get("refusal", ""))}
+    text = content if isinstance(content, str) else _text_of(content)
+    return {"role": "assistant", "content": text}
 
 
 def _call_item(call: Mapping[str, Any]) -> Item:
