@@ -11,12 +11,13 @@ The loop every agent on contextd runs:
    to `chat.completions.create` unchanged: it fits the model's window, keeps the
    user's constraints and never splits a tool call from its results;
 3. append what the model said, run the tools it asked for, append their results
-   (one atomic batch per step, with client ids, so a retry stores nothing twice);
+   (one atomic batch per step; the client gives each message an id before the
+   first attempt, so a retried append stores nothing twice);
 4. repeat until the model answers without calling a tool.
 
 The agent keeps no history of its own: run it again with the same `--session`
 and it picks up where it stopped. One tool, `read_file`, confined to the folder
-the agent runs in. Needs `httpx` and `openai` (`pip install httpx openai`);
+the agent runs in. Needs `pip install contextd-client openai`;
 `CONTEXTD_API_KEY` if the server has keys.
 """
 
@@ -30,7 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
+from contextd_client import ContextdClient
 from openai import OpenAI
 
 TOOLS = [
@@ -69,12 +70,6 @@ def run_tool(call: dict[str, Any]) -> str:
     return f"error: no tool {call['function']['name']!r}"
 
 
-def append(ctx: httpx.Client, session: str, *messages: dict[str, Any]) -> None:
-    batch = [{"id": uuid.uuid4().hex, **m} for m in messages]
-    r = ctx.post(f"/sessions/{session}/messages", json={"messages": batch})
-    r.raise_for_status()
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("question")
@@ -82,39 +77,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, default=8)
     args = p.parse_args(argv)
 
-    headers = {}
-    if os.environ.get("CONTEXTD_API_KEY"):
-        headers["Authorization"] = f"Bearer {os.environ['CONTEXTD_API_KEY']}"
-    contextd = httpx.Client(
-        base_url=os.environ.get("CONTEXTD_URL", "http://127.0.0.1:8080"),
-        headers=headers,
-        timeout=30,
-    )
     model = os.environ.get("MODEL", "gpt-4o-mini")
     llm = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY from the environment
+    with ContextdClient() as contextd:  # CONTEXTD_URL and CONTEXTD_API_KEY
+        # The session carries the system prompt and tools, so every payload has them.
+        contextd.put_session(args.session, model=model, system_prompt=SYSTEM, tools=TOOLS)
+        contextd.append(args.session, [{"role": "user", "content": args.question}])
 
-    # The session carries the system prompt and tools, so every payload has them.
-    body = {"model": model, "system_prompt": SYSTEM, "tools": TOOLS}
-    contextd.put(f"/sessions/{args.session}", json=body).raise_for_status()
-    append(contextd, args.session, {"role": "user", "content": args.question})
-
-    for _ in range(args.max_steps):
-        payload = contextd.get(f"/sessions/{args.session}/context").json()
-        reply = llm.chat.completions.create(
-            model=model, messages=payload["messages"], tools=payload["tools"]
-        )
-        message = reply.choices[0].message
-        # Only the protocol fields: SDK-only ones (annotations, audio, ...) are not
-        # part of a request message, and contextd would keep them verbatim.
-        said: dict[str, Any] = {"role": "assistant", "content": message.content}
-        calls = [c.model_dump(include={"id", "type", "function"}) for c in message.tool_calls or []]
-        if calls:
-            said["tool_calls"] = calls
-        results = [{"role": "tool", "tool_call_id": c["id"], "content": run_tool(c)} for c in calls]
-        append(contextd, args.session, said, *results)
-        if not calls:
-            print(said.get("content") or "")
-            return 0
+        for _ in range(args.max_steps):
+            payload = contextd.context(args.session)
+            reply = llm.chat.completions.create(
+                model=model, messages=payload.messages, tools=payload.tools
+            )
+            message = reply.choices[0].message
+            # Only the protocol fields: SDK-only ones (annotations, audio, ...) are not
+            # part of a request message, and contextd would keep them verbatim.
+            said: dict[str, Any] = {"role": "assistant", "content": message.content}
+            calls = [
+                c.model_dump(include={"id", "type", "function"}) for c in message.tool_calls or []
+            ]
+            if calls:
+                said["tool_calls"] = calls
+            results = [
+                {"role": "tool", "tool_call_id": c["id"], "content": run_tool(c)} for c in calls
+            ]
+            contextd.append(args.session, [said, *results])
+            if not calls:
+                print(said.get("content") or "")
+                return 0
     print("(no answer within --max-steps)", file=sys.stderr)
     return 1
 

@@ -6,9 +6,8 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from fastapi import FastAPI
-
 from contextd_client import AsyncContextdClient, Retry
+from fastapi import FastAPI
 
 
 class LoseAnswers(httpx.AsyncBaseTransport):

@@ -7,7 +7,6 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
 import pytest
 from agents import (
     Agent,
@@ -17,10 +16,10 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
-from openai import AsyncOpenAI
-
 from contextd_client import AsyncContextdClient
 from contextd_client.agents import ContextdSession
+from openai import AsyncOpenAI
+
 from tests.clients.conftest import LoseAnswers
 from tests.fakellm import FakeLLM
 
@@ -108,7 +107,9 @@ async def test_the_filter_sends_the_fitted_payload_not_the_whole_history(
     assert (await run(agent, session, "Count notes.txt")).endswith("notes.txt")
     sent = llm.calls[0].body["messages"]
     assert len(sent) < 20 and sent[-1] == {"role": "user", "content": "Count notes.txt"}
-    assert sum(len(json.dumps(m)) for m in sent) < 6000
+    counted = await ctx.count_tokens(model="gpt-4o-mini", messages=sent)
+    assert counted.messages is not None and counted.messages <= 1000
+    assert not any("turn 0 " in json.dumps(m) for m in sent)  # the oldest went first
     assert (await ctx.get_session(sid)).last_seq == 44
 
 
@@ -137,7 +138,11 @@ async def test_pop_item_undoes_the_last_item_and_the_run_goes_on(
     answer = await session.pop_item()  # undo the final answer
     assert answer is not None and answer["content"][0]["text"].endswith("notes.txt")  # type: ignore[index, typeddict-item]
     output = await session.pop_item()  # and the tool result: the call is open again
-    assert output == {"type": "function_call_output", "call_id": "call_1", "output": "3 lines in notes.txt"}
+    assert output == {
+        "type": "function_call_output",
+        "call_id": "call_1",
+        "output": "3 lines in notes.txt",
+    }
     assert (await ctx.get_session(sid)).last_seq == 2
     # The freed seqs are reused, the call id can be answered again.
     await session.add_items([output])
@@ -175,7 +180,9 @@ async def test_clear_session_empties_the_log_and_keeps_the_settings(
     assert [m.seq for m in (await ctx.messages(sid)).messages] == [1, 2, 3, 4]
 
 
-async def test_a_session_that_does_not_exist_reads_empty(ctx: AsyncContextdClient, sid: str) -> None:
+async def test_a_session_that_does_not_exist_reads_empty(
+    ctx: AsyncContextdClient, sid: str
+) -> None:
     session = ContextdSession(sid, ctx)
     assert await session.get_items() == [] and await session.get_items(5) == []
     assert await session.pop_item() is None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
-
 from contextd_client import (
     AsyncContextdClient,
     LockHeld,
@@ -13,6 +14,7 @@ from contextd_client import (
     StaleLockToken,
     ValidationFailed,
 )
+
 from tests.clients.conftest import LoseAnswers
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
@@ -26,7 +28,7 @@ async def test_an_append_whose_answer_was_lost_is_stored_once(
     ctx: AsyncContextdClient, transport: LoseAnswers, sid: str
 ) -> None:
     transport.lose_next(2, is_append)
-    batch = [
+    batch: list[dict[str, Any]] = [
         {"role": "user", "content": "read app.py"},
         {"role": "assistant", "content": None, "tool_calls": [CALL]},
         {"role": "tool", "tool_call_id": "call_1", "content": "def main(): ..."},
@@ -106,7 +108,9 @@ async def test_a_lease_fences_writes_while_held(ctx: AsyncContextdClient, sid: s
         with pytest.raises(LockHeld) as other:
             await ctx.claim_lease(sid, "agent-b")
         assert other.value.holder == "agent-a"
-        done = await ctx.append(sid, [{"role": "user", "content": "fenced"}], lock_token=held.lock_token)
+        done = await ctx.append(
+            sid, [{"role": "user", "content": "fenced"}], lock_token=held.lock_token
+        )
         assert done.messages[0].seq == 2
         old_token = held.lock_token
     # Released on exit: another owner claims it, and the old token is stale.

@@ -29,6 +29,7 @@ async def test_the_example_agent_answers_from_a_tool_and_leaves_a_whole_log(
             "OPENAI_BASE_URL": llm.base_url,
             "OPENAI_API_KEY": "test-key",
             "MODEL": "gpt-4o-mini",
+            "PYTHONPATH": str(REPO / "clients" / "python"),  # contextd_client, installed or not
         }
         proc = await asyncio.create_subprocess_exec(
             sys.executable, str(REPO / "examples" / "agent_loop.py"),
@@ -59,3 +60,49 @@ async def test_the_example_agent_answers_from_a_tool_and_leaves_a_whole_log(
     ]
     assert log[2]["content"].startswith("3 lines in notes.txt")
     assert set(log[1]) >= {"tool_calls"} and "annotations" not in log[1]
+
+
+async def test_the_agents_sdk_example_remembers_and_undoes(
+    start_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    server = start_server()
+    sid = f"example-sdk-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\ngamma\n")
+
+    async def example(*args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(REPO / "examples" / "agents_sdk.py"), "--session", sid, *args,
+            cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        assert proc.returncode == 0, err.decode()
+        return out.decode().strip()
+
+    async with FakeLLM() as llm:
+        llm.behaviour = "agent"
+        env = {
+            **os.environ,
+            "CONTEXTD_URL": server.base_url,
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "test-key",
+            "PYTHONPATH": str(REPO / "clients" / "python"),
+        }
+        assert await example("How many lines are in notes.txt") == (
+            "Done. The tool said: 3 lines in notes.txt"
+        )
+        assert "Done. The tool said" in await example("--undo")
+        assert await example("Count notes.txt") == "Done. The tool said: 3 lines in notes.txt"
+    async with httpx.AsyncClient(base_url=server.base_url) as c:
+        log = (await c.get(f"/sessions/{sid}/messages")).json()["messages"]
+    # The undone answer is gone; the second run saw the first one's tool group.
+    assert [m["role"] for m in log] == [
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    third = llm.calls[2].body["messages"]
+    assert [m["role"] for m in third] == ["system", "user", "assistant", "tool", "user"]

@@ -185,8 +185,9 @@ class Context(_Model):
     readable as extra fields.
     """
 
-    messages: list[dict[str, Any]] = Field(default_factory=list)
-    tools: list[dict[str, Any]] = Field(default_factory=list)
+    # list[Any]: they go as they are to an SDK whose parameter types are TypedDicts.
+    messages: list[Any] = Field(default_factory=list)
+    tools: list[Any] = Field(default_factory=list)
     usage: ContextUsage
     kept_seqs: list[int] = Field(default_factory=list)
     dropped_count: int = 0
