@@ -242,3 +242,14 @@ async def test_the_async_client_retries_the_same_way() -> None:
         result = await c.append("s", [{"role": "user", "content": "hi", "id": "mine"}])
     assert bodies[0] == bodies[1] and len(slept) == 1
     assert [m.id for m in result.messages] == ["mine"] and result.created is False
+
+
+def test_retry_after_may_be_an_http_date() -> None:
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=5), usegmt=True)
+    answers = iter([problem(429, "rate_limited", headers={"Retry-After": when})])
+    c, slept = client(lambda r: next(answers, httpx.Response(200, json=BUDGET)))
+    assert c.budget("s").status == "ok"
+    assert len(slept) == 1 and 3.0 <= slept[0] <= 5.0
