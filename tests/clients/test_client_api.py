@@ -83,6 +83,13 @@ async def test_sessions_context_budget_and_tokens_are_typed(
     assert per_call.messages[0]["content"].startswith("Answer in French.")
     assert per_call.usage.breakdown["dynamic"] > 0
 
+    responses = await ctx.context(sid, format="responses")
+    assert responses.format == "responses" and responses.messages == []
+    assert responses.input and responses.input[-1]["role"] == "user"
+    anthropic = await ctx.context(sid, format="anthropic", system="Be brief.")
+    assert anthropic.format == "anthropic" and anthropic.system
+    assert [m["role"] for m in anthropic.messages] == ["user"]
+
     budget = await ctx.budget(sid)
     assert budget.status == "ok" and budget.current_tokens > 0
     preview = await ctx.preview_budget(sid, [{"role": "user", "content": "more " * 50}])

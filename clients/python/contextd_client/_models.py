@@ -178,16 +178,21 @@ class ContextSummary(_Model):
 
 
 class Context(_Model):
-    """An assembled payload. `messages` goes unchanged to `chat.completions.create`.
+    """An assembled payload in the requested `format`:
 
-    With `format="responses"` the items are in `input` (or `messages`, depending on
-    the server version); with `format="anthropic"` there is a `system` too: both stay
-    readable as extra fields.
+    - `openai`: `messages` and `tools` for `chat.completions.create`;
+    - `responses`: `input` and `tools` for `responses.create` (no `messages`);
+    - `anthropic`: `system`, `messages` and `tools` for `messages.create`.
+
+    `usage` always counts the Chat Completions payload the budget was fitted to.
     """
 
+    format: str = "openai"
     # list[Any]: they go as they are to an SDK whose parameter types are TypedDicts.
     messages: list[Any] = Field(default_factory=list)
     tools: list[Any] = Field(default_factory=list)
+    input: list[Any] | None = None
+    system: Any = None
     usage: ContextUsage
     kept_seqs: list[int] = Field(default_factory=list)
     dropped_count: int = 0
