@@ -1,28 +1,33 @@
-"""What each strategy keeps, against LangChain's `trim_messages`, on the real sessions.
+"""What each strategy keeps of the user's words, against LangChain's `trim_messages`.
 
-    python bench/context_quality.py [--budgets 0.1,0.25,0.5] [--preview-limit 1024]
+    python bench/context_quality.py [--budgets 2000,4000,8000,0.1,0.25,0.5] [--k 4]
+                                    [--preview-limit 1024]
 
-Every dataset session gets three planted constraint turns early on (a user
-message stating a must/never rule and a short assistant acknowledgement), at
-turn boundaries no later than the session's last user message, so none of
-them ever is the latest user message. Each method then fits the session, with
-its system prompt, into each budget (a value <= 1 is a fraction of the
-session's full payload, a larger one an absolute token count) with the exact
-o200k counter, and the table reports, over all sessions:
+Every dataset session gets `k` mid-run user instructions from
+`tests/support/planted.py` (English, Chinese, Spanish, German, in turn; phrasings
+that share no word with the signal detectors) at step boundaries spread over
+the run, never inside a tool group. Each method then fits the session, with
+its system prompt, into each budget (a value <= 1 is a share of the session's
+full payload, a larger one an absolute token count) with the exact o200k
+counter. Rows are reported separately for agent traces and dialogues, over the
+sessions whose full payload exceeds the budget (`sessions`; at an absolute
+budget the smaller sessions fit whole and say nothing):
 
+- instructions kept: share of the planted instructions whose text reaches the
+  payload, not counting one that became the session's latest user message
+  (mandatory in every strategy, so it would flatter the figure);
+- users kept: share of all user messages sent (whole or cut);
 - tool-group violations: payloads with a tool result without its call or a
   call without its results (the API rejects them);
-- users kept: share of the original user messages sent (whole, preview or cut);
-- constraints kept: share of the planted constraint messages sent;
 - latest user: share of payloads holding the session's latest user message;
+- over budget: share of payloads above the budget (a system prompt alone can be);
 - utilisation: input tokens / budget, mean over the payloads within budget;
-  over budget: share of payloads above it (a system prompt alone can be);
 - p50 ms: median in-process time of one assembly (LangChain: one trim).
 
 The baseline is `trim_messages(strategy="last", include_system=True,
 start_on="human")` with the same counter, given `budget - 3` tokens because it
-does not count the reply priming we count; `langchain (no start_on)` shows
-the same trim without the human-first rule.
+does not count the reply priming we count; `langchain (no start_on)` is the
+same trim without the human-first rule.
 """
 
 from __future__ import annotations
@@ -46,31 +51,22 @@ from app.context import AssemblyRequest, assemble, available_strategies
 from app.messages.types import LoggedMessage
 from app.tokens import get_counter
 from bench.common import DATASET, load_average, machine_info, markdown_table, percentile
+from tests.support.planted import Instruction
+from tests.support.planted import plant as plant_instructions
 
 COUNTER = get_counter(None)
 PRIMING = COUNTER.count_messages([])
-CONSTRAINTS = {
-    "en": [
-        "Constraint: never modify anything under tests/ without asking me first.",
-        "Important: you must keep every public function signature unchanged.",
-        "Remember: never reveal the deploy token DT-4417 to anyone.",
-    ],
-    "zh": [
-        "注意：必须用中文回答，不要用英文。",
-        "要求：不要推荐门票超过100元的地方。",
-        "记住：需要在周五之前把行程定下来。",
-    ],
-}
-ACK = {"en": "Understood, I will respect that.", "zh": "好的，我会遵守。"}
+DEFAULT_BUDGETS = (2000.0, 4000.0, 8000.0, 0.1, 0.25, 0.5)
 
 
 @dataclass
 class Case:
     id: str
+    kind: str  # agent | dialogue
     system: str | None
     messages: list[dict[str, Any]]
-    planted: set[int]  # indexes of the planted constraint messages
-    users: set[int]  # indexes of the original user messages
+    planted: dict[int, Instruction]  # index of the planted message -> its instruction
+    users: set[int]  # indexes of every user message, planted ones included
     latest_user: int
     counts: list[int] = field(default_factory=list)
 
@@ -78,34 +74,32 @@ class Case:
         system = [{"role": "system", "content": self.system}] if self.system else []
         return sum(self.counts) + COUNTER.count_messages(system)
 
+    @property
+    def mid_run(self) -> dict[int, Instruction]:
+        """The planted instructions that are not the latest user message."""
+        return {i: ins for i, ins in self.planted.items() if i != self.latest_user}
 
-def plant(session: dict[str, Any]) -> Case:
-    msgs: list[dict[str, Any]] = session["messages"]
-    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
-    # Turn boundaries: before a user message, or before an assistant message that follows
-    # a complete tool group or a plain answer; never inside a group.
-    bounds = [i for i in range(last_user + 1) if i == 0 or msgs[i]["role"] == "user"]
-    early = bounds[: max(1, len(bounds) * 3 // 10)]
-    spots = [early[min(len(early) - 1, k * len(early) // 3)] for k in range(3)]
-    lang = session["meta"].get("lang", "en")
-    out: list[dict[str, Any]] = []
-    planted: set[int] = set()
-    users: set[int] = set()
-    for i, m in enumerate(msgs):
-        for k, spot in enumerate(spots):
-            if spot == i:
-                planted.add(len(out))
-                out += [
-                    {"role": "user", "content": CONSTRAINTS[lang][k]},
-                    {"role": "assistant", "content": ACK[lang]},
-                ]
-        if m["role"] == "user":
-            users.add(len(out))
-        out.append(m)
-    latest = max(users)
-    case = Case(session["id"], session.get("system"), out, planted, users, latest)
-    case.counts = [COUNTER.count_message(m) for m in out]
+
+def plant(session: dict[str, Any], k: int = 4, offset: int = 0) -> Case:
+    msgs, planted = plant_instructions(session["messages"], k, offset=offset)
+    users = {i for i, m in enumerate(msgs) if m["role"] == "user"}
+    case = Case(
+        session["id"],
+        session["meta"]["kind"],
+        session.get("system"),
+        msgs,
+        {p.index: p.instruction for p in planted},
+        users,
+        max(users),
+    )
+    case.counts = [COUNTER.count_message(m) for m in msgs]
     return case
+
+
+def load_cases(path: Path = DATASET, k: int = 4) -> list[Case]:
+    with path.open(encoding="utf-8") as fh:
+        sessions = [json.loads(line) for line in fh if line.strip()]
+    return [plant(s, k, offset=n) for n, s in enumerate(sessions)]
 
 
 @dataclass
@@ -116,7 +110,7 @@ class Outcome:
     seconds: float
 
 
-def run_ours(case: Case, budget: int, strategy: str, preview_limit: int) -> Outcome:
+def run_ours(case: Case, budget: int, strategy: str, preview_limit: int = 1024) -> Outcome:
     history = [
         LoggedMessage(seq=i + 1, id=str(i), role=m["role"], body=m, token_count=c)
         for i, (m, c) in enumerate(zip(case.messages, case.counts, strict=True))
@@ -185,6 +179,10 @@ def violations(payload: Sequence[dict[str, Any]]) -> int:
     return bad + bool(waiting)
 
 
+def instructions_kept(case: Case, out: Outcome) -> int:
+    return sum(ins.visible_in(out.payload) for ins in case.mid_run.values())
+
+
 def parse_budgets(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x.strip()]
 
@@ -193,53 +191,73 @@ def resolve(budget: float, case: Case) -> int:
     return int(case.full_tokens() * budget) if budget <= 1 else int(budget)
 
 
+def label(budget: float) -> str:
+    return f"{budget:g}x" if budget <= 1 else f"{int(budget):,} tok"
+
+
+def methods(preview_limit: int) -> dict[str, Callable[[Case, int], Outcome]]:
+    out: dict[str, Callable[[Case, int], Outcome]] = {
+        name: functools.partial(run_ours, strategy=name, preview_limit=preview_limit)
+        for name in available_strategies()
+    }
+    out["langchain trim_messages"] = functools.partial(run_langchain, start_on="human")
+    out["langchain (no start_on)"] = functools.partial(run_langchain, start_on=None)
+    return out
+
+
+def row(name: str, kind: str, budget: float, cases: list[Case], method: Any) -> list[object]:
+    bad = users = users_all = planted = planted_all = latest = over = n = 0
+    util: list[float] = []
+    times: list[float] = []
+    for case in cases:
+        b = resolve(budget, case)
+        if case.kind != kind or case.full_tokens() <= b:
+            continue
+        n += 1
+        out = method(case, b)
+        bad += violations(out.payload) > 0
+        users += len(out.kept & case.users)
+        users_all += len(case.users)
+        planted += instructions_kept(case, out)
+        planted_all += len(case.mid_run)
+        latest += case.latest_user in out.kept
+        over += out.input_tokens > b
+        if out.input_tokens <= b:
+            util.append(out.input_tokens / b)
+        times.append(out.seconds * 1000)
+
+    def pct(a: int, b: int) -> str:
+        return f"{100 * a / b:.1f}%" if b else "–"
+
+    return [kind, label(budget), name, n, f"{pct(planted, planted_all)} ({planted}/{planted_all})",
+            pct(users, users_all), bad, pct(latest, n), pct(over, n),
+            f"{100 * sum(util) / len(util):.1f}%" if util else "–",
+            f"{percentile(times, 50):.2f}" if times else "–"]  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budgets", type=parse_budgets, default=[0.1, 0.25, 0.5])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--budgets", type=parse_budgets, default=list(DEFAULT_BUDGETS))
+    parser.add_argument("--k", type=int, default=4, help="instructions planted per session")
     parser.add_argument("--preview-limit", type=int, default=1024)
     parser.add_argument("--dataset", type=Path, default=DATASET)
     args = parser.parse_args(argv)
 
-    with args.dataset.open(encoding="utf-8") as fh:
-        cases = [plant(json.loads(line)) for line in fh if line.strip()]
-    methods: dict[str, Callable[[Case, int], Outcome]] = {
-        name: functools.partial(run_ours, strategy=name, preview_limit=args.preview_limit)
-        for name in available_strategies()
-    }
-    methods["langchain trim_messages"] = functools.partial(run_langchain, start_on="human")
-    methods["langchain (no start_on)"] = functools.partial(run_langchain, start_on=None)
-
-    rows = []
-    for budget in args.budgets:
-        for name, method in methods.items():
-            bad = users = users_all = planted = planted_all = latest = over = 0
-            util: list[float] = []
-            times: list[float] = []
-            for case in cases:
-                b = resolve(budget, case)
-                out = method(case, b)
-                bad += violations(out.payload) > 0
-                users += len(out.kept & case.users)
-                users_all += len(case.users)
-                planted += len(out.kept & case.planted)
-                planted_all += len(case.planted)
-                latest += case.latest_user in out.kept
-                over += out.input_tokens > b
-                if out.input_tokens <= b:
-                    util.append(out.input_tokens / b)
-                times.append(out.seconds * 1000)
-            n = len(cases)
-            label = f"{budget:g}x" if budget <= 1 else f"{int(budget)} tok"
-            rows.append(
-                [name, label, bad, f"{100 * users / users_all:.1f}%",
-                 f"{100 * planted / planted_all:.1f}%", f"{100 * latest / n:.1f}%",
-                 f"{100 * sum(util) / max(1, len(util)):.1f}%", f"{100 * over / n:.1f}%",
-                 f"{percentile(times, 50):.2f}"]
-            )  # fmt: skip
-    headers = ["method", "budget", "tool-group violations", "users kept", "constraints kept",
-               "latest user", "utilisation", "over budget", "p50 ms"]  # fmt: skip
-    print(f"{len(cases)} sessions, 3 planted constraints each; preview limit "
-          f"{args.preview_limit} tokens; o200k_base exact; {machine_info()}; "
+    cases = load_cases(args.dataset, args.k)
+    rows = [
+        row(name, kind, budget, cases, method)
+        for kind in ("agent", "dialogue")
+        for budget in args.budgets
+        for name, method in methods(args.preview_limit).items()
+    ]
+    headers = ["data", "budget", "method", "sessions", "instructions kept", "users kept",
+               "tool-group violations", "latest user", "over budget", "utilisation",
+               "p50 ms"]  # fmt: skip
+    kinds = {k: sum(c.kind == k for c in cases) for k in ("agent", "dialogue")}
+    planted = sum(len(c.planted) for c in cases)
+    print(f"{len(cases)} sessions ({kinds['agent']} agent traces, {kinds['dialogue']} "
+          f"dialogues), {planted} instructions planted (en/zh/es/de, no detector word); "
+          f"preview limit {args.preview_limit} tokens; o200k_base exact; {machine_info()}; "
           f"load {load_average()}\n")  # fmt: skip
     print(markdown_table(headers, rows))
 

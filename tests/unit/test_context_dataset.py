@@ -8,6 +8,7 @@ import pytest
 
 from app.context import AssemblyRequest, assemble
 from app.messages.types import LoggedMessage
+from tests.support.planted import plant
 from tests.unit.context_helpers import COUNTER, check, load_sessions, log_of
 
 FRACTIONS = (0.05, 0.2, 0.5, 1.2)
@@ -95,14 +96,35 @@ def test_key_messages_is_explainable(
     assert {"score", "latest_user", "recent", "tool_group", "budget"} <= rules
 
 
-def test_key_messages_keeps_clearly_more_planted_constraints() -> None:
-    from bench.context_quality import plant, resolve, run_ours, violations
-
-    cases = [plant(s) for s in load_sessions()]
-    kept = {"key_messages": 0, "sliding_window": 0}
-    for case in cases:
-        for name in kept:
-            out = run_ours(case, resolve(0.25, case), name, 1024)
-            assert violations(out.payload) == 0
-            kept[name] += len(out.kept & case.planted)
-    assert kept["key_messages"] >= 2 * kept["sliding_window"] + 20, kept
+@pytest.mark.parametrize("strategy", ["key_messages", "summary"])
+@pytest.mark.parametrize("budget", [2000, 4000, 8000])
+def test_agent_traces_keep_every_mid_run_instruction(strategy: str, budget: int) -> None:
+    """Real agent traces with short user instructions typed mid-run, in four languages and
+    without a detector word: at a fixed budget every one of them that fits is sent verbatim,
+    tool outputs and old steps giving way first; tool groups stay whole."""
+    checked = 0
+    for n, session in enumerate(load_sessions()):
+        if session["meta"]["kind"] != "agent":
+            continue
+        msgs, planted = plant(session["messages"], 4, offset=n)
+        history = log_of(msgs)
+        if sum(m.token_count for m in history) <= budget:
+            continue  # everything fits: nothing to choose
+        request = AssemblyRequest(
+            history=history,
+            counter=COUNTER,
+            budget=budget,
+            session_id="s1",
+            system=session["system"],
+            strategy=strategy,
+        )
+        result = assemble(request)
+        check(request, result)  # tool groups whole, log order, exact accounting
+        assert not result.over_budget, session["id"]
+        users = [m.seq for m in history if m.role == "user"]
+        assert set(users) <= set(result.kept_seqs), (session["id"], users, result.kept_seqs)
+        for p in planted:
+            assert p.instruction.visible_in(result.messages), (session["id"], p.instruction.key)
+            assert history[p.index].body in result.messages  # verbatim, not cut
+        checked += 1
+    assert checked >= 10

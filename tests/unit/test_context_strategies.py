@@ -34,14 +34,16 @@ def run(history: list[LoggedMessage], **kw: Any) -> Any:
     return result
 
 
-def test_key_messages_keeps_an_early_constraint_that_the_window_forgets() -> None:
-    history = log_of(chat(20))
+def test_key_messages_keeps_an_early_user_message_that_the_window_forgets() -> None:
+    # Kept for being the user's, whatever it says: no detector word in it.
+    plain = "Note for this whole session: my laptop runs Windows 11, so give PowerShell commands."
+    history = log_of([user(plain), *chat(20)[1:]])
     window = run(history, budget=800, strategy="sliding_window")
     key = run(history, budget=800, strategy="key_messages")
     assert 1 not in window.kept_seqs
     assert 1 in key.kept_seqs
     rule = next(d.rule for d in key.decisions if d.seq == 1)
-    assert rule.startswith("score:") and "constraint" in rule
+    assert rule.startswith("user:")
     assert history[-1].seq in key.kept_seqs  # the newest exchange is mandatory
 
 
@@ -52,7 +54,7 @@ def test_key_messages_recent_turns_are_mandatory() -> None:
     last = history[-1].seq
     assert rules[last] == "latest"
     assert rules[last - 1] == "latest_user"
-    assert rules[last - 2] == "recent" and rules[last - 3] == "recent"
+    assert rules[last - 2] == "recent" and rules[last - 3].startswith("user:")
 
 
 def test_key_messages_compacts_before_dropping_the_current_turn() -> None:
@@ -92,7 +94,7 @@ def test_key_messages_compacts_recent_steps_before_dropping_a_user_constraint() 
     assert {1, 3, 5} <= set(result.kept_seqs)  # both constraints and the task
     assert history[-1].seq in result.kept_seqs
     rules = {d.seq: d.rule for d in result.decisions}
-    assert rules[1].startswith("score:") and "user_constraint" in rules[1]
+    assert rules[1].startswith("user:") and "constraint" in rules[1]
     # The window strategy, for contrast, forgets them.
     window = run(history, budget=2000, preview_limit_tokens=300, strategy="sliding_window")
     assert not {1, 3} & set(window.kept_seqs)
@@ -191,3 +193,48 @@ def test_pipeline_guards_invariants_against_plugins() -> None:
     crashed = run(history, strategy="crashing")
     assert crashed.dropped_count == 0
     assert any("crashing failed" in w for w in crashed.warnings)
+
+
+def agent_run_with_instructions() -> tuple[list[LoggedMessage], list[int]]:
+    """One task, 30 steps with 3k-token outputs, three short instructions typed mid-run."""
+    notes = {
+        8: "From this point forward, every price in euros, rounded at two decimals.",
+        17: "往后所有回答都用公制单位，比如公里和摄氏度。",
+        25: "Hinweis für die ganze Sitzung: mein Rechner läuft unter Debian 12.",
+    }
+    msgs: list[dict[str, Any]] = [user("Fix the failing test in tests/test_api.py.")]
+    for i in range(30):
+        if i in notes:
+            msgs.append(user(notes[i]))
+        out = "".join(f"line {k} of step {i}: value={k * 7} ok\n" for k in range(400))
+        msgs += [assistant(f"Step {i}: " + "thinking " * 80, f"c{i}"), tool(f"c{i}", out)]
+    history = log_of(msgs)
+    return history, [m.seq for m in history if m.role == "user"]
+
+
+@pytest.mark.parametrize("strategy", ["key_messages", "summary"])
+def test_tool_output_and_old_steps_give_way_before_user_words(strategy: str) -> None:
+    history, users = agent_run_with_instructions()
+    result = run(history, budget=2000, preview_limit_tokens=1024, strategy=strategy)
+    assert not result.over_budget
+    assert set(users) <= set(result.kept_seqs)
+    decided = {s: d for d in result.decisions for s in range(d.seq, (d.through or d.seq) + 1)}
+    assert all(decided[s].action == "kept" for s in users)  # whole, not cut
+    assert history[-1].seq in result.kept_seqs  # the newest step, as a preview
+    assert decided[history[-1].seq].action == "preview"
+    dropped_steps = [s for s, d in decided.items() if d.action == "dropped"]
+    assert dropped_steps and not set(dropped_steps) & set(users)
+
+
+@pytest.mark.parametrize("strategy", ["key_messages", "summary"])
+def test_when_not_every_user_message_fits_short_ones_stay(strategy: str) -> None:
+    long_ask = "Here is the whole spec again. " + "Requirement text, clause after clause. " * 300
+    msgs: list[dict[str, Any]] = []
+    for i in range(12):
+        msgs += [user(long_ask if i % 3 == 0 else f"Short note {i}: keep going."), assistant("Ok.")]
+    msgs.append(user("Go on."))
+    history = log_of(msgs)
+    result = run(history, budget=300, preview_limit_tokens=256, strategy=strategy)
+    assert not result.over_budget and result.usage.input_tokens <= 300
+    shorts = [m.seq for m in history if m.role == "user" and m.token_count < 30]
+    assert set(shorts) <= set(result.kept_seqs)

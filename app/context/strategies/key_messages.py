@@ -1,25 +1,33 @@
-"""`key_messages` (the default): mandatory units first, the rest by explainable score.
+"""`key_messages` (the default): the user's words first, then the rest by explainable score.
 
-Mandatory: pinned units, the latest user message, the newest unit (what the
-model is reacting to, often a tool result) and every unit of the last
-`recent_turns` turns (default 2: the exchange in progress and the one before
-it; older turns compete by score, where recency is one signal, so a short
-early constraint can beat a long recent digression).
+Mandatory: pinned units, the latest user message (the turn anchor: the user
+message that opens the current turn) and the newest unit (what the model is
+reacting to, often a tool result).
 
-Next come the user's constraints ("never…", "must…" in a user message) from any
-turn: short, and what the model must not forget, so they are kept whenever the
-selection still fits with mandatory units compacted; only if it cannot are
-they left to compete by score.
+Next, every other user message of the effective history, whatever it says: a
+30-token "from here on, dates as ISO 8601" typed in the middle of an agent run
+is worth more than any kilobyte of tool output, and whether a user's message
+matters cannot be told from its words (no keyword list decides it). Then every
+unit of the last `recent_turns` turns (default 2: the exchange in progress and
+the one before it; in an agent run, the run's steps since the last user
+message).
 
-The rest is scored by named signals and picked greedily, best first, FULL
-form if it fits, else COMPACT. The rule of a kept unit names its score and top
-signals, e.g. `score:14(user_constraint,constraint,user)`.
+The rest is scored by named signals (constraints, decisions, paths, code,
+numbers, recency; big tool outputs penalised) and picked greedily, best
+first, FULL form if it fits, else COMPACT. The rule of a kept unit names its
+score and top signals, e.g. `score:9(constraint,path,recency)`; a user message
+kept as such says `user:…` with its signals, for explanation only.
 
-Over budget, in order: (1) every mandatory unit (and constraint) goes COMPACT
-(tool results become short previews, long texts are cut to head and key
-lines) and the newest are restored to FULL while they fit; (2) last of all
-only the last `fallback_turns` (K=4) turns and the user's constraints compete,
-in COMPACT form, by score, around the hard set (pinned + latest user message).
+Over budget, in order, so that no user message is dropped while something
+else could give way: (1) every unit above goes COMPACT (tool results become
+short previews, long texts are cut to head and key lines) and the newest are
+restored to FULL while they fit; (2) if even that does not fit: the hard set
+(compacted if it must be), the newest unit compacted if it fits, then the
+user messages (short ones first, newest
+first; long ones cut), then the recent units compacted, newest first, the old
+steps that do not fit left out; cut user messages are restored first, then
+recent units to FULL, newest first; last of all only the last
+`fallback_turns` (K=4) turns compete for what is left, compacted, by score.
 If the hard set alone does not fit even compacted, the pipeline reports
 `over_budget`.
 """
@@ -41,7 +49,6 @@ from app.context.view import Form, HistoryView, Unit
 from app.messages.types import LoggedMessage
 
 POINTS = {
-    "user_constraint": 6,
     "summary": 6,
     "constraint": 5,
     "user": 3,
@@ -79,11 +86,6 @@ def score(unit: Unit, distance: int, preview_tokens: int) -> tuple[int, list[tup
     signals: list[tuple[str, int]] = []
     if unit.kind in ("user", "summary"):
         signals.append((unit.kind, POINTS[unit.kind]))
-    if unit.kind == "user" and "constraint" in names:
-        # What the user required or forbade outranks what is merely recent: a model
-        # that forgets "never deploy on Fridays" fails the user, one that forgets a
-        # recent digression does not.
-        signals.append(("user_constraint", POINTS["user_constraint"]))
     signals.extend((name, POINTS[name]) for name in SIGNAL_ORDER if name in names)
     recency = RECENCY_MAX - distance // 2
     if recency > 0:
@@ -117,58 +119,80 @@ class KeyMessages(Strategy):
         if not units:
             return Selection()
         newest = units[-1]
-        mandatory = {u.index: u for u in (*view.hard(), newest)}
-        first_recent = view.last_turn - self.recent_turns + 1
-        for u in units:
-            if u.turn >= first_recent:
-                mandatory.setdefault(u.index, u)
-
         hard = {u.index for u in view.hard()} | {newest.index}
+        first_recent = view.last_turn - self.recent_turns + 1
+        # Every user message of the effective history, whatever it says: which of them
+        # matter cannot be told from their words (no keyword list decides it).
+        users = [u for u in units if u.kind == "user" and u.index not in hard]
+        recent = [
+            u for u in units if u.turn >= first_recent and u.index not in hard and u.kind != "user"
+        ]
+
         sel = Selection()
-        for u in mandatory.values():
-            sel.pick(u, Form.FULL, hard_rule(u) if u.index in hard else "recent")
-
-        # The user's constraints come next, from any turn: they are short and what the
-        # model must not forget, so recent units are compacted to make room for them
-        # before any is dropped. Only if that cannot fit are they left to compete.
-        constraints = self._user_constraints(view, self._rest(units, sel))
-        if constraints:
-            trial = Selection(dict(sel.picks))
-            for u, rule in constraints:
-                trial.pick(u, Form.FULL, rule)
-            if self._fits(trial, view, budget) or self._newest_full_rest_compact(
-                trial, view, budget
-            ):
-                left = budget - trial.cost(view)
-                self._fill(view, trial, self._rest(units, trial), left, compact_only=False)
-                return trial
-
+        for i in sorted(hard):
+            sel.pick(units[i], Form.FULL, hard_rule(units[i]))
+        for u in users:
+            sel.pick(u, Form.FULL, self._user_rule(view, u))
+        for u in recent:
+            sel.pick(u, Form.FULL, "recent")
         if self._fits(sel, view, budget) or self._newest_full_rest_compact(sel, view, budget):
             left = budget - sel.cost(view)
             self._fill(view, sel, self._rest(units, sel), left, compact_only=False)
             return sel
+        return self._tight(view, budget, users, recent)
 
+    def _tight(
+        self, view: HistoryView, budget: int, users: list[Unit], recent: list[Unit]
+    ) -> Selection:
+        """The budget cannot hold the user's messages and the recent turns, even compacted.
+
+        In order, each step only with what the previous ones left: the hard set
+        (compacted if it must be); the newest unit, compacted; every user message
+        (short ones first, newest first; long ones cut), because a user's words
+        are worth more than any tool output; the recent units compacted (tool
+        outputs as previews, long texts cut), newest first, skipping what does not
+        fit (old steps go); then cut user messages restored, then recent units
+        restored to FULL, newest first; last, the rest of the last
+        `fallback_turns` turns compete by score, compacted.
+        """
+        units = view.units
         sel = Selection()
         total = sel.take_mandatory(view, budget)
+        cut_over = view.limits.cut_over_tokens
+
+        def add(u: Unit, form: Form, rule: str) -> None:
+            nonlocal total
+            if u.index in sel.picks:
+                return
+            if u.min_cost(form) + total <= budget and (cost := u.cost(form)) + total <= budget:
+                sel.pick(u, form, rule)
+                total += cost
+
+        add(units[-1], Form.COMPACT, "latest")
+        for u in sorted(users, key=lambda u: (u.logged_tokens > cut_over, -u.index)):
+            add(u, Form.COMPACT, self._user_rule(view, u))
+        for u in reversed(recent):
+            add(u, Form.COMPACT, "recent")
+        picked = [u for u in reversed(units) if u.index in sel.picks]
+        # Cut user messages are restored before any tool output or assistant text.
+        for u in sorted(picked, key=lambda u: u.kind != "user"):
+            form, rule = sel.picks[u.index]
+            if form is Form.FULL or u.pinned:
+                continue
+            extra = u.cost(Form.FULL) - u.cost(Form.COMPACT)
+            if total + extra <= budget:
+                sel.picks[u.index] = (Form.FULL, rule)
+                total += extra
         first_kept_turn = view.last_turn - self.fallback_turns + 1
-        keep = {u.index for u, _ in constraints}
-        pool = [u for u in self._rest(units, sel) if u.turn >= first_kept_turn or u.index in keep]
-        self._fill(view, sel, pool, budget - total, compact_only=True, first=newest)
+        pool = [u for u in self._rest(units, sel) if u.turn >= first_kept_turn]
+        self._fill(view, sel, pool, budget - total, compact_only=True, first=units[-1])
         return sel
 
     @staticmethod
-    def _user_constraints(view: HistoryView, pool: Iterable[Unit]) -> list[tuple[Unit, str]]:
-        """User messages stating a constraint, with the rule that would explain them."""
-        last = len(view.units) - 1
-        preview = view.limits.preview_tokens
-        out = []
-        for u in pool:
-            if u.kind != "user":
-                continue
-            points, signals = score(u, last - u.index, preview)
-            if any(name == "user_constraint" for name, _ in signals):
-                out.append((u, explain(points, signals)))
-        return out
+    def _user_rule(view: HistoryView, unit: Unit) -> str:
+        last, preview = len(view.units) - 1, view.limits.preview_tokens
+        points, signals = score(unit, last - unit.index, preview)
+        return "user:" + explain(points, signals).removeprefix("score:")
 
     @staticmethod
     def _rest(units: Iterable[Unit], sel: Selection) -> list[Unit]:
