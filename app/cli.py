@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import signal
 import sys
+from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -18,6 +23,12 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="run the HTTP service (migrates first)")
     serve.add_argument("--host", default=None, help="bind address (default CONTEXTD_HOST)")
     serve.add_argument("--port", type=int, default=None, help="port (default CONTEXTD_PORT)")
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=None,
+        help="server processes sharing the port (default: the cores this process may use)",
+    )
     sub.add_parser("migrate", help="upgrade the database schema and exit")
     sub.add_parser("worker", help="run compaction jobs in this process")
     keys = sub.add_parser("keys", help="manage API keys (stored hashed)")
@@ -51,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "serve":
         _migrate(url)
-        return _serve(settings, url, args.host, args.port)
+        return _serve(settings, url, args.host, args.port, args.workers or default_workers())
     if args.command == "keys":
         _migrate(url)
         from app.auth.cli import run_keys
@@ -77,11 +88,37 @@ def _migrate(url: str) -> None:
     log.info("schema at head")
 
 
-def _serve(settings: Settings, url: str, host: str | None, port: int | None) -> int:
+def _positive(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def default_workers() -> int:
+    """The cores this process may run on (a cpuset or `taskset` counts, the host's total not)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def per_process(total: int, workers: int) -> int:
+    """A machine-wide size (pool connections, compaction runners) shared out across processes."""
+    return max(1, math.ceil(total / workers))
+
+
+# Set by the parent of `serve --workers N` for its children only.
+_PARENT_PID_ENV = "CONTEXTD_SERVE_PARENT_PID"
+_METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def _serve(
+    settings: Settings, url: str, host: str | None, port: int | None, workers: int = 1
+) -> int:
     import uvicorn
 
     from app.auth.cli import keys_configured
-    from app.main import create_app
 
     host = host or settings.host
     port = port or settings.port
@@ -90,10 +127,93 @@ def _serve(settings: Settings, url: str, host: str | None, port: int | None) -> 
             log.warning("no API keys configured: refusing to bind beyond loopback", requested=host)
             host = "127.0.0.1"
         log.warning("no API keys configured; listening on loopback only", host=host, port=port)
-    app = create_app(settings, database_url=url)
     # Agents reuse idle connections between model calls; a 5 s keep-alive races with them.
-    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, timeout_keep_alive=30)
+    options: dict[str, Any] = {"log_config": None, "access_log": False, "timeout_keep_alive": 30}
+    if workers == 1:
+        from app.main import create_app
+
+        uvicorn.run(create_app(settings, database_url=url), host=host, port=port, **options)
+        return 0
+    return _serve_processes(settings, url, host, port, workers, options)
+
+
+def _serve_processes(
+    settings: Settings, url: str, host: str, port: int, workers: int, options: dict[str, Any]
+) -> int:
+    """N uvicorn processes accepting on one socket, bound here in the parent.
+
+    The parent has already resolved the database (an embedded PostgreSQL is started
+    once, here) and migrated it; the children get the resolved URL and their share of
+    the pool and of the compaction runners through the environment, and build their
+    app with `worker_app`. uvicorn's supervisor replaces a child that dies and, on
+    SIGTERM or SIGINT, stops every child gracefully (in-flight requests finish) before
+    the parent exits. Metrics go through prometheus-client's multiprocess mode: every
+    process writes its values to files in one directory the parent owns, and /metrics
+    in any child sums them.
+    """
+    import shutil
+    import tempfile
+
+    import uvicorn
+
+    metrics_dir = os.environ.get(_METRICS_DIR_ENV)
+    owned = metrics_dir is None
+    if metrics_dir is None:
+        metrics_dir = tempfile.mkdtemp(prefix="contextd-metrics-")
+    else:
+        Path(metrics_dir).mkdir(parents=True, exist_ok=True)
+        # Values left by an earlier run would be summed into this one's.
+        for stale in Path(metrics_dir).glob("*.db"):
+            stale.unlink()
+    os.environ.update(
+        {
+            _METRICS_DIR_ENV: metrics_dir,
+            _PARENT_PID_ENV: str(os.getpid()),
+            "CONTEXTD_DATABASE_URL": url,
+            # The pool size is the whole server's: each process gets its share.
+            "CONTEXTD_DB_POOL_SIZE": str(per_process(settings.db_pool_size, workers)),
+            "CONTEXTD_COMPACTION_WORKERS": str(per_process(settings.compaction_workers, workers)),
+        }
+    )
+    log.info(
+        "serving with several processes",
+        workers=workers,
+        pool_per_process=os.environ["CONTEXTD_DB_POOL_SIZE"],
+        metrics_dir=metrics_dir,
+    )
+    try:
+        uvicorn.run(
+            "app.cli:worker_app", factory=True, workers=workers, host=host, port=port, **options
+        )
+    finally:
+        if owned:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def worker_app() -> Any:
+    """The app of one child of `serve --workers N` (uvicorn imports it by name)."""
+    _exit_with_parent()
+    settings = load_settings()
+    from app.main import create_app
+    from app.observability.logging import configure_logging
+
+    configure_logging(settings.log_format, settings.log_level)
+    return create_app(settings, database_url=settings.database_url)
+
+
+def _exit_with_parent() -> None:
+    """Ask Linux for a SIGTERM when the parent dies: a parent killed with SIGKILL cannot
+    stop its children, which would otherwise keep serving on the port, unsupervised."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    parent = os.environ.get(_PARENT_PID_ENV)
+    if parent and os.getppid() != int(parent):  # it died before we asked
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,12 @@ from typing import Any
 import structlog
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
 from app.compaction.metrics import QUEUE_JOBS, QUEUE_OLDEST_PENDING
 from app.db import head_revision, schema_is_current
+from app.observability.metrics import exposition
 
 log = structlog.get_logger("contextd")
 
@@ -56,4 +57,4 @@ async def metrics(request: Request) -> Response:
         for status in ("pending", "running"):
             QUEUE_JOBS.labels(status).set(rows.get(status, (0, 0.0))[0])
         QUEUE_OLDEST_PENDING.set(rows.get("pending", (0, 0.0))[1])
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    return Response(exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -26,8 +26,11 @@ QUEUE_JOBS = Gauge(
     "contextd_compaction_queue_jobs",
     "Compaction jobs waiting or running, across the database (all processes, all tenants)",
     ["status"],
+    # Read from the database by whichever process is scraped: its value is the latest.
+    multiprocess_mode="mostrecent",
 )
 QUEUE_OLDEST_PENDING = Gauge(
     "contextd_compaction_queue_oldest_pending_seconds",
     "Age of the oldest job no runner has claimed yet (0 when none waits)",
+    multiprocess_mode="mostrecent",
 )

@@ -1,8 +1,26 @@
-"""Prometheus metrics. Defined once at import; every app in the process shares them."""
+"""Prometheus metrics. Defined once at import; every app in the process shares them.
+
+Under `contextd serve --workers N` (PROMETHEUS_MULTIPROC_DIR set before the
+children import this) every process writes its values to files in that folder
+and `exposition()` sums them, whichever process answers the scrape. A gauge then
+needs a `multiprocess_mode` saying how its per-process values combine.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+
+
+def exposition() -> bytes:
+    """The text a scrape gets: this process's metrics, or every process's under --workers."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+    return generate_latest()
+
 
 REQUEST_LATENCY = Histogram(
     "contextd_request_duration_seconds",

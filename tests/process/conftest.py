@@ -25,21 +25,30 @@ def free_port() -> int:
 
 class Server:
     def __init__(
-        self, database_url: str, env: dict[str, str] | None = None, command: str = "serve"
+        self,
+        database_url: str | None,
+        env: dict[str, str] | None = None,
+        command: str = "serve",
+        args: list[str] | None = None,
     ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"contextd-{self.port}.log"
-        full_env = {
-            **os.environ,
-            "CONTEXTD_DATABASE_URL": database_url,
-            "CONTEXTD_LOG_FORMAT": "json",
-            **(env or {}),
-        }
+        full_env = {**os.environ, "CONTEXTD_LOG_FORMAT": "json"}
+        if database_url is None:  # the embedded PostgreSQL
+            full_env.pop("CONTEXTD_DATABASE_URL", None)
+        else:
+            full_env["CONTEXTD_DATABASE_URL"] = database_url
+        full_env.update(env or {})
+        if command == "serve" and not args:
+            # One process unless a test asks for more: the default (one per core) would
+            # multiply every process test's start-up time and memory.
+            args = ["--workers", "1"]
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", command]
-            + (["--port", str(self.port)] if command == "serve" else []),
+            + (["--port", str(self.port)] if command == "serve" else [])
+            + (args or []),
             cwd=REPO,
             env=full_env,
             stdout=self._log,
@@ -77,8 +86,10 @@ class Server:
 def start_server(database_url: str) -> Iterator[Callable[..., Server]]:
     servers: list[Server] = []
 
-    def start(env: dict[str, str] | None = None, command: str = "serve") -> Server:
-        server = Server(database_url, env, command)
+    def start(
+        env: dict[str, str] | None = None, command: str = "serve", args: list[str] | None = None
+    ) -> Server:
+        server = Server(database_url, env, command, args)
         servers.append(server)
         if command == "serve":
             server.wait_ready()
