@@ -244,12 +244,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     cases = load_cases(args.dataset, args.k)
-    rows = [
-        row(name, kind, budget, cases, method)
-        for kind in ("agent", "dialogue")
-        for budget in args.budgets
-        for name, method in methods(args.preview_limit).items()
-    ]
+    rows = []
+    empty = []
+    for kind in ("agent", "dialogue"):
+        for budget in args.budgets:
+            block = [
+                row(name, kind, budget, cases, m) for name, m in methods(args.preview_limit).items()
+            ]
+            if block[0][3]:
+                rows += block
+            else:
+                empty.append(f"{kind} at {label(budget)}")
     headers = ["data", "budget", "method", "sessions", "instructions kept", "users kept",
                "tool-group violations", "latest user", "over budget", "utilisation",
                "p50 ms"]  # fmt: skip
@@ -260,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"preview limit {args.preview_limit} tokens; o200k_base exact; {machine_info()}; "
           f"load {load_average()}\n")  # fmt: skip
     print(markdown_table(headers, rows))
+    if empty:
+        print(f"\nNo session exceeds the budget (nothing to choose): {', '.join(empty)}.")
 
 
 if __name__ == "__main__":
