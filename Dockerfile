@@ -72,7 +72,9 @@ ENV PATH=${VENV}/bin:${PATH} \
 WORKDIR ${SRC_DIR}
 USER ${APP_UID}:${APP_UID}
 
-EXPOSE 8080
+# 8080: the service (`serve`). 8081: `contextd worker`'s /healthz, /readyz and /metrics
+# (CONTEXTD_WORKER_PORT); docker-compose.yml's worker health check probes it.
+EXPOSE 8080 8081
 
 # Liveness over the stdlib (the slim image has no curl). 127.0.0.1 works whether the
 # server bound 0.0.0.0 (API keys set) or loopback only (no keys). `serve` migrates

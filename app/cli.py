@@ -30,7 +30,13 @@ def main(argv: list[str] | None = None) -> int:
         help="server processes sharing the port (default: the cores this process may use)",
     )
     sub.add_parser("migrate", help="upgrade the database schema and exit")
-    sub.add_parser("worker", help="run compaction jobs in this process")
+    worker = sub.add_parser("worker", help="run compaction jobs in this process")
+    worker.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="port of its /healthz, /readyz and /metrics (default CONTEXTD_WORKER_PORT)",
+    )
     keys = sub.add_parser("keys", help="manage API keys (stored hashed)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key for a tenant; prints it once")
@@ -71,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "worker":
         from app.compaction.worker import run_worker
 
-        return run_worker(settings, url)
+        return run_worker(settings, url, args.port)
     return 2
 
 

@@ -61,9 +61,12 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         app.state.events = EventWriter(app.state.database)
         app.state.events.start()
         async with model_client(settings) as client:
-            runner = CompactionRunner(app.state.database, settings, client)
+            in_process = settings.run_compactions_in_process
+            runner = CompactionRunner(
+                app.state.database, settings, client, defer_to_workers=in_process == "auto"
+            )
             app.state.compactions = runner
-            if settings.run_compactions_in_process:
+            if in_process:  # True or "auto"
                 runner.start()
             try:
                 yield

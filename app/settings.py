@@ -7,7 +7,7 @@ environment variable at fault, so a typo fails the deploy instead of a request.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -99,11 +99,18 @@ class Settings(BaseSettings):
 
     db_pool_size: int = Field(10, gt=0)
     db_pool_timeout_s: float = Field(5.0, gt=0)
-    run_compactions_in_process: bool = True
+    # "auto": the server runs compaction jobs unless a `contextd worker` is alive
+    # (heartbeat in the database), so a deployment with workers needs no switch.
+    run_compactions_in_process: bool | Literal["auto"] = "auto"
     # A runner renews its job lease every third of this; a job whose runner
     # died is taken over this long after its last renewal.
     job_lease_s: float = Field(15.0, gt=0)
     compaction_workers: int = Field(2, ge=1, le=32)
+    # Fair claims (SPEC §7): no tenant holds more running jobs than this, so one
+    # tenant's burst leaves runners free for the others.
+    compaction_tenant_max_running: int = Field(4, ge=1)
+    # `contextd worker` serves /healthz, /readyz and /metrics on this port.
+    worker_port: int = Field(8081, ge=0, lt=65536)
 
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
 

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 COMPOSE = ROOT / "docker-compose.yml"
+ENV_FILE = ROOT / "contextd.env"
 PYPROJECT = ROOT / "pyproject.toml"
 
 
@@ -238,8 +239,9 @@ def test_entrypoint_serves(dockerfile: Dockerfile, pyproject: dict[str, Any]) ->
 
 def test_ports_agree(dockerfile: Dockerfile, compose: dict[str, Any]) -> None:
     default_port = Settings.model_fields["port"].default
+    worker_port = Settings.model_fields["worker_port"].default
     exposed = {int(p.split("/")[0]) for a in dockerfile.final.all("EXPOSE") for p in a.split()}
-    assert exposed == {default_port}
+    assert exposed == {default_port, worker_port}
     env = env_of(dockerfile.final)
     assert int(env["CONTEXTD_PORT"]) == default_port
     assert env["CONTEXTD_HOST"] == "0.0.0.0"
@@ -344,10 +346,97 @@ def test_compose_makes_the_service_reachable(compose: dict[str, Any]) -> None:
     assert env.get("CONTEXTD_API_KEYS"), "without keys the container listens on loopback only"
 
 
-def test_worker_is_optional_and_not_probed_over_http(compose: dict[str, Any]) -> None:
+def test_worker_is_optional_and_probed_on_its_own_port(compose: dict[str, Any]) -> None:
     worker = compose["services"].get("worker")
     if worker is None:
         pytest.skip("no worker service")
     assert worker.get("profiles"), "the worker must stay behind a profile"
     assert worker["command"] == ["worker"]
-    assert worker.get("healthcheck", {}).get("disable") is True
+    check = worker["healthcheck"]
+    assert not check.get("disable")
+    probe = " ".join(check["test"])
+    port = Settings.model_fields["worker_port"].default
+    assert "CONTEXTD_WORKER_PORT" in probe and f"'{port}'" in probe
+    paths = {getattr(route, "path", None) for route in health_router.routes}
+    probed = re.findall(r"'(/\w+)'", probe)
+    assert probed and set(probed) <= paths, probed
+    assert "curl" not in probe and "wget" not in probe
+    assert str(port) in {str(p) for p in worker.get("expose", [])}
+
+
+def test_compose_leaves_in_process_compactions_to_auto(compose: dict[str, Any]) -> None:
+    # With the worker profile up, the server must not run jobs too: "auto" defers to
+    # live workers, so neither compose nor the env file may force it on.
+    assert Settings.model_fields["run_compactions_in_process"].default == "auto"
+    for name in ("contextd", "worker"):
+        env = compose["services"][name].get("environment") or {}
+        assert "CONTEXTD_RUN_COMPACTIONS_IN_PROCESS" not in env, name
+    assert "CONTEXTD_RUN_COMPACTIONS_IN_PROCESS" not in _env_file_active()
+
+
+# --- contextd.env ----------------------------------------------------------------------
+
+_ENV_LINE = re.compile(r"^(#\s*)?((?:CONTEXTD|COMPACTION)_[A-Z0-9_]+)=(.*)$")
+
+
+def _env_file_entries() -> list[tuple[str, str, bool]]:
+    """(name, value, active) for every `NAME=value` line, commented or not."""
+    out = []
+    for line in ENV_FILE.read_text().splitlines():
+        m = _ENV_LINE.match(line.strip())
+        if m:
+            out.append((m[2], m[3], m[1] is None))
+    return out
+
+
+def _env_file_active() -> dict[str, str]:
+    return {name: value for name, value, active in _env_file_entries() if active}
+
+
+def _as_env(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _defaults() -> dict[str, str]:
+    out = {
+        "CONTEXTD_" + n.upper(): _as_env(f.default)
+        for n, f in Settings.model_fields.items()
+        if n != "compaction"
+    }
+    out |= {
+        "COMPACTION_" + n.upper(): _as_env(f.default)
+        for n, f in CompactionSettings.model_fields.items()
+    }
+    return out
+
+
+def test_env_file_lists_every_setting_once_with_its_default(dockerfile: Dockerfile) -> None:
+    entries = _env_file_entries()
+    names = [name for name, _, _ in entries]
+    assert len(names) == len(set(names)), "a setting listed twice"
+    assert set(names) == _setting_names(), {
+        "missing": sorted(_setting_names() - set(names)),
+        "not settings": sorted(set(names) - _setting_names()),
+    }
+    image_env = env_of(dockerfile.final)
+    defaults = _defaults()
+    for name, value, active in entries:
+        if active:
+            continue  # a deliberate choice for the containers
+        # A commented line shows what is in force: the default, or the image's ENV.
+        assert value in (defaults[name], image_env.get(name)), (name, value, defaults[name])
+    assert not any(value == "" for _, value, active in entries if active), (
+        "an empty value is a value to the settings: comment the line out"
+    )
+
+
+def test_every_contextd_service_reads_the_env_file(compose: dict[str, Any]) -> None:
+    for name in ("contextd", "worker"):
+        if name in compose["services"]:
+            env_file = compose["services"][name]["env_file"]
+            files = [env_file] if isinstance(env_file, str) else env_file
+            assert "contextd.env" in [f if isinstance(f, str) else f["path"] for f in files]

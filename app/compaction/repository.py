@@ -6,12 +6,12 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, or_, select, text, update
+from sqlalchemy import ColumnElement, delete, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.messages.types import LoggedMessage
-from app.models import CompactionJobRow, MessageRow, SessionRow
+from app.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
 from app.models.job import ACTIVE
 
 Job = CompactionJobRow
@@ -66,43 +66,125 @@ async def request_job(
     return active, False
 
 
-async def claim_next(db: AsyncSession, worker: str, lease_s: float) -> Job | None:
-    """Take the oldest pending job, or a running one whose worker's lease ran out."""
-    candidate = (
-        select(Job.tenant_id, Job.session_id, Job.id)
-        .where(
-            or_(
-                Job.status == "pending",
-                # A lapsed lease of this very process only means a late heartbeat:
-                # its runner is alive and still working on the job.
-                (Job.status == "running")
-                & (Job.lease_expires_at < func.now())
-                & Job.worker.is_distinct_from(worker),
-            )
-        )
-        .order_by(Job.created_at)
-        .limit(1)
-        .with_for_update(skip_locked=True)
-        .cte("candidate")
+# Any constant works: it only has to be the same in every process. Claims take it
+# for their transaction, so they run one at a time (a claim is a few index
+# lookups) and the fair pick never sees another claim half done.
+CLAIM_LOCK_KEY = 0x636F6D70  # "comp"
+
+# A `contextd worker` heartbeats every WORKER_HEARTBEAT_S; one silent for
+# WORKER_STALE_S is taken for gone (killed, partitioned) and no longer deferred to.
+WORKER_HEARTBEAT_S = 2.0
+WORKER_STALE_S = 10.0
+
+# A running job whose lease ran out, oldest lapse first. A lapsed lease of this
+# very process only means a late heartbeat: its runner is alive and still working.
+_ORPHAN = text(
+    """
+    SELECT tenant_id, session_id, id FROM compaction_jobs
+    WHERE status = 'running' AND lease_expires_at < now() AND worker IS DISTINCT FROM :worker
+    ORDER BY lease_expires_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+    """
+)
+
+# The fair pick (SPEC §7). Among tenants with pending jobs and fewer than :cap
+# running: tenants with a manual job (POST /compact) first, then the tenant whose
+# most recent claim is the oldest (never claimed: first), which makes the claims
+# round-robin over tenants. Within the tenant: manual first, then oldest.
+_FAIR = text(
+    """
+    WITH waiting AS (
+        SELECT tenant_id, bool_or(trigger = 'manual') AS has_manual
+        FROM compaction_jobs WHERE status = 'pending'
+        GROUP BY tenant_id
+    ), chosen AS (
+        SELECT w.tenant_id FROM waiting w
+        WHERE (SELECT count(*) FROM compaction_jobs r
+               WHERE r.tenant_id = w.tenant_id AND r.status = 'running') < :cap
+        ORDER BY w.has_manual DESC,
+                 (SELECT max(c.started_at) FROM compaction_jobs c
+                  WHERE c.tenant_id = w.tenant_id) ASC NULLS FIRST,
+                 w.tenant_id
+        LIMIT 1
     )
+    SELECT j.tenant_id, j.session_id, j.id FROM compaction_jobs j JOIN chosen USING (tenant_id)
+    WHERE j.status = 'pending'
+    ORDER BY (j.trigger = 'manual') DESC, j.created_at
+    LIMIT 1
+    FOR UPDATE OF j SKIP LOCKED
+    """
+)
+
+_LIVE_WORKER = text(
+    "SELECT EXISTS (SELECT 1 FROM compaction_workers"
+    " WHERE heartbeat_at > now() - make_interval(secs => :stale))"
+)
+
+
+async def live_worker(db: AsyncSession) -> bool:
+    """A `contextd worker` heartbeated recently."""
+    return bool(await db.scalar(_LIVE_WORKER, {"stale": WORKER_STALE_S}))
+
+
+async def claim_next(
+    db: AsyncSession,
+    worker: str,
+    lease_s: float,
+    *,
+    tenant_cap: int | None = None,
+    defer_to_workers: bool = False,
+) -> Job | None:
+    """Claim one job for `worker`: an orphan whose lease ran out, else the fair pick.
+
+    `tenant_cap`: no tenant gets more than this many running jobs (None: no cap).
+    `defer_to_workers`: claim nothing while a `contextd worker` is alive (the
+    server's in-process runner in "auto" mode).
+    """
+    if defer_to_workers and await live_worker(db):
+        return None
+    await db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CLAIM_LOCK_KEY})
+    # A taken-over orphan was already counted as running for its tenant: no cap check.
+    key = (await db.execute(_ORPHAN, {"worker": worker})).first()
+    if key is None:
+        cap = tenant_cap if tenant_cap is not None else 2**31 - 1
+        key = (await db.execute(_FAIR, {"cap": cap})).first()
+    if key is None:
+        return None
     stmt = (
         update(Job)
-        .where(
-            Job.tenant_id == candidate.c.tenant_id,
-            Job.session_id == candidate.c.session_id,
-            Job.id == candidate.c.id,
-        )
+        .where(Job.tenant_id == key[0], Job.session_id == key[1], Job.id == key[2])
         .values(
             status="running",
             worker=worker,
             lease_expires_at=func.now() + timedelta(seconds=lease_s),
             attempts=Job.attempts + 1,
-            started_at=func.coalesce(Job.started_at, func.now()),
+            # The clock, not now() (the transaction's start, before the lock wait):
+            # claims are serialised, so their started_at order is their claim order,
+            # which the round-robin reads back.
+            started_at=func.coalesce(Job.started_at, func.clock_timestamp()),
         )
         .returning(Job)
-        .execution_options(synchronize_session=False)
+        .execution_options(synchronize_session=False, populate_existing=True)
     )
     return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def worker_heartbeat(db: AsyncSession, worker: str) -> None:
+    """Record that `worker` is alive; forget workers silent for an hour (killed ones)."""
+    stmt = insert(CompactionWorkerRow).values(id=worker)
+    stmt = stmt.on_conflict_do_update(index_elements=["id"], set_={"heartbeat_at": func.now()})
+    await db.execute(stmt)
+    await db.execute(
+        delete(CompactionWorkerRow).where(
+            CompactionWorkerRow.heartbeat_at < func.now() - timedelta(hours=1)
+        )
+    )
+
+
+async def worker_gone(db: AsyncSession, worker: str) -> None:
+    """A worker that stops cleanly leaves at once: servers resume claiming without delay."""
+    await db.execute(delete(CompactionWorkerRow).where(CompactionWorkerRow.id == worker))
 
 
 async def extend_lease(db: AsyncSession, job: Job, worker: str, lease_s: float) -> bool:

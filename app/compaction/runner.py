@@ -1,7 +1,7 @@
 """Runs compaction jobs: claim, plan, summarise, store — in the server or in `contextd worker`.
 
-Jobs live in PostgreSQL. A runner claims one with `FOR UPDATE SKIP LOCKED`
-under a lease it renews while it works; a job whose runner died is claimed
+Jobs live in PostgreSQL. A runner claims one (fairly across tenants, see
+`repository.claim_next`) under a lease it renews while it works; a job whose runner died is claimed
 again once the lease runs out. The model call happens outside any
 transaction; the store is one fenced, monotonic update committed together
 with the job's end, so a job that was taken over meanwhile writes nothing.
@@ -102,12 +102,15 @@ class CompactionRunner:
         *,
         concurrency: int | None = None,
         poll_s: float = 1.0,
+        defer_to_workers: bool = False,
     ) -> None:
         self.database = database
         self.settings = settings
         self.client = client
         self.concurrency = concurrency or settings.compaction_workers
         self.poll_s = poll_s
+        # In a server in "auto" mode: claim nothing while a `contextd worker` is alive.
+        self.defer_to_workers = defer_to_workers
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -178,7 +181,13 @@ class CompactionRunner:
         """Claim and run one job; False when there was none."""
         lease_s = self.settings.job_lease_s
         async with self.database.transaction() as db:
-            job = await repo.claim_next(db, self.worker_id, lease_s)
+            job = await repo.claim_next(
+                db,
+                self.worker_id,
+                lease_s,
+                tenant_cap=self.settings.compaction_tenant_max_running,
+                defer_to_workers=self.defer_to_workers,
+            )
         if job is None:
             return False
         structlog.contextvars.bind_contextvars(session_id=job.session_id, job_id=job.id)

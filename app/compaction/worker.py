@@ -1,37 +1,124 @@
-"""`contextd worker`: compaction jobs in a process of their own."""
+"""`contextd worker`: compaction jobs in a process of their own.
+
+Beside the job loop the worker serves `/healthz`, `/readyz` and `/metrics` on
+its own port (`CONTEXTD_WORKER_PORT`, `--port`), with the server's own
+handlers (app/health.py), and heartbeats in `compaction_workers` so that a
+server in "auto" mode leaves the queue to it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import socket
+from collections.abc import Iterator
 
 import structlog
+import uvicorn
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db as database
 from app.api.deps import Database
+from app.compaction import repository as repo
 from app.compaction.client import model_client
 from app.compaction.runner import CompactionRunner
+from app.health import router as health_router
 from app.settings import Settings
 
 log = structlog.get_logger("contextd.worker")
 
 
-def run_worker(settings: Settings, url: str) -> int:
-    asyncio.run(_main(settings, url))
-    return 0
+def run_worker(settings: Settings, url: str, port: int | None = None) -> int:
+    return asyncio.run(_main(settings, url, settings.worker_port if port is None else port))
 
 
-async def _main(settings: Settings, url: str) -> None:
-    engine = database.create_engine(url, pool_size=4)
+def probe_app(engine: AsyncEngine) -> FastAPI:
+    """The worker's HTTP side: health, readiness (database and schema) and metrics."""
+    app = FastAPI(title="contextd worker", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.engine = engine
+    app.include_router(health_router)
+    return app
+
+
+class _ProbeServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The worker owns SIGTERM/SIGINT: it stops its jobs first, then this server.
+        yield
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _main(settings: Settings, url: str, port: int) -> int:
+    try:
+        sock = _listen(settings.host, port)
+    except OSError as exc:
+        # Before anything else runs: a worker nobody can probe is one nobody can watch.
+        log.error("cannot listen for probes", host=settings.host, port=port, error=str(exc))
+        return 2
+    # One connection per job loop, plus lease renewals, the heartbeat and the probes.
+    engine = database.create_engine(url, pool_size=settings.compaction_workers + 3)
+    db = Database(database.session_factory(engine))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with model_client(settings) as client:
-        runner = CompactionRunner(Database(database.session_factory(engine)), settings, client)
-        runner.start()
-        log.info("worker started", worker=runner.worker_id, model=settings.llm_model)
-        await stop.wait()
-        await runner.stop()
-    await engine.dispose()
+    probes = _ProbeServer(
+        uvicorn.Config(
+            probe_app(engine), log_config=None, access_log=False, lifespan="off", workers=1
+        )
+    )
+    probe_task = asyncio.create_task(probes.serve(sockets=[sock]), name="worker-probes")
+    try:
+        async with model_client(settings) as client:
+            runner = CompactionRunner(db, settings, client)
+            beat = asyncio.create_task(_heartbeat(db, runner.worker_id), name="worker-heartbeat")
+            runner.start()
+            log.info(
+                "worker started",
+                worker=runner.worker_id,
+                model=settings.llm_model,
+                probes=f"{settings.host}:{sock.getsockname()[1]}",
+            )
+            await stop.wait()
+            await runner.stop()
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+            # Gone at once, not after WORKER_STALE_S: servers in "auto" mode resume now.
+            try:
+                async with db.transaction() as s:
+                    await repo.worker_gone(s, runner.worker_id)
+            except Exception as exc:
+                log.warning("could not deregister the worker", error=type(exc).__name__)
+    finally:
+        probes.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await probe_task
+        sock.close()
+        await engine.dispose()
     log.info("worker stopped")
+    return 0
+
+
+async def _heartbeat(db: Database, worker: str) -> None:
+    while True:
+        try:
+            async with db.transaction() as s:
+                await repo.worker_heartbeat(s, worker)
+        except Exception as exc:  # the database is away: jobs fail over by lease anyway
+            log.warning("worker heartbeat failed", error=type(exc).__name__)
+        await asyncio.sleep(repo.WORKER_HEARTBEAT_S)

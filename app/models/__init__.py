@@ -2,7 +2,7 @@
 
 from app.models.api_key import ApiKeyRow
 from app.models.base import Base
-from app.models.job import CompactionJobRow
+from app.models.job import CompactionJobRow, CompactionWorkerRow
 from app.models.message import EventRow, MessageRow, ToolCallRow
 from app.models.session import DEFAULT_TENANT, SessionRow
 
@@ -11,6 +11,7 @@ __all__ = [
     "ApiKeyRow",
     "Base",
     "CompactionJobRow",
+    "CompactionWorkerRow",
     "EventRow",
     "MessageRow",
     "SessionRow",

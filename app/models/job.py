@@ -43,6 +43,9 @@ class CompactionJobRow(Base):
             "created_at",
             postgresql_where=text("status IN ('pending', 'running')"),
         ),
+        # The fair claim's round-robin key: a tenant's most recent claim is one
+        # backward step on this index (repository.claim_next).
+        Index("ix_compaction_jobs_tenant_started", "tenant_id", "started_at"),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -64,3 +67,17 @@ class CompactionJobRow(Base):
     created_at: Mapped[datetime] = created_at_column()
     started_at: Mapped[datetime | None] = mapped_column()
     finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class CompactionWorkerRow(Base):
+    """A live `contextd worker` process: it heartbeats here every few seconds.
+
+    A server whose `run_compactions_in_process` is "auto" claims no job while a
+    worker's heartbeat is fresh, so the two never compete for the queue.
+    """
+
+    __tablename__ = "compaction_workers"
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    started_at: Mapped[datetime] = created_at_column()
+    heartbeat_at: Mapped[datetime] = created_at_column()

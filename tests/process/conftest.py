@@ -46,9 +46,8 @@ class Server:
             args = ["--workers", "1"]
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", command]
-            + (["--port", str(self.port)] if command == "serve" else [])
-            + (args or []),
+            # `worker` listens too: /healthz, /readyz and /metrics on --port.
+            [sys.executable, "-m", "app.cli", command, "--port", str(self.port)] + (args or []),
             cwd=REPO,
             env=full_env,
             stdout=self._log,

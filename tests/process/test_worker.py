@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
+import asyncpg
 import httpx
 
 from tests.api.test_messages import call, result, user
@@ -93,3 +98,71 @@ async def _takeover(start_server: Callable[..., Server]) -> None:
             assert [m["seq"] for m in log] == list(range(1, len(msgs) + 1))
             events = (await c.get(f"/sessions/{sid}/events", params={"type": "compaction."})).json()
             assert [e["type"] for e in events["events"]] == ["compaction.success"]
+
+
+async def test_worker_serves_probes_and_a_server_in_auto_mode_leaves_it_the_jobs(
+    make_database: Callable[[], str],
+) -> None:
+    url = make_database()
+    worker = Server(url, {}, "worker")
+    server: Server | None = None
+    try:
+        worker.wait_ready()  # polls the worker's /readyz: database and schema
+        async with httpx.AsyncClient(base_url=worker.base_url, timeout=5) as w:
+            assert (await w.get("/healthz")).json() == {"status": "ok"}
+            ready = (await w.get("/readyz")).json()
+            assert ready["status"] == "ready" and ready["database"] is True
+            metrics = (await w.get("/metrics")).text
+            assert 'contextd_compaction_queue_jobs{status="pending"} 0.0' in metrics
+        conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+        try:
+            live = await conn.fetch("SELECT id FROM compaction_workers")
+            assert [r["id"].split(":")[1] for r in live] == [str(worker.proc.pid)]
+            # A server with the default ("auto") runs no job while the worker lives.
+            server = Server(url, {"CONTEXTD_RUN_COMPACTIONS_IN_PROCESS": "auto"})
+            server.wait_ready()
+            async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as c:
+                claimed_by = []
+                for i in range(4):
+                    sid = f"auto-{i}"
+                    await c.put(f"/sessions/{sid}", json={})
+                    done = await c.post(f"/sessions/{sid}/compact", json={"wait": True})
+                    assert done.json()["status"] == "noop", done.text
+                    job = await conn.fetchrow(
+                        "SELECT worker FROM compaction_jobs WHERE id = $1", done.json()["job_id"]
+                    )
+                    claimed_by.append(job["worker"].split(":")[1])
+                assert claimed_by == [str(worker.proc.pid)] * 4
+            worker.stop()
+            assert worker.proc.returncode == 0, worker.log_text()[-2000:]
+            # It deregistered on the way out: the server takes the queue back at once.
+            assert await conn.fetch("SELECT id FROM compaction_workers") == []
+            async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as c:
+                await c.put("/sessions/after", json={})
+                done = await c.post("/sessions/after/compact", json={"wait": True})
+                job = await conn.fetchrow(
+                    "SELECT worker FROM compaction_jobs WHERE id = $1", done.json()["job_id"]
+                )
+                assert job["worker"].split(":")[1] == str(server.proc.pid)
+        finally:
+            await conn.close()
+    finally:
+        worker.stop()
+        if server is not None:
+            server.stop()
+
+
+def test_worker_refuses_a_port_in_use(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "app.cli", "worker", "--port", str(port)],
+            env={**os.environ, "CONTEXTD_DATABASE_URL": url, "CONTEXTD_LOG_FORMAT": "json"},
+            capture_output=True,
+            timeout=60,
+        )
+    assert proc.returncode == 2
+    assert b"cannot listen for probes" in proc.stdout + proc.stderr
