@@ -9,8 +9,9 @@
 What the repository hands over as `history` (seq order, duplicates allowed):
 the messages with seq > watermark, read newest first until their cumulative
 `token_count` reaches `HISTORY_READ_FACTOR` x the budget and extended back to
-the start of that turn, plus every pinned message with seq > watermark and
-the rest of its tool group. Pass `history_from_seq = watermark + 1` so the
+the start of that turn, plus the 64 user messages before them (a user's short
+instruction outranks any tool output, however old), every pinned message with
+seq > watermark and the rest of its tool group. Pass `history_from_seq = watermark + 1` so the
 seqs not read are reported as dropped by budget. Cost is linear in what is
 handed over; nothing older than the window is ever needed.
 """

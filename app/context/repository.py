@@ -3,10 +3,10 @@
 Every query walks the `(tenant_id, session_id, seq)` primary key, the
 `(tenant_id, session_id, call_id)` key of `tool_calls` or a partial index from
 the newest end, so the cost follows the size of the window, never the length
-of the log. One round trip for the window, the user message opening its
-oldest turn and the pinned messages; one more only when an edge of the
-window cuts a tool group. Bodies already read for the session's previous
-window are not sent again (see `_windows`).
+of the log. One round trip for the window, the user messages before it (up to
+`EARLIER_USERS`, the first opening its oldest turn) and the pinned messages;
+one more only when an edge of the window cuts a tool group. Bodies already
+read for the session's previous window are not sent again (see `_windows`).
 """
 
 from __future__ import annotations
@@ -110,6 +110,8 @@ _MSG = MessageRow
 # assumes a tenth of the rows, costs itself above the custom plans and PostgreSQL
 # then plans the statement again on every execution (~0.7 ms here).
 _ONE: ColumnElement[int] = literal_column("1")
+EARLIER_USERS = 64
+_EARLIER_USERS: ColumnElement[int] = literal_column(str(EARLIER_USERS))
 _IN_SESSION = (_MSG.tenant_id == bindparam("tenant"), _MSG.session_id == bindparam("sid"))
 _SEQS = ARRAY(BigInteger)
 
@@ -205,11 +207,15 @@ _WINDOW = union_all(
     select(*_COLUMNS, _part(_RECENT)).where(
         *_IN_SESSION, _MSG.seq >= _START, _MSG.seq <= bindparam("last_seq")
     ),
+    # The user messages before the window, newest first (the first opens its oldest
+    # turn): a strategy keeps a user's short mid-run instruction ahead of any tool
+    # output (SPEC §3), so it must be offered ones older than the budget reaches.
+    # Bounded: `EARLIER_USERS` rows of the partial index on users.
     select(*_COLUMNS, _part(_OPENER))
     # A literal, not a parameter: the partial index on users holds for generic plans too.
     .where(*_IN_SESSION, _MSG.role == literal_column("'user'"), *_BEFORE)
     .order_by(_MSG.seq.desc())
-    .limit(_ONE)
+    .limit(_EARLIER_USERS)
     .subquery()
     .select(),
     select(*_COLUMNS, _part(_PINNED)).where(*_IN_SESSION, _MSG.pinned, *_BEFORE),
@@ -343,7 +349,8 @@ def _flags(m: LoggedMessage) -> tuple[Any, ...]:
 
 async def window(db: AsyncSession, session: SessionRow, read_tokens: int) -> list[LoggedMessage]:
     """Effective-history candidates: the newest `read_tokens` worth of messages,
-    the user message that opens the oldest turn read, the latest user message,
+    the `EARLIER_USERS` user messages before them (the first opens the oldest turn
+    read), the latest user message,
     every pinned message, and whatever completes the tool groups among them."""
     reader = _Reader(session)
     params = reader.params

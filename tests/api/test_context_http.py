@@ -228,3 +228,31 @@ async def test_window_completes_a_tool_group_older_than_the_window(
         ).json()
         made, answered = tool_ids(body["messages"])
         assert made == answered, strategy
+
+
+@pytest.mark.parametrize("strategy", ["key_messages", "summary"])
+async def test_mid_run_instructions_older_than_the_read_window_are_kept(
+    client: httpx.AsyncClient, sid: str, strategy: str
+) -> None:
+    """An agent run of ~60k tokens with short instructions typed early: at a 2,000-token
+    budget the service reads only the newest ~4,000 tokens of steps, yet every
+    instruction reaches the payload verbatim, ahead of the tool outputs."""
+    from tests.support.planted import choose
+
+    notes = choose(3, offset=1)
+    msgs: list[dict[str, Any]] = [user("Fix the failing test in tests/test_api.py.")]
+    for i in range(40):
+        if i in (2, 5, 9):
+            msgs.append(notes[(2, 5, 9).index(i)].message())
+        msgs += [call(f"c{i}"), result(f"c{i}", f"step {i} output line\n" * 300)]
+    await client.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    r = await client.get(
+        f"/sessions/{sid}/context", params={"max_tokens": 2000, "strategy": strategy}
+    )
+    body = r.json()
+    assert body["over_budget"] is False and body["usage"]["input_tokens"] <= 2000
+    for note in notes:
+        assert note.message() in body["messages"], note.key
+    assert msgs[0] in body["messages"]  # the task itself
+    made, answered = tool_ids(body["messages"])
+    assert made == answered and body["kept_seqs"][-1] == len(msgs)
