@@ -87,6 +87,13 @@ class Settings(BaseSettings):
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: SecretStr | None = None
+    # Retries of a 429/5xx/dropped call, always within compact_timeout_s.
+    llm_max_retries: int = Field(2, ge=0, le=10)
+    # Reasoning models want max_completion_tokens and no temperature; auto guesses from
+    # the model name and learns from the endpoint's 400 naming the parameter.
+    llm_reasoning: Literal["auto", "true", "false"] = "auto"
+    # auto: json_schema, stepping down to json_object, then none, as the endpoint allows.
+    llm_json_mode: Literal["auto", "json_schema", "json_object", "off"] = "auto"
 
     api_keys: SecretStr | None = None
 

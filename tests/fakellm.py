@@ -1,7 +1,7 @@
 """A real OpenAI-compatible chat-completions server for tests, with switchable behaviours.
 
     async with FakeLLM() as llm:
-        client = ChatModelClient(http, base_url=llm.base_url, model="fake")
+        client = ChatModelClient(base_url=llm.base_url, model="fake")
         llm.behaviour = "500"                 # every call from now on
         llm.script("omit_anchors", "normal")  # the next two calls, then `behaviour` again
         ...
@@ -17,7 +17,8 @@ Behaviours:
   deterministic, no model
 - ``slow``: ``normal`` after ``slow_s`` seconds; ``timeout``: no answer until
   the server stops
-- ``500``: HTTP 500; ``garbage``: HTTP 200 with a body that is not JSON;
+- ``500``: HTTP 500; ``503``: HTTP 503; ``429``: HTTP 429 with ``Retry-After:
+  <retry_after>`` (``"1"`` unless set); ``garbage``: HTTP 200 with a body that is not JSON;
   ``drop_connection``: the socket is closed without an answer
 - ``refuse``: a ``refusal`` field; ``refuse_text``: "I'm sorry, I can't ..."
 - ``not_json``: prose instead of JSON; ``wrong_types``: JSON with strings
@@ -31,6 +32,16 @@ Behaviours:
   message>}``; after tool results it answers, quoting the first line of the last
   result. Summarisation requests (no ``tools``) get ``normal``
 
+Endpoint traits (attributes, apply to every behaviour):
+
+- ``reasoning = True``: answers 400 like OpenAI's reasoning models to a request
+  with ``max_tokens`` ("Unsupported parameter: 'max_tokens' ...") or a temperature
+  other than 1 ("Unsupported value: 'temperature' ...")
+- ``json_schema = False``: answers 400 to ``response_format`` of type ``json_schema``;
+  ``response_format = False``: to any ``response_format``
+
+``script(Raw(status, body, headers))`` queues one literal answer.
+
 Every request is recorded in ``calls`` (headers, parsed body, behaviour used).
 """
 
@@ -42,6 +53,7 @@ import json
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any
 
@@ -49,7 +61,7 @@ from app.compaction.prompt import ANCHORS_HEADER, IDENTIFIERS_HEADER, PREVIOUS_H
 
 BEHAVIOURS = frozenset(
     {
-        "normal", "slow", "timeout", "500", "garbage", "drop_connection", "refuse",
+        "normal", "slow", "timeout", "500", "503", "429", "garbage", "drop_connection", "refuse",
         "refuse_text", "not_json", "wrong_types", "empty", "truncate", "omit_anchors", "english",
         "minimal", "agent",
     }
@@ -60,6 +72,15 @@ _KEY = re.compile(r"must|never|always|should|need|don't|prefer|必须|不要|需
 _DECISION = re.compile(r"decided|let's go with|we will use|决定|就用", re.I)
 _TODO = re.compile(r"\btodo\b|next step|remember to|待办|记得|下一步", re.I)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@dataclass(frozen=True)
+class Raw:
+    """One literal answer for `FakeLLM.script`."""
+
+    status: int
+    body: dict[str, Any] | bytes
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -158,8 +179,12 @@ class FakeLLM:
         self.behaviour = behaviour
         self.slow_s = slow_s
         self.model = model
+        self.retry_after: str | None = "1"
+        self.reasoning = False
+        self.json_schema = True
+        self.response_format = True
         self.calls: list[RecordedCall] = []
-        self._queue: deque[str] = deque()
+        self._queue: deque[str | Raw] = deque()
         self._server: asyncio.Server | None = None
         self._closing = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -174,9 +199,9 @@ class FakeLLM:
     def call_count(self) -> int:
         return len(self.calls)
 
-    def script(self, *behaviours: str) -> None:
+    def script(self, *behaviours: str | Raw) -> None:
         """Behaviours for the next calls, in order; afterwards `behaviour` applies again."""
-        unknown = set(behaviours) - BEHAVIOURS
+        unknown = {b for b in behaviours if not isinstance(b, Raw)} - BEHAVIOURS
         assert not unknown, f"unknown behaviours {unknown}"
         self._queue.extend(behaviours)
 
@@ -238,14 +263,27 @@ class FakeLLM:
         self, request: tuple[str, dict[str, str], bytes], writer: asyncio.StreamWriter
     ) -> bool:
         path, headers, raw = request
-        behaviour = self._queue.popleft() if self._queue else self.behaviour
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
             body = {}
+        rejected = self._reject(body)
+        if rejected is not None:  # the endpoint's validation runs before any behaviour
+            self.calls.append(RecordedCall(path, headers, body, "rejected"))
+            return await self._send(writer, 400, rejected)
+        behaviour = self._queue.popleft() if self._queue else self.behaviour
+        if isinstance(behaviour, Raw):
+            self.calls.append(RecordedCall(path, headers, body, "raw"))
+            return await self._send(writer, behaviour.status, behaviour.body, behaviour.headers)
         self.calls.append(RecordedCall(path, headers, body, behaviour))
         if not path.endswith("/chat/completions"):
             return await self._send(writer, 404, {"error": {"message": "not found"}})
+        if behaviour == "429":
+            extra = {"Retry-After": self.retry_after} if self.retry_after is not None else {}
+            error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}
+            return await self._send(writer, 429, {"error": error}, extra)
+        if behaviour == "503":
+            return await self._send(writer, 503, {"error": {"message": "overloaded"}})
         if behaviour == "drop_connection":
             return False
         if behaviour == "timeout":
@@ -260,12 +298,44 @@ class FakeLLM:
             return await self._send(writer, 200, b"<html>\x00garbage{{{")
         return await self._send(writer, 200, self._completion(body, behaviour))
 
+    def _reject(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """A 400 body in OpenAI's words for what this endpoint does not accept, or None."""
+
+        def error(message: str, param: str, code: str) -> dict[str, Any]:
+            return {"error": {"message": message, "type": "invalid_request_error",
+                              "param": param, "code": code}}  # fmt: skip
+
+        if self.reasoning and "max_tokens" in body:
+            return error(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.", "max_tokens", "unsupported_parameter"
+            )  # fmt: skip
+        if self.reasoning and body.get("temperature", 1) != 1:
+            return error(
+                f"Unsupported value: 'temperature' does not support {body['temperature']} with "
+                "this model. Only the default (1) value is supported.", "temperature",
+                "unsupported_value",
+            )  # fmt: skip
+        fmt = body.get("response_format")
+        if fmt is not None and (
+            not self.response_format
+            or (not self.json_schema and isinstance(fmt, dict) and fmt.get("type") == "json_schema")
+        ):
+            kind = fmt.get("type") if isinstance(fmt, dict) else fmt
+            return error(
+                f"Invalid parameter: 'response_format' of type '{kind}' is not supported with "
+                "this model.", "response_format", "invalid_parameter"
+            )  # fmt: skip
+        return None
+
     def _completion(self, body: dict[str, Any], behaviour: str) -> dict[str, Any]:
         messages = body.get("messages") or []
         if behaviour == "agent" and body.get("tools"):
             return self._agent_step(body, messages)
         prompt = parse_prompt(messages)
-        summary = faithful_summary(prompt, int(body.get("max_tokens") or 1024))
+        summary = faithful_summary(
+            prompt, int(body.get("max_tokens") or body.get("max_completion_tokens") or 1024)
+        )
         message: dict[str, Any] = {"role": "assistant", "content": None}
         finish = "stop"
         content = json.dumps(summary, ensure_ascii=False)
@@ -332,12 +402,17 @@ class FakeLLM:
         return self._envelope(body, message, finish, 0, 0)
 
     async def _send(
-        self, writer: asyncio.StreamWriter, status: int, payload: dict[str, Any] | bytes
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        payload: dict[str, Any] | bytes,
+        headers: dict[str, str] | None = None,
     ) -> bool:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}[status]
+        reason = HTTPStatus(status).phrase
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         head = (
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n{extra}"
             f"Content-Length: {len(data)}\r\nConnection: keep-alive\r\n\r\n"
         )
         writer.write(head.encode() + data)

@@ -1,14 +1,33 @@
-"""A minimal client for any OpenAI-compatible `POST /chat/completions` endpoint.
+"""The summary model's client: any OpenAI-compatible `POST /chat/completions`, over the
+official `openai` SDK (`AsyncOpenAI(base_url=…)`).
 
-The `httpx.AsyncClient` is injected: the application owns its lifecycle, tests
-pass one bound to a local server or an `httpx.MockTransport`.
+What it adds to the SDK, and why:
+
+- **Retries bounded by the caller's time limit.** 429, 408, 409, 5xx and transport
+  errors are retried (`max_retries`), waiting what `Retry-After`/`Retry-After-Ms`
+  asks for, else an exponential backoff with jitter. The SDK's own retry loop is off
+  (`max_retries=0` on the SDK client): it cannot know the compaction's deadline, so it
+  would sleep through a 30 s `Retry-After` and the job would end in a timeout instead
+  of the real error. Here every attempt gets only the time that is left, and a wait
+  that would not fit gives up at once with the endpoint's own answer.
+- **Reasoning models.** They reject `max_tokens` (wanting `max_completion_tokens`)
+  and any temperature. `reasoning="true"` sends the reasoning form, `"false"` the
+  classic one; `"auto"` starts from the model's name (o1/o3/o4/gpt-5…) and, when the
+  endpoint answers 400 naming one of those parameters, switches and remembers it for
+  every later call of this client (the retry after such a switch is not counted).
+- **Structured output.** A caller asking for `{"type": "json_object"}` gets
+  `json_schema` (strict, the schema given to the client) where the endpoint supports
+  it; a 400 naming `response_format`/`json_schema` steps down to `json_object`, then
+  to no `response_format` at all, again remembered. The answer is parsed here by hand
+  (not by the SDK's models), so the lenient summary parser downstream still sees
+  whatever text came back.
 
 Exceptions (all carry a stable `code` for job records and metrics):
 
     ModelError                      anything that means "no usable answer"
     ├── ModelTimeout                no answer within the time limit
     ├── ModelConnectionError        refused, reset or dropped connection
-    ├── ModelHTTPError(status)      a non-2xx answer (4xx or 5xx)
+    ├── ModelHTTPError(status)      a non-2xx answer (4xx or 5xx), after any retries
     ├── ModelProtocolError          2xx but not a chat completion (garbage, no choices)
     └── ModelRefusal                finish_reason "content_filter" or a `refusal` field
 
@@ -19,16 +38,40 @@ in case a proxy echoes headers back).
 
 from __future__ import annotations
 
+import asyncio
+import email.utils
 import json
-from collections.abc import Sequence
+import random
+import re
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-import httpx
+import openai
 import structlog
 from pydantic import SecretStr
 
 log = structlog.get_logger(__name__)
+
+Reasoning = Literal["auto", "true", "false"]
+JsonMode = Literal["auto", "json_schema", "json_object", "off"]
+
+# Sent when no key is configured: the SDK insists on one. The Authorization header
+# is then omitted from every request, so this never reaches the endpoint.
+_NO_KEY = "contextd-no-api-key"
+_REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o\d|gpt-5)", re.I)
+_RETRY_STATUSES = frozenset({408, 409, 429})
+# A 400 is about a parameter we can change only if it says the parameter is refused;
+# "max_tokens is too large" is about the request, not about the parameter's name.
+_REFUSED = re.compile(
+    r"unsupported|not supported|does not support|unrecognized|unknown|not allowed|"
+    r"not permitted|extra|max_completion_tokens",
+    re.I,
+)
+_MAX_ADAPTATIONS = 4
+_BACKOFF_BASE_S = 0.5
+_BACKOFF_CAP_S = 8.0
 
 
 class ModelError(Exception):
@@ -66,35 +109,159 @@ class ChatResult:
     completion_tokens: int
     finish_reason: str | None
     model: str | None = None
+    attempts: int = 1
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds the server asked to wait (`Retry-After-Ms`, `Retry-After` seconds or date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
 class ChatModelClient:
-    """`complete()` one chat request; see the module docstring for what it raises."""
+    """`complete()` one chat request; see the module docstring for what it does and raises.
+
+    One instance lives as long as the application (it holds the SDK's connection
+    pool and what it learnt about the endpoint); close it with `aclose()` or use it
+    as an async context manager.
+    """
 
     def __init__(
         self,
-        http: httpx.AsyncClient,
         *,
         base_url: str,
         model: str,
         api_key: SecretStr | str | None = None,
+        max_retries: int = 2,
+        reasoning: Reasoning = "auto",
+        json_mode: JsonMode = "auto",
+        json_schema: dict[str, Any] | None = None,
+        schema_name: str = "response",
     ) -> None:
-        self._http = http
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        self.base_url = base_url.rstrip("/")
         self.model = model
         key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key
         self._key = key or None
+        self.max_retries = max_retries
+        self._sdk = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=self._key or _NO_KEY,
+            max_retries=0,  # ours instead: see the module docstring
+            timeout=60.0,  # replaced per request by the time left
+        )
+        self._headers: dict[str, Any] = {} if self._key else {"Authorization": openai.Omit()}
+        self._reasoning_auto = reasoning == "auto"
+        self.reasoning = reasoning == "true" or (
+            self._reasoning_auto and bool(_REASONING_MODEL.match(model))
+        )
+        self._temperature_ok = not self.reasoning
+        self._json_auto = json_mode == "auto"
+        self.json_mode: JsonMode = (
+            "json_schema" if json_mode == "auto" and json_schema is not None else json_mode
+        )
+        if self.json_mode == "json_schema" and json_schema is None:
+            self.json_mode = "json_object"
+        self._json_schema = json_schema
+        self._schema_name = schema_name
 
     def __repr__(self) -> str:
-        return f"ChatModelClient(url={self._url!r}, model={self.model!r})"
+        return f"ChatModelClient(url={self.base_url!r}, model={self.model!r})"
+
+    async def aclose(self) -> None:
+        await self._sdk.close()
+
+    async def __aenter__(self) -> ChatModelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def _scrub(self, text: str, limit: int = 200) -> str:
         excerpt = text[:limit]
         return excerpt.replace(self._key, "***") if self._key else excerpt
+
+    def _response_format(self, asked: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        if asked is None or asked.get("type") != "json_object":
+            return dict(asked) if asked is not None else None
+        if self.json_mode == "off":
+            return None
+        if self.json_mode == "json_schema" and self._json_schema is not None:
+            return {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": self._schema_name,
+                    "schema": self._json_schema,
+                    "strict": True,
+                },
+            }
+        return {"type": "json_object"}
+
+    def _request(
+        self,
+        messages: Sequence[dict[str, Any]],
+        temperature: float,
+        max_tokens: int,
+        response_format: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
+        if self.reasoning:
+            body["max_completion_tokens"] = max_tokens
+        else:
+            body["max_tokens"] = max_tokens
+        if self._temperature_ok:
+            body["temperature"] = temperature
+        fmt = self._response_format(response_format)
+        if fmt is not None:
+            body["response_format"] = fmt
+        return body
+
+    def _adapt(self, error_text: str, sent: Mapping[str, Any]) -> bool:
+        """Learn from a 400 that names a parameter we sent; True if the request changes."""
+        text = error_text.lower()
+        changed: list[str] = []
+        if not _REFUSED.search(text):
+            return False
+        if self._reasoning_auto:
+            if "max_tokens" in sent and re.search(r"\bmax_tokens\b", text):
+                self.reasoning = True
+                changed.append("max_completion_tokens")
+            elif "max_completion_tokens" in sent and "max_completion_tokens" in text:
+                self.reasoning = False
+                changed.append("max_tokens")
+            if "temperature" in sent and "temperature" in text:
+                self._temperature_ok = False
+                changed.append("no_temperature")
+        fmt = sent.get("response_format")
+        if (
+            self._json_auto
+            and isinstance(fmt, dict)
+            and ("response_format" in text or "json_schema" in text or "json_object" in text)
+        ):
+            self.json_mode = "json_object" if fmt.get("type") == "json_schema" else "off"
+            changed.append(f"json_mode={self.json_mode}")
+        if changed:
+            log.info("model_endpoint_adapted", url=self.base_url, model=self.model, now=changed)
+        return bool(changed)
 
     async def complete(
         self,
@@ -105,35 +272,62 @@ class ChatModelClient:
         timeout_s: float,
         response_format: dict[str, str] | None = None,
     ) -> ChatResult:
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": list(messages),
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-        if response_format is not None:
-            payload["response_format"] = response_format
-        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        try:
-            response = await self._http.post(
-                self._url, json=payload, headers=headers, timeout=httpx.Timeout(timeout_s)
-            )
-        except httpx.TimeoutException as exc:
-            raise ModelTimeout(f"no answer from the model within {timeout_s:g}s") from exc
-        except httpx.TransportError as exc:
-            # str(exc) is the transport's own message; it never holds request headers.
-            raise ModelConnectionError(f"{type(exc).__name__}: {self._scrub(str(exc))}") from exc
-        if response.status_code >= 400:
-            log.warning("model_http_error", status=response.status_code, url=self._url)
-            raise ModelHTTPError(response.status_code, self._scrub(response.text))
-        return self._parse(response)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        retries = adaptations = 0
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise ModelTimeout(f"no answer from the model within {timeout_s:g}s")
+            body = self._request(messages, temperature, max_tokens, response_format)
+            wait: float | None = None
+            try:
+                raw = await self._sdk.chat.completions.with_raw_response.create(
+                    **body, timeout=left, extra_headers=self._headers
+                )
+            except openai.APITimeoutError as exc:
+                raise ModelTimeout(f"no answer from the model within {timeout_s:g}s") from exc
+            except openai.APIConnectionError as exc:
+                cause = exc.__cause__ or exc
+                error: ModelError = ModelConnectionError(
+                    f"{type(cause).__name__}: {self._scrub(str(cause))}"
+                )
+            except openai.APIStatusError as exc:
+                status, text = exc.status_code, self._text(exc.response)
+                if status == 400 and adaptations < _MAX_ADAPTATIONS and self._adapt(text, body):
+                    adaptations += 1
+                    continue
+                log.warning("model_http_error", status=status, url=self.base_url, retry=retries)
+                error = ModelHTTPError(status, self._scrub(text))
+                if status not in _RETRY_STATUSES and status < 500:
+                    raise error from None
+                wait = retry_after_s(exc.response.headers)
+            else:
+                return self._parse(raw.http_response, attempts=retries + adaptations + 1)
+            if retries >= self.max_retries:
+                raise error
+            if wait is None:
+                wait = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**retries) * random.uniform(0.75, 1)
+            if wait >= deadline - loop.time():
+                # Waiting would outlast the caller's limit: the endpoint's answer is the
+                # honest error, not a timeout we would run into.
+                raise error
+            await asyncio.sleep(wait)
+            retries += 1
 
-    def _parse(self, response: httpx.Response) -> ChatResult:
+    @staticmethod
+    def _text(response: Any) -> str:
         try:
-            data = response.json()
+            return str(response.text)
+        except Exception:  # a streamed or undecodable body: the status says enough
+            return ""
+
+    def _parse(self, response: Any, *, attempts: int = 1) -> ChatResult:
+        try:
+            data = json.loads(response.content)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ModelProtocolError(
-                f"answer is not JSON: {self._scrub(response.text, 80)!r}"
+                f"answer is not JSON: {self._scrub(self._text(response), 80)!r}"
             ) from exc
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -161,4 +355,5 @@ class ChatModelClient:
             completion_tokens=_int(usage.get("completion_tokens")),
             finish_reason=finish_reason,
             model=data.get("model") if isinstance(data.get("model"), str) else None,
+            attempts=attempts,
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
 from app.compaction.candidates import extract_candidates
@@ -24,8 +23,8 @@ def _multi_turn() -> list[dict[str, Any]]:
 
 @pytest.fixture
 async def model() -> AsyncIterator[tuple[FakeLLM, ChatModelClient]]:
-    async with FakeLLM() as llm, httpx.AsyncClient() as http:
-        yield llm, ChatModelClient(http, base_url=llm.base_url, model="fake")
+    async with FakeLLM() as llm, ChatModelClient(base_url=llm.base_url, model="fake") as client:
+        yield llm, client
 
 
 async def test_every_multi_turn_session_compacts_with_the_model_and_without(

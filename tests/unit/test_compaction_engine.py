@@ -75,16 +75,22 @@ async def _run(
 
     client = None
     if llm is not None:
-        client = ChatModelClient(http, base_url=llm.base_url, model="fake", api_key="sk-k")
-    return await summarise(
-        plan or _plan(),
-        previous,
-        list(anchors),
-        client=client,
-        settings=EngineSettings(**settings),
-        counter=COUNTER,
-        system_texts=system_texts,
-    )
+        # One attempt per call: the engine's own fallbacks are under test here; the
+        # transport's retries are tested in test_compaction_llm.py.
+        client = ChatModelClient(base_url=llm.base_url, model="fake", api_key="sk-k", max_retries=0)
+    try:
+        return await summarise(
+            plan or _plan(),
+            previous,
+            list(anchors),
+            client=client,
+            settings=EngineSettings(**settings),
+            counter=COUNTER,
+            system_texts=system_texts,
+        )
+    finally:
+        if client is not None:
+            await client.aclose()
 
 
 def _assert_nothing_lost(outcome: SummaryOutcome) -> None:
