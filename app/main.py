@@ -21,6 +21,7 @@ from app.auth.middleware import Authenticate
 from app.compaction.client import model_client
 from app.compaction.router import router as compaction_router
 from app.compaction.runner import CompactionRunner
+from app.console.router import router as console_router
 from app.context.router import router as context_router
 from app.errors import ContextdError, Unavailable, problem, problem_of
 from app.events import EventWriter
@@ -90,6 +91,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         tokens_router,
         context_router,
         compaction_router,
+        console_router,
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
     _install_error_handlers(app)

@@ -48,6 +48,11 @@ async def test_an_installed_wheel_migrates_a_fresh_database(
     assert done.returncode == 0, done.stderr
     assert (target / "app" / "migrations" / "env.py").is_file()
     assert not (target / "migrations").exists()  # no top-level package of that name
+    # The console's page and assets are package data, served from the installed package.
+    static = target / "app" / "console" / "static"
+    assert {"index.html", "console.js", "console.css", "favicon.svg"} <= {
+        p.name for p in static.iterdir()
+    }
 
     name = f"contextd_wheel_{uuid.uuid4().hex[:8]}"
     head, _, query = database_server.partition("?")

@@ -11,6 +11,7 @@ import json
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.auth.keys import Keyring
+from app.console.assets import is_public_path as is_console_page
 from app.db import is_unavailable
 from app.errors import problem
 
@@ -23,7 +24,8 @@ class Authenticate:
         self.keyring = keyring
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in PUBLIC_PATHS or is_console_page(path):
             await self.app(scope, receive, send)
             return
         try:

@@ -46,6 +46,13 @@ class CompactionJobRow(Base):
         # The fair claim's round-robin key: a tenant's most recent claim is one
         # backward step on this index (repository.claim_next).
         Index("ix_compaction_jobs_tenant_started", "tenant_id", "started_at"),
+        # A tenant's jobs finished lately (the console's failure rate).
+        Index(
+            "ix_compaction_jobs_finished",
+            "tenant_id",
+            "finished_at",
+            postgresql_where=text("finished_at IS NOT NULL"),
+        ),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)

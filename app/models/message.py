@@ -98,6 +98,8 @@ class EventRow(Base):
         ForeignKeyConstraint(
             ["tenant_id", "session_id"], ["sessions.tenant_id", "sessions.id"], ondelete="CASCADE"
         ),
+        # A tenant's recent events, newest first (the console's queue page).
+        Index("ix_events_tenant_recent", "tenant_id", "id"),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text)

@@ -1,0 +1,1 @@
+"""The read-only operator console served at /ui (issue 12)."""

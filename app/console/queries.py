@@ -1,0 +1,269 @@
+"""The console's reads. Each one is bounded by an index, whatever the data's size:
+10,000 sessions page by primary key (or one sort of the tenant's rows), a
+100,000-message session is sampled by at most `points` primary-key probes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, or_, select, text
+from sqlalchemy.dialects.postgresql import distinct_on
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import CompactionJobRow, SessionRow
+
+# Outcomes that moved the watermark.
+STORED = ("success", "degraded")
+RECENT_EVENTS = 50
+
+
+def raw_tokens(
+    s: type[SessionRow] = SessionRow,
+) -> ColumnElement[int]:
+    """What the session sends now, before calibration: the order of the tokens sort."""
+    return (
+        s.system_tokens
+        + s.tools_tokens
+        + s.summary_tokens
+        + s.context_tokens
+        - s.watermark_context_tokens
+    )
+
+
+def raw_tokens_of(row: SessionRow) -> int:
+    return (
+        row.system_tokens
+        + row.tools_tokens
+        + row.summary_tokens
+        + row.context_tokens
+        - row.watermark_context_tokens
+    )
+
+
+async def session_page(
+    db: AsyncSession,
+    tenant: str,
+    sort: str,
+    after: tuple[int | None, str] | None,
+    prefix: str | None,
+    limit: int,
+) -> list[SessionRow]:
+    stmt = select(SessionRow).where(SessionRow.tenant_id == tenant)
+    if prefix:
+        # A filter on the primary-key walk (LIKE would need escaping, and neither uses
+        # the index outside the C collation): cheap at 10,000 sessions per tenant.
+        stmt = stmt.where(func.starts_with(SessionRow.id, prefix))
+    if sort == "tokens":
+        tokens = raw_tokens()
+        if after is not None:
+            value, last_id = after
+            stmt = stmt.where(or_(tokens < value, and_(tokens == value, SessionRow.id > last_id)))
+        stmt = stmt.order_by(tokens.desc(), SessionRow.id)
+    else:
+        if after is not None:
+            stmt = stmt.where(SessionRow.id > after[1])
+        stmt = stmt.order_by(SessionRow.id)
+    return list((await db.execute(stmt.limit(limit))).scalars())
+
+
+async def last_jobs(db: AsyncSession, tenant: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The latest compaction job of each session: probes of the primary key (tenant, session)."""
+    if not ids:
+        return {}
+    J = CompactionJobRow
+    stmt = (
+        select(J.session_id, J.status, J.reason, J.created_at, J.finished_at)
+        .where(J.tenant_id == tenant, J.session_id.in_(ids))
+        .order_by(J.session_id, J.created_at.desc())
+        .ext(distinct_on(J.session_id))
+    )
+    return {
+        r.session_id: {
+            "status": r.status,
+            "reason": r.reason,
+            "created_at": r.created_at,
+            "finished_at": r.finished_at,
+        }
+        for r in (await db.execute(stmt)).all()
+    }
+
+
+SAMPLES = text(
+    """
+    SELECT m.seq, m.context_tokens_through AS through, m.created_at
+    FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint), CAST(:step AS bigint)) AS g(s)
+    CROSS JOIN LATERAL (
+        SELECT seq, context_tokens_through, created_at FROM messages
+        WHERE tenant_id = :tenant AND session_id = :sid AND seq >= g.s AND seq <= :hi
+        ORDER BY seq LIMIT 1
+    ) AS m
+    """
+)
+
+THROUGH_AT = text(
+    """
+    SELECT context_tokens_through FROM messages
+    WHERE tenant_id = :tenant AND session_id = :sid AND seq <= :seq
+    ORDER BY seq DESC LIMIT 1
+    """
+)
+
+
+async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[str, Any]:
+    """Effective tokens at (at most `points`) sampled seqs, and the compactions.
+
+    Each sample is one probe of the messages primary key (first seq at or after a
+    grid point), so a 100,000-message session costs `points` probes, not a scan.
+    The history in effect at a message is what follows the watermark of the last
+    compaction stored before the message was written; system and tools are
+    today's, the summary that compaction's.
+    """
+    key = {"tenant": row.tenant_id, "sid": row.id}
+    hi = row.last_seq
+    samples: list[Any] = []
+    if hi > 0:
+        step = max(1, -(-hi // (points - 1)))  # ceil: at most points-1 grid points, plus the last
+        samples = list((await db.execute(SAMPLES, {**key, "lo": 1, "hi": hi, "step": step})).all())
+        if samples and samples[-1].seq != hi:
+            samples += list(
+                (await db.execute(SAMPLES, {**key, "lo": hi, "hi": hi, "step": 1})).all()
+            )
+    J = CompactionJobRow
+    jobs = list(
+        await db.scalars(
+            select(J)
+            .where(J.tenant_id == row.tenant_id, J.session_id == row.id)
+            .order_by(J.created_at)
+            .limit(1000)
+        )
+    )
+    compactions = []
+    for j in jobs:
+        if j.status not in STORED or j.watermark_after is None or j.finished_at is None:
+            compactions.append(_job_point(j, None, None))
+            continue
+        through = await db.scalar(THROUGH_AT, {**key, "seq": j.watermark_after})
+        result = j.result or {}
+        summary_tokens = result.get("summary_tokens")
+        compactions.append(
+            _job_point(j, int(through or 0), int(summary_tokens) if summary_tokens else None)
+        )
+    base = row.system_tokens + row.tools_tokens
+    stored = [c for c in compactions if c["watermark_through"] is not None]
+    series = []
+    k = -1  # index into `stored` of the compaction in effect
+    for seq, through, created_at in samples:
+        while k + 1 < len(stored) and stored[k + 1]["finished_at"] <= created_at:
+            k += 1
+        in_effect = stored[k] if k >= 0 else None
+        wm_through = in_effect["watermark_through"] if in_effect else 0
+        summary = 0
+        if in_effect is not None:
+            summary = in_effect["summary_tokens"] or (
+                row.summary_tokens if k == len(stored) - 1 else 0
+            )
+        history = max(int(through) - int(wm_through), 0)
+        series.append(
+            {
+                "seq": seq,
+                "at": created_at,
+                "log_tokens": int(through),
+                "tokens": base + summary + history,
+            }
+        )
+    # Where each compaction shows on the seq axis: the first sample written after it.
+    for c in compactions:
+        c["at_seq"] = None
+        if c["finished_at"] is not None:
+            c["at_seq"] = next((p["seq"] for p in series if p["at"] >= c["finished_at"]), hi)
+    return {
+        "session_id": row.id,
+        "last_seq": hi,
+        "watermark": row.last_compaction_seq,
+        "base_tokens": base,
+        "points": series,
+        "compactions": compactions,
+    }
+
+
+def _job_point(j: CompactionJobRow, through: int | None, summary: int | None) -> dict[str, Any]:
+    result = j.result or {}
+    range_tokens = result.get("range_tokens")
+    freed = None
+    if isinstance(range_tokens, int) and summary is not None:
+        freed = max(range_tokens - summary, 0)
+    return {
+        "job_id": j.id,
+        "status": j.status,
+        "trigger": j.trigger,
+        "reason": j.reason,
+        "watermark_before": j.watermark_before,
+        "watermark_after": j.watermark_after,
+        "watermark_through": through,
+        "summary_tokens": summary,
+        "tokens_freed": freed,
+        "created_at": j.created_at,
+        "finished_at": j.finished_at,
+    }
+
+
+QUEUE = text(
+    """
+    SELECT status, count(*) AS n, min(created_at) AS oldest
+    FROM compaction_jobs
+    WHERE tenant_id = :tenant AND status IN ('pending', 'running')
+    GROUP BY status
+    """
+)
+
+FINISHED = text(
+    """
+    SELECT status, count(*) AS n FROM compaction_jobs
+    WHERE tenant_id = :tenant AND finished_at > now() - interval '1 hour'
+    GROUP BY status
+    """
+)
+
+EVENTS = text(
+    """
+    SELECT id, session_id, type, data, created_at FROM events
+    WHERE tenant_id = :tenant
+      AND (type = 'context.compressed' OR type LIKE 'compaction.%')
+    ORDER BY id DESC LIMIT :limit
+    """
+)
+
+
+async def queue_summary(db: AsyncSession, tenant: str) -> dict[str, Any]:
+    key = {"tenant": tenant}
+    active = {r.status: r for r in (await db.execute(QUEUE, key)).all()}
+    finished = {r.status: int(r.n) for r in (await db.execute(FINISHED, key)).all()}
+    now = await db.scalar(select(func.now()))
+    pending = active.get("pending")
+    oldest_age = (now - pending.oldest).total_seconds() if pending and now else None
+    done = sum(finished.values())
+    events = (await db.execute(EVENTS, {**key, "limit": RECENT_EVENTS})).all()
+    return {
+        "now": now,
+        "tenants": [
+            {
+                "tenant": tenant,
+                "pending": int(pending.n) if pending else 0,
+                "running": int(active["running"].n) if "running" in active else 0,
+                "oldest_pending_age_s": oldest_age,
+                "finished_last_hour": finished,
+                "failure_rate": (finished.get("failed", 0) / done) if done else None,
+            }
+        ],
+        "events": [
+            {
+                "id": e.id,
+                "session_id": e.session_id,
+                "type": e.type,
+                "data": e.data,
+                "created_at": e.created_at,
+            }
+            for e in events
+        ],
+    }

@@ -1,0 +1,164 @@
+"""The console's pages as an operator sees them, in headless Chromium."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import expect
+
+from tests.process.conftest import Server
+from tests.support.console_data import Seeded
+from tests.ui.conftest import KEY_A, KEY_B, screenshot
+
+
+def login(page: Any, server: Server, key: str, hash_: str = "#/sessions") -> None:
+    page.goto(f"{server.base_url}/ui/{hash_}")
+    page.fill("#key-input", key)
+    page.click("#login button[type=submit]")
+    page.wait_for_selector("#tenant")
+
+
+def rows_by_session(page: Any) -> dict[str, str]:
+    page.wait_for_selector("#sessions-body tr[data-session]")
+    return {
+        r.get_attribute("data-session"): r.get_attribute("data-status")
+        for r in page.query_selector_all("#sessions-body tr[data-session]")
+    }
+
+
+def test_sessions_table_shows_each_status_the_lease_and_the_last_compaction(
+    page: Any, console_server: Server, seeded: Seeded
+) -> None:
+    page.goto(f"{console_server.base_url}/ui/")
+    page.wait_for_selector("#login")  # keys are configured: the page asks for one first
+    login(page, console_server, KEY_A)
+    assert page.inner_text("#tenant") == "tenant: tenant-a"
+    rows = rows_by_session(page)
+    assert rows == {
+        seeded.quiet: "ok",
+        seeded.warn: "warn",
+        seeded.full: "compact_needed",
+        seeded.compacted: "ok",
+    }
+    warn_row = page.inner_text(f'tr[data-session="{seeded.warn}"]')
+    assert "worker-7" in warn_row
+    compacted_row = page.inner_text(f'tr[data-session="{seeded.compacted}"]')
+    assert "success" in compacted_row
+    assert "never" in page.inner_text(f'tr[data-session="{seeded.full}"]')
+    # The status colours: a compact_needed badge is red, an ok one green.
+    bad = page.eval_on_selector(
+        f'tr[data-session="{seeded.full}"] .badge', "e => getComputedStyle(e).backgroundColor"
+    )
+    ok = page.eval_on_selector(
+        f'tr[data-session="{seeded.quiet}"] .badge', "e => getComputedStyle(e).backgroundColor"
+    )
+    assert bad == "rgb(210, 69, 60)" and ok == "rgb(46, 157, 91)"
+    screenshot(page, "sessions")
+
+    # Ordered by tokens on the server: the fullest session first.
+    page.select_option("#sort", "tokens")
+    page.wait_for_url("**sort=tokens**")
+    page.wait_for_selector(
+        f'#sessions-body tr[data-session]:first-child[data-session="{seeded.full}"]'
+    )
+    # The status filter hides rows of this page.
+    page.uncheck('[data-status-filter="ok"]')
+    assert set(rows_by_session(page).values()) == {"warn", "compact_needed"}
+    # The id filter asks the server.
+    page.fill("#prefix", "warn")
+    page.press("#prefix", "Enter")
+    page.wait_for_url("**prefix=warn**")
+    expect(page.locator("#sessions-body tr[data-session]")).to_have_count(1)
+    assert list(rows_by_session(page)) == [seeded.warn]
+
+
+def test_session_page_draws_the_chart_the_breakdown_the_history_and_the_payload(
+    page: Any, console_server: Server, seeded: Seeded
+) -> None:
+    login(page, console_server, KEY_A, f"#/session/{seeded.compacted}")
+    page.wait_for_selector("#token-chart")
+    assert page.inner_text("#session-id") == seeded.compacted
+    # The chart: a line of at least a point per turn and one compaction mark.
+    points = page.get_attribute("#token-chart polyline.line", "points")
+    assert len(points.split()) >= 10
+    marks = page.query_selector_all("#token-chart g.compaction-mark")
+    assert [m.get_attribute("data-status") for m in marks] == ["success"]
+    # The line drops where the compaction moved the watermark.
+    ys = [float(p.split(",")[1]) for p in points.split()]
+    assert max(ys) - ys[-1] > 0  # lower y is more tokens: the end sits below the peak
+    # Budget breakdown: summary and history segments, both thresholds.
+    parts = {
+        e.get_attribute("data-part") for e in page.query_selector_all("#breakdown [data-part]")
+    }
+    assert {"system", "summary", "history"} <= parts
+    assert page.query_selector("#breakdown .tick.warn") and page.query_selector(
+        "#breakdown .tick.compact"
+    )
+    # The compaction history: the stored compaction, what it freed, the summary's sections.
+    history = page.query_selector_all("#history tr.job")
+    assert [h.get_attribute("data-status") for h in history] == ["success"]
+    assert "manual" in history[0].inner_text()
+    assert page.query_selector("#summary-sections dt")
+    # The payload: seqs after the watermark with their decisions, each linked to the message.
+    page.wait_for_selector("#payload-messages tr.payload-message")
+    seqs = [
+        int(r.get_attribute("data-seq"))
+        for r in page.query_selector_all("#payload-messages tr.payload-message[data-seq]")
+        if r.get_attribute("data-seq")
+    ]
+    watermark = int(page.inner_text(".stat:nth-child(3) b").split("/")[0].replace(",", ""))
+    assert seqs and min(seqs) > watermark
+    assert page.query_selector("#decisions tr.decision[data-action=kept]")
+    screenshot(page, "session", full_page=False)
+    screenshot(page, "session-full")
+
+    link = page.query_selector("#payload-messages a.full-message")
+    seq = link.get_attribute("href").rsplit("/", 1)[1]
+    link.click()
+    page.wait_for_selector("#message pre")
+    assert f'"seq": {seq}' in page.inner_text("#message pre")
+
+
+def test_queue_page_shows_the_tenant_queue_and_recent_events_and_refreshes(
+    page: Any, console_server: Server, seeded: Seeded
+) -> None:
+    login(page, console_server, KEY_A, "#/queue")
+    page.wait_for_selector('#queue tr[data-tenant="tenant-a"]')
+    row = page.inner_text('#queue tr[data-tenant="tenant-a"]')
+    assert "success" in row and "0.0 %" in row
+    types = {e.get_attribute("data-type") for e in page.query_selector_all("#events tr.event")}
+    assert {"compaction.success", "context.compressed"} <= types
+    first = page.inner_text("#updated")
+    # Polling: the page redraws itself every few seconds.
+    expect(page.locator("#updated")).not_to_have_text(first, timeout=8000)
+    screenshot(page, "queue")
+
+
+def test_a_key_sees_its_own_tenant_only_and_never_leaves_the_header(
+    page: Any, console_server: Server, seeded: Seeded
+) -> None:
+    requests: list[Any] = []
+    page.on("request", lambda r: requests.append(r))
+    login(page, console_server, KEY_B)
+    assert page.inner_text("#tenant") == "tenant: tenant-b"
+    assert list(rows_by_session(page)) == ["bravo-only"]
+    # Tenant A's session under tenant B's key: a plain "not found", as in the API.
+    page.goto(f"{console_server.base_url}/ui/#/session/{seeded.compacted}")
+    page.wait_for_selector("#not-found")
+    assert seeded.compacted not in page.inner_text("#tenant")
+    screenshot(page, "tenant-boundary")
+    # The key is sent as a header and nowhere else: not in a URL, not in the page.
+    api_calls = [r for r in requests if "/ui/api/" in r.url or "/sessions" in r.url]
+    assert api_calls
+    # (The page's first call, before the key was typed, carries none and gets 401.)
+    assert {r.headers.get("authorization") for r in api_calls} == {None, f"Bearer {KEY_B}"}
+    listing = [r for r in api_calls if "/ui/api/sessions" in r.url]
+    assert listing and all(r.headers["authorization"] == f"Bearer {KEY_B}" for r in listing)
+    assert not any(KEY_B in r.url for r in requests)
+    assert KEY_B not in page.content()
+    # A wrong key gets the form back with a message, and no data.
+    page.click("#forget-key")
+    page.fill("#key-input", "ctxd_wrong")
+    page.click("#login button[type=submit]")
+    page.wait_for_selector("#login-error:has-text('not accepted')")
+    assert not page.query_selector("#sessions")
