@@ -31,6 +31,7 @@ from app.messages.router import router as messages_router
 from app.observability.middleware import BodyLimit, RequestContext
 from app.sessions.router import router as sessions_router
 from app.settings import Settings
+from app.tokens import get_counter
 from app.tokens.router import router as tokens_router
 
 log = structlog.get_logger("contextd")
@@ -55,6 +56,9 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
             from app.embedded_pg import resolve_database_url
 
             url = await asyncio.to_thread(resolve_database_url, settings)
+        # Load the default model's tokenizer before serving, not in the first append (its
+        # BPE ranks take a second or more to build; every `serve --workers` child pays it).
+        await asyncio.to_thread(get_counter, settings.default_model)
         engine = database.create_engine(url, settings.db_pool_size, settings.db_pool_timeout_s)
         app.state.engine = engine
         keyring.engine = engine

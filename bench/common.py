@@ -201,7 +201,9 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def contextd_server(database_url: str, timeout_s: float = 60) -> AsyncIterator[str]:
+async def contextd_server(
+    database_url: str, timeout_s: float = 60, workers: int = 1
+) -> AsyncIterator[str]:
     """Run `contextd serve` (the same entry point users run) on a free loopback port.
 
     Yields the base URL once /readyz answers 200; stops the process at the end.
@@ -213,6 +215,7 @@ async def contextd_server(database_url: str, timeout_s: float = 60) -> AsyncIter
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+        *("--workers", str(workers)),
         env=env,
         cwd=tempfile.gettempdir(),
         stdout=log,

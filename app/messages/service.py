@@ -32,6 +32,8 @@ from app.tokens import TokenCounter, get_counter
 
 # Tokenising this many bytes in the event loop would stall other requests.
 THREAD_THRESHOLD_BYTES = 64 * 1024
+# Batches with more text than this are counted before the session lock is taken.
+COUNT_UNLOCKED_BYTES = 8 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,19 +57,26 @@ async def append(
         max_messages=settings.max_messages_per_append,
         max_message_bytes=settings.max_message_bytes,
     )
-    existing_row = await sessions.get(db, tenant, sid)
-    model = effective_model(existing_row, settings) if existing_row else settings.default_model
-    counter = get_counter(model)
-    counts = await _count(counter, batch)
-
-    if existing_row is None:
-        await sessions.insert_if_missing(db, new_session_values(tenant, sid, settings))
+    counter: TokenCounter | None = None
+    counts: list[int] = []
+    if _content_bytes(batch) > COUNT_UNLOCKED_BYTES:
+        # Counted before the lock, with the model of an unlocked read, so that other
+        # writers of the session do not wait on a large batch being tokenised.
+        existing_row = await sessions.get(db, tenant, sid)
+        model = effective_model(existing_row, settings) if existing_row else settings.default_model
+        counter = get_counter(model)
+        counts = await _count(counter, batch)
+    # A small batch is counted under the lock (tens of microseconds), which saves the
+    # unlocked read: one round trip of the few an append makes.
     locked = await sessions.get_for_update(db, tenant, sid)
+    if locked is None:
+        await sessions.insert_if_missing(db, new_session_values(tenant, sid, settings))
+        locked = await sessions.get_for_update(db, tenant, sid)
     assert locked is not None
     row, lease_live = locked
     check_write(row, lease_live, lock_token)
-    if get_counter(effective_model(row, settings)).name != counter.name:
-        # The model changed between our read and the lock: count again, rarely.
+    if counter is None or get_counter(effective_model(row, settings)).name != counter.name:
+        # Counted now, or the model changed between our read and the lock (rarely).
         counter = get_counter(effective_model(row, settings))
         counts = await _count(counter, batch)
     if row.tokenizer != counter.name:
@@ -108,8 +117,11 @@ async def _count(counter: TokenCounter, batch: Sequence[Incoming]) -> list[int]:
     def run() -> list[int]:
         return [counter.count_message(m.body) for m in batch]
 
-    size = sum(len(str(m.body.get("content") or "")) for m in batch)
-    return await asyncio.to_thread(run) if size > THREAD_THRESHOLD_BYTES else run()
+    return await asyncio.to_thread(run) if _content_bytes(batch) > THREAD_THRESHOLD_BYTES else run()
+
+
+def _content_bytes(batch: Sequence[Incoming]) -> int:
+    return sum(len(str(m.body.get("content") or "")) for m in batch)
 
 
 def _check_replays(replays: list[Incoming], stored: dict[str, MessageRow]) -> None:

@@ -1,0 +1,367 @@
+"""Append throughput with many clients, next to PostgreSQL's own ceiling measured the same run.
+
+    python bench/throughput.py [--workers 1,2] [--clients 50] [--duration 15]
+                               [--pgbench-clients 10,50] [--database-url URL]
+
+In a throwaway database (on `--database-url`, else `CONTEXTD_DATABASE_URL`, else
+an embedded PostgreSQL in a temporary folder), migrated to head:
+
+1. For each `--workers` count W: `contextd serve --workers W` on 127.0.0.1, and
+   C clients (one keep-alive connection each, one session each) appending one
+   message per request, back to back, for `--duration` seconds after a warm-up.
+   Reported: acknowledged appends/s, latency p50/p99/max, non-2xx answers. Then
+   the checker reads every session back: each acknowledged id is stored once at
+   its acknowledged seq, seqs are gap-free, nothing unacknowledged is stored.
+2. pgbench (`--pgbench`, default the one on PATH) on the same database, with a
+   script of an append's shape: one transaction that updates the session row
+   (seq, counters) and inserts one message, `synchronous_commit` on, prepared
+   statements, from each `--pgbench-clients` count. That is the ceiling the
+   database itself sets on this machine.
+
+The load generator is a minimal HTTP/1.1 client on raw asyncio streams (uvloop
+when installed), so it costs the machine as little as a client can; it still
+shares the cores with the server and PostgreSQL, as the issue's figures do.
+Progress goes to stderr, the table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+if __package__ in (None, ""):  # `python bench/throughput.py` from anywhere
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (
+    contextd_server,
+    load_average,
+    machine_info,
+    markdown_table,
+    percentile,
+    plain_url,
+    throwaway_database,
+)
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Http:
+    """One keep-alive HTTP/1.1 connection; requests one at a time."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, host: str, port: int) -> Http:
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer)
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + body)
+        raw = await self.reader.readuntil(b"\r\n\r\n")
+        lines = raw.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass
+class Client:
+    sid: str
+    acked: dict[str, int] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    failures: int = 0
+    sent: int = 0
+
+
+async def run_clients(
+    base: str, workers: int, clients: int, warmup_s: float, duration_s: float, op: str = "append"
+) -> tuple[list[Client], float]:
+    url = urlsplit(base)
+    host, port = url.hostname or "127.0.0.1", url.port or 80
+    group = [Client(f"tp-{op}-w{workers}-c{i}") for i in range(clients)]
+    conns = [await Http.connect(host, port) for _ in group]
+    if op == "context":  # a history of a few hundred messages to fit into 8k tokens
+        history = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i} " * 40}
+            for i in range(300)
+        ]
+        for c, conn in zip(group, conns, strict=True):
+            body = json.dumps({"messages": history}).encode()
+            status, raw = await conn.request("POST", f"/sessions/{c.sid}/messages", body)
+            assert status == 201, raw[:300]
+    start = time.perf_counter()
+    measure_from = start + warmup_s
+    stop_at = measure_from + duration_s
+
+    async def loop(client: Client, conn: Http) -> None:
+        while True:
+            now = time.perf_counter()
+            if now >= stop_at:
+                return
+            if op == "context":
+                status, answer = await conn.request(
+                    "GET", f"/sessions/{client.sid}/context?max_tokens=8000"
+                )
+                done = time.perf_counter()
+                if status == 200 and now >= measure_from:
+                    client.latencies.append(done - now)
+                client.failures += status != 200
+                continue
+            mid = f"{client.sid}-{client.sent}"
+            client.sent += 1
+            body = json.dumps(
+                {"messages": [{"role": "user", "content": f"step {client.sent}", "id": mid}]}
+            ).encode()
+            status, answer = await conn.request("POST", f"/sessions/{client.sid}/messages", body)
+            done = time.perf_counter()
+            if status in (200, 201):
+                client.acked[mid] = json.loads(answer)["messages"][0]["seq"]
+                if now >= measure_from:
+                    client.latencies.append(done - now)
+            else:
+                client.failures += 1
+
+    await asyncio.gather(*(loop(c, conn) for c, conn in zip(group, conns, strict=True)))
+    for conn in conns:
+        conn.close()
+    return group, duration_s
+
+
+async def check(base: str, group: list[Client]) -> tuple[int, int, int]:
+    """(lost, duplicated or misplaced, unacknowledged stored) over every session."""
+    url = urlsplit(base)
+    conn = await Http.connect(url.hostname or "127.0.0.1", url.port or 80)
+    lost = dup = extra = 0
+    try:
+        for client in group:
+            stored: list[tuple[str, int]] = []
+            after = 0
+            while True:
+                status, raw = await conn.request(
+                    "GET", f"/sessions/{client.sid}/messages?limit=1000&after_seq={after}"
+                )
+                assert status == 200, raw[:300]
+                page = json.loads(raw)
+                stored += [(m["id"], m["seq"]) for m in page["messages"]]
+                if page["next_after_seq"] is None:
+                    break
+                after = page["next_after_seq"]
+            by_id: dict[str, int] = {}
+            for mid, seq in stored:
+                if mid in by_id:
+                    dup += 1
+                by_id[mid] = seq
+            if [seq for _, seq in stored] != list(range(1, len(stored) + 1)):
+                dup += 1  # a gap or a repeated seq
+            lost += sum(1 for mid, seq in client.acked.items() if by_id.get(mid) != seq)
+            extra += sum(1 for mid in by_id if mid not in client.acked)
+    finally:
+        conn.close()
+    return lost, dup, extra
+
+
+# One append's shape: bump the session row's seq and counters, insert the message.
+PGBENCH_SCRIPT = """\
+BEGIN;
+WITH s AS (
+  UPDATE sessions SET last_seq = last_seq + 1, count_user = count_user + 1,
+         context_tokens = context_tokens + 7
+   WHERE tenant_id = 'default' AND id = 'pgb-' || :client_id
+  RETURNING tenant_id, id, last_seq, context_tokens
+)
+INSERT INTO messages (tenant_id, session_id, seq, message_id, role, body, token_count,
+                      context_tokens_through)
+SELECT tenant_id, id, last_seq, 'pgb-' || :client_id || '-' || last_seq, 'user',
+       '{"role": "user", "content": "a step of the agent"}'::jsonb, 7, context_tokens
+  FROM s;
+COMMIT;
+"""
+
+
+def pgbench(
+    binary: str, url: str, clients: int, duration_s: float, folder: Path
+) -> tuple[float, float, float]:
+    """(transactions/s, latency p50 ms, p99 ms) of PGBENCH_SCRIPT from `clients` connections."""
+    script = folder / "append.sql"
+    script.write_text(PGBENCH_SCRIPT)
+    logs = folder / f"log-{clients}"
+    logs.mkdir()
+    cmd = [
+        binary,
+        *("-n", "-M", "prepared", "-f", str(script)),
+        *("-c", str(clients), "-j", str(min(clients, 2)), "-T", str(int(duration_s))),
+        *("-l", "--log-prefix", str(logs / "pgbench")),
+        plain_url(url).replace("postgresql+asyncpg://", "postgresql://"),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"pgbench failed: {done.stderr[-2000:]}")
+    tps = float(re.search(r"tps = ([0-9.]+)", done.stdout).group(1))  # type: ignore[union-attr]
+    lat = [
+        int(line.split()[2]) / 1000
+        for f in logs.iterdir()
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
+    return tps, percentile(lat, 50), percentile(lat, 99)
+
+
+async def seed_pgbench_sessions(base: str, clients: int) -> None:
+    url = urlsplit(base)
+    conn = await Http.connect(url.hostname or "127.0.0.1", url.port or 80)
+    try:
+        for i in range(clients):
+            body = json.dumps({"messages": [{"role": "user", "content": "seed"}]}).encode()
+            status, raw = await conn.request("POST", f"/sessions/pgb-{i}/messages", body)
+            assert status == 201, raw[:300]
+    finally:
+        conn.close()
+
+
+async def measure_workers(
+    url: str, workers: int, args: argparse.Namespace
+) -> tuple[list[object], int]:
+    if args.op == "context":
+        return await measure_context(url, workers, args)
+    async with contextd_server(url, workers=workers) as base:
+        progress(f"contextd serve --workers {workers}: {args.clients} clients, {args.duration}s")
+        group, seconds = await run_clients(base, workers, args.clients, args.warmup, args.duration)
+        latencies = [x * 1000 for c in group for x in c.latencies]
+        lost, dup, extra = await check(base, group)
+        if workers == max(args.workers):
+            await seed_pgbench_sessions(base, max(args.pgbench_clients, default=0))
+    failures = sum(c.failures for c in group)
+    row: list[object] = [
+        f"contextd `serve --workers {workers}`",
+        args.clients,
+        round(len(latencies) / seconds),
+        round(percentile(latencies, 50), 1),
+        round(percentile(latencies, 99), 1),
+        round(max(latencies, default=0), 1),
+        failures,
+        f"{lost} / {dup} / {extra}",
+    ]
+    return row, lost + dup + extra
+
+
+async def measure_context(
+    url: str, workers: int, args: argparse.Namespace
+) -> tuple[list[object], int]:
+    async with contextd_server(url, workers=workers) as base:
+        progress(f"contextd serve --workers {workers}: {args.clients} context readers")
+        group, seconds = await run_clients(
+            base, workers, args.clients, args.warmup, args.duration, op="context"
+        )
+    latencies = [x * 1000 for c in group for x in c.latencies]
+    failures = sum(c.failures for c in group)
+    row: list[object] = [
+        f"contextd `serve --workers {workers}`: GET /context (300 messages, 8k tokens)",
+        args.clients,
+        round(len(latencies) / seconds),
+        round(percentile(latencies, 50), 1),
+        round(percentile(latencies, 99), 1),
+        round(max(latencies, default=0), 1),
+        failures,
+        "",
+    ]
+    return row, failures
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
+    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    p.add_argument("--workers", default="1,2", help="`serve --workers` counts, comma-separated")
+    p.add_argument("--clients", type=int, default=50, help="concurrent appending clients")
+    p.add_argument("--duration", type=float, default=15, help="measured seconds per row")
+    p.add_argument("--warmup", type=float, default=3, help="unmeasured seconds before")
+    p.add_argument("--pgbench-clients", default="10,50", help="pgbench connection counts ('' none)")
+    p.add_argument("--op", choices=("append", "context"), default="append", help="what to time")
+    p.add_argument("--pgbench", default=shutil.which("pgbench") or "pgbench", help="its binary")
+    args = p.parse_args()
+    args.workers = [int(x) for x in args.workers.split(",") if x]
+    args.pgbench_clients = [int(x) for x in args.pgbench_clients.split(",") if x]
+    server = (
+        None if args.embedded else (args.database_url or os.environ.get("CONTEXTD_DATABASE_URL"))
+    )
+    rows: list[list[object]] = []
+    bad = 0
+    load_before = load_average()
+    with throwaway_database(server, prefix="contextd_tp") as db:
+        from app.db import run_migrations
+
+        run_migrations(db.url)
+        with contextlib.suppress(ImportError):
+            import uvloop
+
+            asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+        for w in args.workers:
+            row, errors = asyncio.run(measure_workers(db.url, w, args))
+            rows.append(row)
+            bad += errors
+        with tempfile.TemporaryDirectory(prefix="contextd-pgbench-") as tmp:
+            for c in args.pgbench_clients:
+                progress(f"pgbench: {c} connections, {args.duration}s")
+                tps, p50, p99 = pgbench(args.pgbench, db.url, c, args.duration, Path(tmp))
+                rows.append(
+                    [
+                        "PostgreSQL alone (pgbench, same transaction)",
+                        c,
+                        round(tps),
+                        round(p50, 1),
+                        round(p99, 1),
+                        "",
+                        "",
+                        "",
+                    ]
+                )
+        where = db.server
+    print(f"{machine_info()}; database: {where}")
+    print(f"load average before: {load_before}; after: {load_average()}")
+    print(f"{args.duration:.0f} s measured per row after {args.warmup:.0f} s of warm-up\n")
+    print(
+        markdown_table(
+            [
+                "server",
+                "clients",
+                "appends/s",
+                "p50 ms",
+                "p99 ms",
+                "max ms",
+                "non-2xx",
+                "lost / dup / unacked stored",
+            ],
+            rows,
+        )
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
