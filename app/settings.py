@@ -26,6 +26,12 @@ class CompactionSettings(BaseSettings):
     warn_ratio: float = 0.80
     compact_ratio: float = 0.90
     min_preserved_turns: int = Field(8, ge=0)
+    # Planning by tokens and steps (SPEC §5): the preserved tail is at most this share of
+    # the usable budget, never less than the current turn's last `min_preserved_steps` steps.
+    keep_recent_ratio: float = Field(0.3, gt=0, lt=1)
+    min_preserved_steps: int = Field(4, ge=1)
+    # The summary's verbatim `user_messages` section: at most this share of the usable budget.
+    user_messages_ratio: float = Field(0.15, gt=0, lt=1)
     compact_timeout_s: float = Field(30.0, gt=0)
     flush_timeout_s: float = Field(30.0, gt=0)
     fail_open: bool = True

@@ -247,6 +247,7 @@ async def store_summary(
     new_watermark: int,
     generation: int,
     values: dict[str, Any],
+    kept_below_tokens: int = 0,
 ) -> bool:
     """The one fenced, monotonic write of SPEC §5.
 
@@ -254,6 +255,8 @@ async def store_summary(
     still the one the job read its history at (no tail delete or clear since:
     the range it summarised still exists, seq for seq) and, while a lease is
     live, the lease still carries the job's token. Otherwise nothing is written.
+    `kept_below_tokens` are tokens at or below the new watermark that stay in the
+    effective history (the turn anchor, SPEC §5): budget status keeps counting them.
     """
     through = (
         select(MessageRow.context_tokens_through)
@@ -280,7 +283,7 @@ async def store_summary(
         )
         .values(
             last_compaction_seq=new_watermark,
-            watermark_context_tokens=through,
+            watermark_context_tokens=through - kept_below_tokens,
             compaction_count=SessionRow.compaction_count + 1,
             **values,
         )

@@ -305,6 +305,7 @@ class CompactionRunner:
                 new_watermark=plan.new_watermark,
                 generation=row.generation,
                 values=values,
+                kept_below_tokens=plan.anchor_tokens,
             )
             if not stored:
                 reason = (

@@ -1,40 +1,63 @@
-"""Turn split and compaction planning (SPEC §5, first steps).
+"""Turn and step split and compaction planning by tokens and steps (SPEC §5).
 
 Definitions used throughout compaction:
 
 - A *turn* is a user message and every message after it up to the next user
   message. Messages before the first user message form a leading turn of their
-  own (turn 0, e.g. an assistant greeting).
+  own (e.g. an assistant greeting, or the rest of a turn whose opening user
+  message an earlier compaction moved behind the watermark).
 - The *current* turn is the turn that holds the latest user message, whether
-  or not the assistant has answered yet: the user may still be waiting on it.
-  If there is no user message at all, the last turn is current. It is never
-  compacted, so the watermark can never cover it.
-- The *compressible range* is every turn after the watermark except the
-  current turn and the `min_preserved_turns` complete turns before it.
-  Its boundary is moved earlier if it would separate a tool call from its
-  result, so tool groups stay whole.
+  or not the assistant has answered yet. If there is no user message at all,
+  the last turn is current.
+- A *step* is a complete tool group with any assistant text just before it,
+  or a lone assistant message. A group still missing a result is *open*; a
+  step holding one is open too. Tool results, UI-only and historical system
+  messages belong to the step they follow.
+- The *preserved tail* is the current turn and the `min_preserved_turns`
+  turns before it, but only as much of them (newest first, whole steps) as
+  fits in `keep_recent_tokens`; and never less than the current turn's last
+  `min_preserved_steps` complete steps.
+- The *compressible range* is every message after the watermark and before
+  the tail, cut only at a step boundary where every tool call before the cut
+  has its results before it: so it never splits a group and never holds an
+  open one, and it may reach inside the current turn. A range never ends on
+  a user message that something answers after the cut (the user's words stay
+  with what answered them).
+- The *turn anchor* is the user message opening the current turn. When the
+  range reaches inside the current turn the watermark moves past it, but it
+  stays in the effective history verbatim (the context read adds the
+  session's latest user message whatever the watermark, see
+  `app/context/repository.py`) and its tokens are not counted as freed. It is
+  summarised too (verbatim in `user_messages`) so it outlives its turn.
 - Pinned messages inside the range are summarised *and* carried verbatim into
-  the summary's `pinned` section, so they stay visible without the context
-  assembler having to look below the watermark.
+  the summary's `pinned` section.
 - Tokens are the cached `token_count` of messages that reach the model
   (`include_in_context`, not historical `system` messages).
+
+Everything here is pure: the runner and `dry_run` call it on the history read
+after the watermark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from app.compaction.summary import summary_token_cap
 from app.messages.types import LoggedMessage
 
 NoopCode = Literal["empty_history", "nothing_compressible", "not_regrown", "too_little_to_free"]
+TailLimit = Literal["min_preserved_turns", "keep_recent_ratio", "min_preserved_steps", "history"]
 
 
 def in_context(message: LoggedMessage) -> bool:
     """Whether the message is part of what the model sees (and so of what compaction frees)."""
     return message.include_in_context and message.role != "system"
+
+
+def _tokens(messages: Sequence[LoggedMessage]) -> int:
+    return sum(m.token_count for m in messages if in_context(m))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +78,7 @@ class Turn:
 
     @property
     def tokens(self) -> int:
-        return sum(m.token_count for m in self.messages if in_context(m))
+        return _tokens(self.messages)
 
 
 def split_turns(messages: Sequence[LoggedMessage]) -> list[Turn]:
@@ -70,8 +93,85 @@ def split_turns(messages: Sequence[LoggedMessage]) -> list[Turn]:
 
 
 @dataclass(frozen=True, slots=True)
+class Unit:
+    """A keep-or-compact unit: a user message, a step, or a leading run of other messages.
+
+    `start`/`end` index the planned messages; `closed_before` says whether every
+    tool call before `start` has all its results before `start` (a valid cut).
+    """
+
+    start: int
+    end: int
+    kind: Literal["user", "step", "other"]
+    turn: int
+    open: bool
+    tokens: int
+    closed_before: bool
+
+
+def split_units(messages: Sequence[LoggedMessage]) -> list[Unit]:
+    """Users, steps and leftovers in log order (see the module docstring)."""
+    answered_anywhere = {str(m.body.get("tool_call_id")) for m in messages if m.role == "tool"}
+    starts: list[int] = []
+    for i, m in enumerate(messages):
+        if i == 0 or m.role == "user":
+            starts.append(i)
+        elif m.role == "assistant":
+            prev = messages[i - 1]
+            text_then_group = (
+                prev.role == "assistant" and not prev.tool_call_ids and bool(m.tool_call_ids)
+            )
+            if not text_then_group:
+                starts.append(i)
+    # Which starts are clean cuts: no call before them still waiting for a result there.
+    outstanding: set[str] = set()
+    closed_at: dict[int, bool] = {}
+    start_set = set(starts)
+    for i, m in enumerate(messages):
+        if i in start_set:
+            closed_at[i] = not outstanding
+        if m.role == "tool":
+            outstanding.discard(str(m.body.get("tool_call_id")))
+        outstanding.update(m.tool_call_ids)
+    units: list[Unit] = []
+    turn = 0
+    for k, start in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else len(messages)
+        first = messages[start]
+        if first.role == "user" and start > 0:
+            turn += 1
+        kind: Literal["user", "step", "other"] = (
+            "user" if first.role == "user" else "step" if first.role == "assistant" else "other"
+        )
+        chunk = messages[start:end]
+        is_open = any(cid not in answered_anywhere for m in chunk for cid in m.tool_call_ids)
+        units.append(Unit(start, end, kind, turn, is_open, _tokens(chunk), closed_at[start]))
+    return units
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """Where the preserved tail starts and what set it (for `dry_run`)."""
+
+    start: int  # index in the planned messages
+    limited_by: TailLimit
+    tokens: int
+    current_turn_steps: int
+    kept_steps: int
+    open_seqs: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class CompactionPlan:
-    """What one compaction would do; also the body of a `dry_run` answer."""
+    """What one compaction would do; also the body of a `dry_run` answer.
+
+    `range_messages` are what the summary folds; `preserved_messages` are what
+    stays in the effective history. When the watermark moves past the turn
+    anchor it is in both: the summary carries it verbatim (it must outlive the
+    turn: once the next user message arrives it is no longer read as the
+    anchor) and the effective history keeps it while its turn lasts, so its
+    tokens are not counted as freed.
+    """
 
     range_messages: tuple[LoggedMessage, ...]
     preserved_messages: tuple[LoggedMessage, ...]
@@ -83,6 +183,8 @@ class CompactionPlan:
     preserved_turns: int
     estimated_freed_tokens: int
     forced: bool = False
+    anchor: LoggedMessage | None = None
+    explanation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def first_seq(self) -> int:
@@ -100,6 +202,11 @@ class CompactionPlan:
     def preserved_count(self) -> int:
         return sum(1 for m in self.preserved_messages if in_context(m))
 
+    @property
+    def anchor_tokens(self) -> int:
+        """Tokens below the new watermark that stay in the effective history (the anchor)."""
+        return self.anchor.token_count if self.anchor is not None and in_context(self.anchor) else 0
+
     def report(self) -> dict[str, Any]:
         return {
             "would_compact": True,
@@ -114,7 +221,9 @@ class CompactionPlan:
             "preserved_turns": self.preserved_turns,
             "preserved_count": self.preserved_count,
             "pinned_seqs": [m.seq for m in self.pinned],
+            "turn_anchor_seq": self.anchor.seq if self.anchor is not None else None,
             "forced": self.forced,
+            **self.explanation,
         }
 
 
@@ -126,6 +235,7 @@ class NoopReason:
     detail: str
     range_tokens: int = 0
     history_tokens: int = 0
+    explanation: dict[str, Any] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
         return {
@@ -134,15 +244,58 @@ class NoopReason:
             "detail": self.detail,
             "range_tokens": self.range_tokens,
             "history_tokens": self.history_tokens,
+            **self.explanation,
         }
 
 
-def _splits_tool_group(before: Sequence[Turn], after: Sequence[Turn]) -> bool:
-    called = {cid for t in before for m in t.messages for cid in m.tool_call_ids}
-    answered_later = {
-        str(m.body.get("tool_call_id")) for t in after for m in t.messages if m.role == "tool"
-    }
-    return bool(called & answered_later)
+def preserved_tail(
+    messages: Sequence[LoggedMessage],
+    units: Sequence[Unit],
+    *,
+    min_preserved_turns: int,
+    min_preserved_steps: int,
+    keep_recent_tokens: int | None,
+) -> Tail:
+    """The start of the preserved tail (SPEC §5), before cut-point adjustments."""
+    current = units[-1].turn
+    oldest_turn = current - max(0, min_preserved_turns)
+    # Newest first, whole units, within the last turns and the token share.
+    soft = len(messages)
+    tokens = 0
+    limited_by: TailLimit = "history"
+    for u in reversed(units):
+        if u.turn < oldest_turn:
+            limited_by = "min_preserved_turns"
+            break
+        if keep_recent_tokens is not None and tokens + u.tokens > keep_recent_tokens:
+            limited_by = "keep_recent_ratio"
+            break
+        tokens += u.tokens
+        soft = u.start
+    # Floor: the current turn's last `min_preserved_steps` complete steps (all if fewer).
+    steps = [u for u in units if u.turn == current and u.kind == "step" and not u.open]
+    kept = steps[-max(1, min_preserved_steps) :] if steps else []
+    hard = kept[0].start if kept else len(messages)
+    if hard < soft:
+        limited_by = "min_preserved_steps"
+        tokens = _tokens(messages[hard:])
+    opens = tuple(messages[u.start].seq for u in units if u.open)
+    return Tail(min(soft, hard), limited_by, tokens, len(steps), len(kept), opens)
+
+
+def _cut(units: Sequence[Unit], tail_start: int) -> int:
+    """The latest clean cut at or before `tail_start` that does not end on a user message."""
+    candidates = [u for u in units if u.start <= tail_start]
+    for k in range(len(candidates) - 1, -1, -1):
+        u = candidates[k]
+        if u.start == 0:
+            return 0
+        if not u.closed_before:
+            continue  # a call before it is still waiting for a result at or after it
+        if units[k - 1].kind == "user" and u.kind != "user":
+            continue  # the range would end on a user message: keep it with its answer
+        return u.start
+    return 0
 
 
 def plan_range(
@@ -150,6 +303,8 @@ def plan_range(
     *,
     watermark: int,
     min_preserved_turns: int,
+    min_preserved_steps: int = 4,
+    keep_recent_tokens: int | None = None,
     min_free_tokens: int = 0,
     regrowth_ratio: float = 0.0,
     tokens_at_last_compaction: int | None = None,
@@ -159,6 +314,7 @@ def plan_range(
 ) -> CompactionPlan | NoopReason:
     """Choose the compressible range, or say why there is none.
 
+    `keep_recent_tokens` None means no token limit on the tail (whole turns).
     Thrash guards (skipped when `force`): the range must free at least
     `min_free_tokens` once its summary (at most `summary_ratio` of it, at least
     `summary_floor_tokens`) is counted; and when `tokens_at_last_compaction`
@@ -166,25 +322,45 @@ def plan_range(
     the effective history must have grown by `regrowth_ratio` of it since.
     """
     messages = [m for m in messages_after_watermark if m.seq > watermark]
-    history_tokens = sum(m.token_count for m in messages if in_context(m))
+    history_tokens = _tokens(messages)
     if not messages:
         return NoopReason("empty_history", "no messages after the watermark")
-    turns = split_turns(messages)
-    # The last turn holds the latest user message (or there is none): it is current.
-    complete = turns[:-1]
-    cut = max(0, len(complete) - max(0, min_preserved_turns))
-    while cut > 0 and _splits_tool_group(turns[:cut], turns[cut:]):
-        cut -= 1
-    range_turns = turns[:cut]
-    range_messages = tuple(m for t in range_turns for m in t.messages)
-    range_tokens = sum(t.tokens for t in range_turns)
-    if not range_turns or range_tokens == 0:
+    units = split_units(messages)
+    tail = preserved_tail(
+        messages,
+        units,
+        min_preserved_turns=min_preserved_turns,
+        min_preserved_steps=min_preserved_steps,
+        keep_recent_tokens=keep_recent_tokens,
+    )
+    cut = _cut(units, tail.start)
+    current = units[-1].turn
+    anchor_unit = next(
+        (u for u in units if u.turn == current and u.kind == "user" and u.start < cut), None
+    )
+    anchor = messages[anchor_unit.start] if anchor_unit is not None else None
+    range_messages = tuple(messages[:cut])
+    range_tokens = _tokens(range_messages)
+    anchor_tokens = _tokens((anchor,)) if anchor is not None else 0
+    explanation: dict[str, Any] = {
+        "tail": {
+            "from_seq": messages[tail.start].seq if tail.start < len(messages) else None,
+            "tokens": tail.tokens,
+            "limited_by": tail.limited_by,
+            "current_turn_complete_steps": tail.current_turn_steps,
+            "kept_steps": tail.kept_steps,
+            "keep_recent_tokens": keep_recent_tokens,
+        },
+        "cut_moved_back": cut < tail.start,
+        "open_group_seqs": list(tail.open_seqs),
+    }
+    if cut == 0 or range_tokens - anchor_tokens == 0:
         return NoopReason(
             "nothing_compressible",
-            f"{len(complete)} complete turn(s) after the watermark, "
-            f"{min_preserved_turns} are preserved and the current turn is never compacted",
+            _why_empty(messages, units, tail, cut, min_preserved_turns, min_preserved_steps),
             range_tokens,
             history_tokens,
+            explanation,
         )
     if not force and tokens_at_last_compaction is not None:
         needed = tokens_at_last_compaction * (1 + regrowth_ratio)
@@ -195,11 +371,11 @@ def plan_range(
                 f"{tokens_at_last_compaction} and it must grow by {regrowth_ratio:.0%} first",
                 range_tokens,
                 history_tokens,
+                explanation,
             )
-    summary_cap = min(
-        range_tokens, summary_token_cap(range_tokens, summary_ratio, summary_floor_tokens)
-    )
-    freed = range_tokens - summary_cap
+    folded = range_tokens - anchor_tokens
+    summary_cap = min(folded, summary_token_cap(folded, summary_ratio, summary_floor_tokens))
+    freed = range_tokens - anchor_tokens - summary_cap
     if not force and freed < min_free_tokens:
         return NoopReason(
             "too_little_to_free",
@@ -207,19 +383,60 @@ def plan_range(
             f"less than the minimum of {min_free_tokens}",
             range_tokens,
             history_tokens,
+            explanation,
         )
-    preserved = tuple(m for t in turns[cut:] for m in t.messages)
+    preserved = (*((anchor,) if anchor is not None else ()), *messages[cut:])
+    range_turns = {u.turn for u in units if u.start < cut}
+    kept_turns = {u.turn for u in units if u.start >= cut or u is anchor_unit}
     return CompactionPlan(
         range_messages=range_messages,
         preserved_messages=preserved,
         previous_watermark=watermark,
-        new_watermark=range_messages[-1].seq,
+        new_watermark=messages[cut - 1].seq,
         range_tokens=range_tokens,
-        preserved_tokens=history_tokens - range_tokens,
+        preserved_tokens=history_tokens - range_tokens + anchor_tokens,
         summarized_turns=len(range_turns),
-        preserved_turns=len(turns) - cut,
+        preserved_turns=len(kept_turns),
         estimated_freed_tokens=freed,
         forced=force,
+        anchor=anchor,
+        explanation=explanation,
+    )
+
+
+def _why_empty(
+    messages: Sequence[LoggedMessage],
+    units: Sequence[Unit],
+    tail: Tail,
+    cut: int,
+    min_preserved_turns: int,
+    min_preserved_steps: int,
+) -> str:
+    """A sentence for `dry_run` and the noop job: what kept everything out of the range."""
+    if cut > 0:
+        return "only the turn anchor, UI-only or system messages lie before the preserved tail"
+    if all(m.role == "user" or not in_context(m) for m in messages[: tail.start]):
+        if tail.limited_by == "min_preserved_steps":
+            return (
+                f"the current turn has {tail.current_turn_steps} complete step(s) after the "
+                f"watermark and its last {min_preserved_steps} (min_preserved_steps) are "
+                "always kept; they reach back to the watermark"
+            )
+        return (
+            f"the preserved tail holds everything after the watermark ({tail.tokens} tokens): "
+            f"the current turn and the {min_preserved_turns} before it (min_preserved_turns) "
+            "fit in keep_recent_ratio of the usable budget"
+        )
+    first_open = next((u for u in units if u.open), None)
+    if first_open is not None and first_open.start < tail.start:
+        return (
+            f"a tool group still missing a result (seq {messages[first_open.start].seq}) is "
+            "never compacted, nor anything after it"
+        )
+    return (
+        f"no step boundary before seq {messages[min(tail.start, len(messages) - 1)].seq} "
+        "leaves every tool call with "
+        "its results and the range ending on a message other than the user's"
     )
 
 
@@ -228,6 +445,10 @@ class PlanSettings(Protocol):
 
     @property
     def min_preserved_turns(self) -> int: ...
+    @property
+    def min_preserved_steps(self) -> int: ...
+    @property
+    def keep_recent_ratio(self) -> float: ...
     @property
     def min_free_ratio(self) -> float: ...
     @property
@@ -243,11 +464,13 @@ def plan_for_settings(
     tokens_at_last_compaction: int | None = None,
     force: bool = False,
 ) -> CompactionPlan | NoopReason:
-    """`plan_range` with a session's settings; `min_free_ratio` is of the usable budget."""
+    """`plan_range` with a session's settings; the ratios are of the usable budget."""
     return plan_range(
         messages_after_watermark,
         watermark=watermark,
         min_preserved_turns=settings.min_preserved_turns,
+        min_preserved_steps=settings.min_preserved_steps,
+        keep_recent_tokens=int(settings.keep_recent_ratio * usable_budget),
         min_free_tokens=int(settings.min_free_ratio * usable_budget),
         regrowth_ratio=settings.regrowth_ratio,
         tokens_at_last_compaction=tokens_at_last_compaction,

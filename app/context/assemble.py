@@ -140,11 +140,17 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
     history = _ordered(request.history)
     summarized: list[SetAside] = []
     if summary is not None:
-        # Pinned messages under the watermark are carried verbatim by the summary.
+        # Pinned messages under the watermark are carried verbatim by the summary. The
+        # turn anchor (the latest user message, SPEC §5) stays in the history even when
+        # a compaction moved the watermark past it, inside the current turn.
+        through = summary.through_seq
+        anchor = next((m for m in reversed(history) if m.role == "user"), None)
         summarized = [
-            SetAside(m, "excluded", "summarized") for m in history if m.seq <= summary.through_seq
+            SetAside(m, "excluded", "summarized")
+            for m in history
+            if m.seq <= through and m is not anchor
         ]
-        history = [m for m in history if m.seq > summary.through_seq]
+        history = [m for m in history if m.seq > through or m is anchor]
     groups, aside = split_units(history)
     limits = Limits.from_preview_limit(request.session_id, request.preview_limit_tokens)
     view = HistoryView.build(groups, limits, counter)

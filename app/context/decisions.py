@@ -70,7 +70,8 @@ def encode(decided: Decided, from_seq: int | None) -> tuple[list[Decision], int]
         push(seq, seq, action, rule)
         if action == "dropped":
             dropped += 1
-        expected = seq + 1
+        # max: the turn anchor may come from below the watermark (seq < from_seq).
+        expected = seq + 1 if expected is None else max(expected, seq + 1)
     out = [Decision(a, action, rule, b if b != a else None) for a, b, action, rule in runs]
     return out, dropped
 

@@ -197,7 +197,7 @@ def _part(n: int) -> Any:
     return literal_column(str(n)).label("part")
 
 
-_RECENT, _OPENER, _PINNED, _LEAD = 1, 2, 3, 4
+_RECENT, _OPENER, _PINNED, _LEAD, _ANCHOR = 1, 2, 3, 4, 5
 _WINDOW = union_all(
     # Both bounds, although nothing follows `last_seq`: the planner cannot know the
     # start (a subquery), and an open range would be estimated at a third of the
@@ -220,6 +220,16 @@ _WINDOW = union_all(
     .select(),
     select(*_COLUMNS, _part(_PINNED)).where(*_IN_SESSION, _MSG.pinned, *_BEFORE),
     select(*_COLUMNS, _part(_LEAD)).where(*_IN_SESSION, _MSG.seq >= _LEAD_IN, _MSG.seq < _START),
+    # The turn anchor (SPEC §5): the session's latest user message, whatever the floor.
+    # A compaction may move the watermark inside the current turn, past the message
+    # that opens it; that message stays in the effective history verbatim. Above the
+    # floor it is one of the rows above already (read once: rows are kept by seq).
+    select(*_COLUMNS, _part(_ANCHOR))
+    .where(*_IN_SESSION, _MSG.role == literal_column("'user'"))
+    .order_by(_MSG.seq.desc())
+    .limit(_ONE)
+    .subquery()
+    .select(),
 )
 # The calls and answers of some call ids that were not read yet: a nested loop from
 # the `tool_calls` key to the messages' primary key.
@@ -350,7 +360,8 @@ def _flags(m: LoggedMessage) -> tuple[Any, ...]:
 async def window(db: AsyncSession, session: SessionRow, read_tokens: int) -> list[LoggedMessage]:
     """Effective-history candidates: the newest `read_tokens` worth of messages,
     the `EARLIER_USERS` user messages before them (the first opens the oldest turn
-    read), the latest user message,
+    read), the latest user message (the turn anchor, even when a compaction moved
+    the watermark past it),
     every pinned message, and whatever completes the tool groups among them."""
     reader = _Reader(session)
     params = reader.params

@@ -516,3 +516,81 @@ async def test_after_a_failed_compaction_payloads_follow_fail_open(
     assert done["status"] == "success", done
     ctx = await cclient.get(f"/sessions/{sid}/context")
     assert ctx.status_code == 200 and ctx.json()["summary"]["included"] is True
+
+
+def agent_run(steps: int, *, first: int = 0) -> list[dict[str, Any]]:
+    """Tool steps of an agent run: a short text, a call, a result of ~20 lines."""
+    out: list[dict[str, Any]] = []
+    for i in range(first, first + steps):
+        out += [
+            {"role": "assistant", "content": f"Checking module m{i}."},
+            call(f"s{i}", args=f'{{"path": "pkg/m{i}.py"}}'),
+            result(f"s{i}", f"pkg/m{i}.py\n" + f"def f{i}(): pass\n" * 20),
+        ]
+    return out
+
+
+async def test_single_turn_agent_run_is_compacted_inside_the_turn(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    task = "Fix the failing build; keep the public API of pkg unchanged."
+    await cclient.put(f"/sessions/{sid}", json={**SMALL, "anchors": [ANCHOR]})
+    r = await cclient.post(
+        f"/sessions/{sid}/messages", json={"messages": [user(task), *agent_run(30)]}
+    )
+    assert r.status_code == 201, r.text
+    dry = (await cclient.post(f"/sessions/{sid}/compact", json={"dry_run": True})).json()
+    assert dry["would"] == "compact" and dry["turn_anchor_seq"] == 1, dry
+    assert dry["tail"]["limited_by"] in ("keep_recent_ratio", "min_preserved_steps")
+    before = (await cclient.get(f"/sessions/{sid}/budget")).json()["current_tokens"]
+    done = await compact(cclient, sid)
+    assert done["status"] == "success", done
+    watermark = done["watermark_after"]
+    assert watermark > 1  # past the turn's opening user message, inside the turn
+    after = (await cclient.get(f"/sessions/{sid}/budget")).json()["current_tokens"]
+    assert after < before * 0.6, (before, after)
+    for extra in range(2):
+        ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
+        # The turn anchor: below the watermark, still sent verbatim, before the steps.
+        assert 1 in ctx["kept_seqs"]
+        users = [m for m in ctx["messages"] if m["role"] == "user"]
+        assert users[0]["content"] == task
+        # Tool groups whole, and the last four steps are there.
+        called = {c["id"] for m in ctx["messages"] for c in m.get("tool_calls") or ()}
+        answered = {m["tool_call_id"] for m in ctx["messages"] if m["role"] == "tool"}
+        assert called == answered
+        assert {f"s{i}" for i in range(26 + extra, 30 + extra)} <= called
+        assert not any(f"Checking module m{i}." in str(m) for i in range(3) for m in users)
+        await cclient.post(f"/sessions/{sid}/messages", json={"messages": agent_run(1, first=30)})
+    # A new user message ends the turn: it is the anchor now, the old one is summarised.
+    await cclient.post(f"/sessions/{sid}/messages", json={"messages": [user("Now the docs.")]})
+    ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
+    assert 1 not in ctx["kept_seqs"]
+    assert [m["content"] for m in ctx["messages"] if m["role"] == "user"][-1] == "Now the docs."
+
+
+async def test_dry_run_explains_an_empty_plan(cclient: httpx.AsyncClient, sid: str) -> None:
+    await cclient.put(f"/sessions/{sid}", json=SMALL)
+    await cclient.post(f"/sessions/{sid}/messages", json={"messages": [user("go"), *agent_run(3)]})
+    dry = (await cclient.post(f"/sessions/{sid}/compact", json={"dry_run": True})).json()
+    assert dry["would"] == "noop" and dry["reason"] == "nothing_compressible"
+    assert "keep_recent_ratio" in dry["detail"] and dry["tail"]["limited_by"] == "history"
+    assert dry["tail"]["kept_steps"] == 3 and dry["tail"]["from_seq"] == 1
+    # A smaller share: still nothing, the current turn's last steps are kept whatever it is.
+    tiny = {**SMALL_COMPACTION, "keep_recent_ratio": 0.01}
+    r = await cclient.put(f"/sessions/{sid}", json={**SMALL, "compaction": tiny})
+    assert r.status_code in (200, 201), r.text
+    dry = (await cclient.post(f"/sessions/{sid}/compact", json={"dry_run": True})).json()
+    assert dry["would"] == "noop" and "min_preserved_steps" in dry["detail"], dry
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("keep_recent_ratio", 1.5), ("min_preserved_steps", 0), ("user_messages_ratio", 0)],
+)
+async def test_new_planning_settings_are_validated(
+    cclient: httpx.AsyncClient, sid: str, field: str, value: float
+) -> None:
+    r = await cclient.put(f"/sessions/{sid}", json={"compaction": {field: value}})
+    assert r.status_code == 422 and field in r.text, r.text
+    assert (await cclient.get(f"/sessions/{sid}")).status_code == 404
