@@ -155,11 +155,13 @@ def check(request: AssemblyRequest, result: AssembledContext) -> None:
         assert decided[seq].action in ("kept", "preview", "cut")
 
     through = request.summary.through_seq if request.summary else 0
-    ok = sendable([m for m in request.history if m.seq > through])
+    # The turn anchor: the latest user message stays even below the watermark (SPEC §5).
+    anchor = max((s for s, lm in by_seq.items() if lm.role == "user"), default=None)
+    ok = sendable([m for m in request.history if m.seq > through or m.seq == anchor])
     for seq, lm in by_seq.items():
         if seq not in ok:
             assert seq not in kept
-        if seq <= through:
+        if seq <= through and seq != anchor:
             assert decided[seq].rule == "summarized"
         elif not lm.include_in_context:
             assert decided[seq].rule == "ui_only"
