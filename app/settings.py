@@ -109,6 +109,9 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(2 * 1024 * 1024, gt=0)
     max_page_size: int = Field(1000, gt=0)
     tool_preview_tokens: int = Field(2000, gt=0)
+    # Prompt-cache stability (app/context/stability.py): a payload that must trim is cut
+    # down to this share of its budget, so the calls after it append again.
+    trim_target_ratio: float = Field(0.7, gt=0, le=1)
 
     db_pool_size: int = Field(10, gt=0)
     db_pool_timeout_s: float = Field(5.0, gt=0)

@@ -22,11 +22,18 @@ POST_FIELDS = (
     "reserve_output_tokens",
     "preview_limit_tokens",
     "format",
+    "previous_prefix_id",
 )
 
 FORMAT_DOC = (
     "openai (default): Chat Completions `messages`; responses: Responses API `input` items; "
     "anthropic: Messages API `system` + `messages` with a cache_control breakpoint"
+)
+
+PREFIX_ID_MAX = 1000
+PREFIX_ID_DOC = (
+    "the `prefix_id` of this stream's previous payload: makes `usage.stable_prefix_tokens` "
+    "exact (without it the previous call is assumed to lack only the newest step)"
 )
 
 EXAMPLE = {
@@ -51,6 +58,9 @@ async def get_context(
     mode: Annotated[str | None, Query(max_length=20)] = None,
     reserve_output_tokens: Annotated[int, Query(ge=0, le=100_000_000)] = 0,
     format: Annotated[Format, Query(description=FORMAT_DOC)] = DEFAULT_FORMAT,
+    previous_prefix_id: Annotated[
+        str | None, Query(max_length=PREFIX_ID_MAX, description=PREFIX_ID_DOC)
+    ] = None,
 ) -> dict[str, Any]:
     """From the session's stored system prompt and tools. `messages` goes straight to
     `chat.completions.create(messages=...)`; `decisions` say why each seq is kept,
@@ -67,6 +77,7 @@ async def get_context(
         mode=mode,
         reserve_output_tokens=reserve_output_tokens,
         format=format,
+        previous_prefix_id=previous_prefix_id,
     )
     return await service.payload(db, request.app.state.events, tenant, session_id, params, settings)
 
@@ -89,7 +100,12 @@ async def post_context(
     fmt = body.get("format", DEFAULT_FORMAT)
     if fmt not in FORMATS:
         raise invalid("format", f"must be one of {', '.join(FORMATS)}")
-    validate_context_params(**{k: body.get(k) for k in POST_FIELDS if k != "format"})
+    previous = body.get("previous_prefix_id")
+    if previous is not None and (not isinstance(previous, str) or len(previous) > PREFIX_ID_MAX):
+        raise invalid("previous_prefix_id", f"must be a string of at most {PREFIX_ID_MAX} chars")
+    validate_context_params(
+        **{k: body.get(k) for k in POST_FIELDS if k not in ("format", "previous_prefix_id")}
+    )
     params = service.ContextParams(
         max_tokens=body.get("max_tokens"),
         strategy=body.get("strategy"),
@@ -100,5 +116,6 @@ async def post_context(
         tools=body.get("tools"),
         dynamic_context=list(body.get("dynamic_context") or []),
         format=fmt,
+        previous_prefix_id=previous,
     )
     return await service.payload(db, request.app.state.events, tenant, session_id, params, settings)

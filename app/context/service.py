@@ -17,9 +17,12 @@ from app.context import (
     memo,
     preview,
     signals,
+    stability,
 )
 from app.context import repository as repo
+from app.context.strategies import get_strategy
 from app.context.types import DEFAULT_STRATEGY
+from app.context.validation import validate_strategy
 from app.errors import Conflict, invalid
 from app.events import EventWriter
 from app.observability import metrics
@@ -54,6 +57,9 @@ class ContextParams:
     tools: list[dict[str, Any]] | None = None
     dynamic_context: list[Any] = field(default_factory=list)
     format: str = formats.DEFAULT_FORMAT
+    # The `prefix_id` of the previous payload of this stream, echoed by the client:
+    # makes `usage.stable_prefix_tokens` exact (see app/context/stability.py).
+    previous_prefix_id: str | None = None
 
 
 async def payload(
@@ -100,7 +106,33 @@ async def build(
     # Estimated counts run calibrated: fit the uncalibrated payload to a scaled budget.
     factor = calibration.factor_of(row.token_calibration, counter.mode)
     raw_budget, raw_reserve = calibration.raw_budget(budget, params.reserve_output_tokens, factor)
+    strategy_name = validate_strategy(params.strategy or row.strategy or DEFAULT_STRATEGY)
+    preview_limit = params.preview_limit_tokens or settings.tool_preview_tokens
+    # The payload stream: the parameters that shape the history selection. Not the
+    # format: every format renders the same selection, so they share one stream.
+    key = stability.params_key(
+        strategy=strategy_name,
+        budget=raw_budget,
+        reserve=raw_reserve,
+        mode=params.mode,
+        preview=preview_limit,
+        tokenizer=counter.name,
+    )
+    stored, replaced = await stability.load(db, row, key)
+    in_force = stored if stored is not None and stored.holds_for(row) else None
+    layout = in_force or stability.Layout.untrimmed(row)
     history = await repo.window(db, row, HISTORY_READ_FACTOR * raw_budget)
+    missing = stability.missing_seqs(layout, row, history)
+    if missing:
+        history = [*history, *await stability.fetch(db, row, missing)]
+    stable = stability.StableStrategy.wrap(
+        get_strategy(strategy_name),
+        # None: too much of what the layout needs lies beyond the window, trim afresh.
+        layout if missing is not None else None,
+        row,
+        raw_budget - raw_reserve,
+        settings.trim_target_ratio,
+    )
     summary = SummaryBlock(row.summary_text, row.last_compaction_seq) if row.summary_text else None
     result = assemble(
         AssemblyRequest(
@@ -114,19 +146,40 @@ async def build(
             summary=summary,
             mode=params.mode,
             reserve_output_tokens=raw_reserve,
-            preview_limit_tokens=params.preview_limit_tokens or settings.tool_preview_tokens,
-            strategy=params.strategy or row.strategy or DEFAULT_STRATEGY,
+            preview_limit_tokens=preview_limit,
+            strategy=stable,
             history_from_seq=row.last_compaction_seq + 1,
         )
     )
+    retrimmed = stable.trimmed is not None and (stored is None or stored.id != stable.trimmed.id)
+    if retrimmed and stable.trimmed is not None:
+        # The only write of a payload call: a trim fixes the stream's new layout.
+        await stability.store(db, row, key, stable.trimmed, replaced=layout)
+    sent = sum(len(u.messages) for u, _ in stable.units_sent())
+    shared = stability.shared_prefix(
+        stable=stable,
+        previous=[
+            x for x in (layout, stored, replaced, stability.Layout.untrimmed(row)) if x is not None
+        ],
+        head=result.messages[: len(result.messages) - sent],
+        tools=result.tools,
+        tools_tokens=result.usage.breakdown.tools,
+        counter=counter,
+        last_seq=row.last_seq,
+        echoed=params.previous_prefix_id,
+    )
     body = result.to_dict()
     body["usage"]["status"] = status
+    body["usage"]["stable_prefix_tokens"] = shared.tokens
+    body["usage"]["stable_prefix_messages"] = shared.messages
+    body["prefix_id"] = shared.prefix_id
     calibration.calibrate_usage(body["usage"], factor, budget - params.reserve_output_tokens)
     trimmed = result.dropped_count > 0 or any(
         d.action in ("preview", "cut") for d in result.decisions
     )
     metrics.CONTEXT_ASSEMBLED.labels(result.strategy, str(trimmed).lower()).inc()
-    if trimmed:
+    # An event when the selection changed (a trim), not on every call that replays it.
+    if trimmed and retrimmed:
         metrics.CONTEXT_DROPPED_MESSAGES.inc(result.dropped_count)
         data = {
             "strategy": result.strategy,

@@ -3,6 +3,7 @@
 from app.models.api_key import ApiKeyRow
 from app.models.base import Base
 from app.models.job import CompactionJobRow, CompactionWorkerRow
+from app.models.layout import ContextLayoutRow
 from app.models.message import EventRow, MessageRow, ToolCallRow
 from app.models.session import DEFAULT_TENANT, SessionRow
 
@@ -12,6 +13,7 @@ __all__ = [
     "Base",
     "CompactionJobRow",
     "CompactionWorkerRow",
+    "ContextLayoutRow",
     "EventRow",
     "MessageRow",
     "SessionRow",

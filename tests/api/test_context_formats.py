@@ -12,15 +12,30 @@ from typing import Any
 import httpx
 import pytest
 
+from app.settings import CompactionSettings, Settings, load_settings
 from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
     SMALL,
     cclient,
     compact,
     llm,
-    llm_settings,
 )
 from tests.api.test_messages import call, result, user
+from tests.fakellm import FakeLLM
 from tests.support.sdk_types import breakpoints, check_anthropic, check_openai, check_responses
+
+
+@pytest.fixture(scope="module")
+def llm_settings(llm: FakeLLM) -> Settings:  # noqa: F811
+    # Trims cut to the whole budget here (no low-water mark): this file checks the
+    # shapes of one selection; what a trim keeps is tests/api/test_stability.py's.
+    return load_settings(
+        llm_base_url=llm.base_url,
+        llm_model="fake-summariser",
+        job_lease_s=3.0,
+        trim_target_ratio=1.0,
+        compaction=CompactionSettings(compact_timeout_s=1.0),
+    )
+
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
 TOOLS = [
@@ -105,9 +120,15 @@ async def test_every_format_validates_for_a_full_history(
         check_anthropic(claude)
         # One selection, three shapes: everything but the payload is identical.
         for other in (responses, claude):
-            for key in ("usage", "kept_seqs", "decisions", "summary", "dropped_count"):
+            for key in ("kept_seqs", "decisions", "summary", "dropped_count"):
                 assert other[key] == chat[key]
+            # What a call shares with the previous one depends on the calls, not the format.
+            assert without_prefix(other["usage"]) == without_prefix(chat["usage"])
         assert_same_content(chat, responses, claude)
+
+
+def without_prefix(usage: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in usage.items() if not k.startswith("stable_prefix")}
 
 
 def assert_same_content(

@@ -1,0 +1,451 @@
+"""Prompt-cache stability (SPEC §3 "Payload stability"): when a payload's selection may change.
+
+Providers bill the part of an input that repeats the start of a recent call at
+about a tenth of the price, so consecutive payloads must share their prefix.
+A strategy re-selecting on every call reshuffles what it keeps as the log
+grows; this layer freezes its choice instead:
+
+- A **payload stream** is every call of one session with the same parameters
+  (strategy, budget, reserve, mode, format, preview limit and tokenizer:
+  `params_key`). The system block, tools and dynamic context are not part of
+  it: they are the head of the payload, sent whole, and a call that changes
+  them changes only the head.
+- A stream's **layout** is what its last trim kept: the units (messages, whole
+  tool groups) up to `through_seq`, each in the form it was sent (full or
+  compacted), for one session `generation` and `watermark`. The payload is
+  that layout plus every unit appended after `through_seq`, in full, in log
+  order. While that fits the budget nothing else is consulted: the previous
+  payload plus the new messages, byte for byte.
+- When it no longer fits, or the layout no longer holds (a compaction moved the
+  watermark, a tail delete or clear bumped the generation, a kept message is
+  gone, a pinned or latest user message would be missing), the strategy
+  selects again, against the **low-water mark** `trim_target_ratio` x budget
+  (0.7 by default) so the following calls have room to append. That new layout
+  is written with one upsert (`context_layouts`, keyed by tenant, session and
+  `params_key`). No other call writes anything: a stream that never trimmed
+  has no row (its layout is everything after the watermark).
+
+So the strategy decides *what* a trim keeps, this layer decides *when*. The
+state lives in PostgreSQL: every replica replays the same layout, a restart
+changes nothing, and two replicas trimming at once write the same row (the
+selection is a pure function of the log and the parameters; of two different
+trims the one for the newer log wins).
+
+**The previous payload, without a write per call.** The server does not record
+what it sent. `prefix_id` names a payload: the layout, the last seq of the log
+it was built from, and digests of its tools and head messages. A client that
+echoes the previous response's `prefix_id` (`previous_prefix_id`) gets an exact
+`usage.stable_prefix_tokens`: the server rebuilds that earlier payload from its
+layout and the log and compares. Without the echo the server assumes the
+previous call was for the log without the newest unit, with the same head:
+right for an agent loop that appends one step per model call. Across a tail
+delete or clear (seqs reused) only the head is claimed: a lower bound.
+
+`stable_prefix_tokens` counts, when the tools are unchanged, the tools'
+tokens plus every leading message identical to the previous payload's
+(`stable_prefix_messages` of them): the part a provider's prompt cache can
+serve. Nothing is shared when the tools changed (providers render them first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from sqlalchemy import select, tuple_
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.context.strategies.base import Selection, Strategy, hard_rule
+from app.context.types import TokenCounter
+from app.context.view import Form, HistoryView, Unit
+from app.messages.types import LoggedMessage
+from app.models import ContextLayoutRow, MessageRow, SessionRow
+
+# A stream with no layout row yet (or a stale one) starts from "everything after
+# the watermark"; if the window read did not reach that far back, more than this
+# many unread messages are not fetched one by one: the call trims instead.
+MAX_FETCH = 512
+
+# Units as a layout stores them: the seqs of the unit's messages, its form, its rule.
+UnitKey = tuple[tuple[int, ...], int]
+
+
+def _digest(value: Any, size: int = 12) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+def params_key(**params: Any) -> str:
+    """The stream a call belongs to: a digest of the parameters that shape its selection."""
+    return _digest(params, 32)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """What a stream's last trim kept; `through_seq` = watermark and no units: untrimmed."""
+
+    generation: int
+    watermark: int
+    through_seq: int
+    kept: tuple[tuple[tuple[int, ...], int, str], ...] = ()
+    # Why the units the trim left out were left out (first seq, rule), for `decisions`.
+    dropped: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def id(self) -> str:
+        return _digest([self.generation, self.watermark, self.through_seq, self.entries()])
+
+    def entries(self) -> list[list[Any]]:
+        """The JSON of `kept` and `dropped`: [[seqs], form, rule], form -1 for dropped."""
+        out = [[list(seqs), form, rule] for seqs, form, rule in self.kept]
+        out += [[[seq], -1, rule] for seq, rule in self.dropped]
+        return out
+
+    def holds_for(self, session: SessionRow) -> bool:
+        return (
+            self.generation == session.generation
+            and self.watermark == session.last_compaction_seq
+            and self.through_seq <= session.last_seq
+        )
+
+    def kept_seqs(self) -> set[int]:
+        return {s for seqs, _, _ in self.kept for s in seqs}
+
+    @classmethod
+    def untrimmed(cls, session: SessionRow) -> Layout:
+        return cls(session.generation, session.last_compaction_seq, session.last_compaction_seq)
+
+    @classmethod
+    def of_json(cls, generation: int, watermark: int, through: int, entries: Any) -> Layout:
+        kept = tuple(
+            (tuple(int(s) for s in k[0]), int(k[1]), str(k[2])) for k in entries if k[1] >= 0
+        )
+        dropped = tuple((int(k[0][0]), str(k[2])) for k in entries if k[1] < 0)
+        return cls(generation, watermark, through, kept, dropped)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "watermark": self.watermark,
+            "through_seq": self.through_seq,
+            "kept": self.entries(),
+        }
+
+
+def _seqs(unit: Unit) -> tuple[int, ...]:
+    return tuple(m.seq for m in unit.messages)
+
+
+def replay(view: HistoryView, layout: Layout, budget: int) -> Selection | None:
+    """The layout's selection over `view`, or None when it does not hold or fit."""
+    by_seqs = {_seqs(u): u for u in view.units}
+    sel = Selection()
+    for seqs, form, rule in layout.kept:
+        unit = by_seqs.get(seqs)
+        if unit is None or (unit.pinned and form != Form.FULL):
+            return None
+        sel.pick(unit, Form(form), rule)
+    dropped = dict(layout.dropped)
+    for unit in view.units:
+        if unit.index in sel.picks:
+            continue
+        if unit.messages[-1].seq > layout.through_seq:
+            sel.pick(unit, Form.FULL, hard_rule(unit) if unit.pinned or unit.latest_user else "new")
+        elif unit.first_seq in dropped:
+            sel.rules[unit.index] = dropped[unit.first_seq]
+    if any(u.index not in sel.picks for u in view.hard()):
+        return None
+    if sel.cost(view) > budget:
+        return None
+    return sel
+
+
+def layout_of(view: HistoryView, sel: Selection, session: SessionRow) -> Layout:
+    """The layout a trim's selection fixes: every unit of the view is decided."""
+    kept = tuple(
+        (_seqs(u), int(sel.picks[u.index][0]), sel.picks[u.index][1])
+        for u in view.units
+        if u.index in sel.picks
+    )
+    dropped = tuple(
+        (u.first_seq, sel.rules[u.index])
+        for u in view.units
+        if u.index not in sel.picks and sel.rules.get(u.index, "budget") != "budget"
+    )
+    through = max((u.messages[-1].seq for u in view.units), default=session.last_compaction_seq)
+    return Layout(session.generation, session.last_compaction_seq, through, kept, dropped)
+
+
+def _stable_class(inner: type[Strategy]) -> type[StableStrategy]:
+    cls = _CLASSES.get(inner)
+    if cls is None:
+        cls = type(
+            f"Stable{inner.__name__}",
+            (StableStrategy,),
+            {"name": inner.name, "summary_required": inner.summary_required},
+        )
+        _CLASSES[inner] = cls
+    return cls
+
+
+class StableStrategy(Strategy):
+    """Wraps a strategy: replays the stream's layout while it holds and fits, and asks the
+    strategy for a new selection (at the low-water mark) only when it does not."""
+
+    name: ClassVar[str] = "stable"
+
+    def __init__(
+        self, inner: Strategy, layout: Layout | None, session: SessionRow, limit: int, ratio: float
+    ) -> None:
+        self.inner = inner
+        self.layout = layout or Layout.untrimmed(session)
+        self.force = layout is None
+        self.session = session
+        self.limit = limit
+        self.ratio = ratio
+        self.trimmed: Layout | None = None
+        self.view: HistoryView | None = None
+        self.selection: Selection | None = None
+
+    @classmethod
+    def wrap(
+        cls, inner: Strategy, layout: Layout | None, session: SessionRow, limit: int, ratio: float
+    ) -> StableStrategy:
+        return _stable_class(type(inner))(inner, layout, session, limit, ratio)
+
+    def select(self, view: HistoryView, budget: int) -> Selection:
+        self.view = view
+        sel = None if self.force else replay(view, self.layout, budget)
+        if sel is not None:
+            self.trimmed = None
+        else:
+            # Cut to the low-water mark: what the head leaves of ratio x the input limit.
+            # When even the mandatory units do not fit there in full, the whole budget.
+            target = budget - math.ceil((1 - self.ratio) * self.limit)
+            if sum(u.cost(Form.FULL) for u in view.hard()) > target:
+                target = budget
+            sel = self.inner.select(view, target)
+            self.trimmed = layout_of(view, sel, self.session)
+        self.selection = sel
+        return sel
+
+    def units_sent(self) -> list[tuple[Unit, Form]]:
+        view, sel = self.view, self.selection
+        if view is None or sel is None:
+            return []
+        return [(u, sel.picks[u.index][0]) for u in view.units if u.index in sel.picks]
+
+    @property
+    def current(self) -> Layout:
+        return self.trimmed or self.layout
+
+
+_CLASSES: dict[type[Strategy], type[StableStrategy]] = {}
+
+
+# --- storage ---------------------------------------------------------------------------------
+
+
+async def load(
+    db: AsyncSession, session: SessionRow, key: str
+) -> tuple[Layout | None, Layout | None]:
+    """The stream's stored layout and the one it replaced."""
+    stmt = select(
+        ContextLayoutRow.generation,
+        ContextLayoutRow.watermark,
+        ContextLayoutRow.through_seq,
+        ContextLayoutRow.kept,
+        ContextLayoutRow.replaced,
+    ).where(
+        ContextLayoutRow.tenant_id == session.tenant_id,
+        ContextLayoutRow.session_id == session.id,
+        ContextLayoutRow.params_key == key,
+    )
+    row = (await db.execute(stmt)).first()
+    if row is None:
+        return None, None
+    stored = Layout.of_json(row[0], row[1], row[2], row[3])
+    old = row[4]
+    replaced = (
+        Layout.of_json(old["generation"], old["watermark"], old["through_seq"], old["kept"])
+        if isinstance(old, dict)
+        else None
+    )
+    return stored, replaced
+
+
+async def store(
+    db: AsyncSession, session: SessionRow, key: str, layout: Layout, replaced: Layout
+) -> None:
+    """The trim's one write. Of two trims racing, the one for the newer log stays."""
+    values = {
+        "tenant_id": session.tenant_id,
+        "session_id": session.id,
+        "params_key": key,
+        "generation": layout.generation,
+        "watermark": layout.watermark,
+        "through_seq": layout.through_seq,
+        "kept": layout.entries(),
+        "layout_id": layout.id,
+        "replaced": replaced.to_json(),
+    }
+    stmt = insert(ContextLayoutRow).values(**values)
+    t = ContextLayoutRow
+    excluded = stmt.excluded
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[t.tenant_id, t.session_id, t.params_key],
+        set_={k: excluded[k] for k in values if k not in ("tenant_id", "session_id", "params_key")},
+        where=tuple_(t.generation, t.watermark, t.through_seq)
+        <= tuple_(excluded.generation, excluded.watermark, excluded.through_seq),
+    )
+    await db.execute(stmt)
+    await db.commit()
+
+
+def missing_seqs(
+    layout: Layout, session: SessionRow, history: Sequence[LoggedMessage]
+) -> list[int] | None:
+    """The seqs the layout needs that the window did not read; None if too many."""
+    have = {m.seq for m in history}
+    need = layout.kept_seqs() - have
+    newer = session.last_seq - layout.through_seq
+    if newer - sum(1 for s in have if s > layout.through_seq) > MAX_FETCH:
+        return None
+    need.update(s for s in range(layout.through_seq + 1, session.last_seq + 1) if s not in have)
+    return sorted(need)
+
+
+async def fetch(db: AsyncSession, session: SessionRow, seqs: Sequence[int]) -> list[LoggedMessage]:
+    from app.context.repository import to_logged
+
+    if not seqs:
+        return []
+    rows = await db.scalars(
+        select(MessageRow).where(
+            MessageRow.tenant_id == session.tenant_id,
+            MessageRow.session_id == session.id,
+            MessageRow.seq.in_(list(seqs)),
+        )
+    )
+    return [to_logged(r) for r in rows]
+
+
+# --- the previous payload and the shared prefix ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixId:
+    """`layout.P.tools.head1-head2…`: which layout, the last seq of the log it was built
+    from, and digests of the tools and of each head message (system, dynamic, summary)."""
+
+    layout: str
+    last_seq: int
+    tools: str
+    head: tuple[str, ...] = field(default=())
+
+    def __str__(self) -> str:
+        return f"{self.layout}.{self.last_seq}.{self.tools}.{'-'.join(self.head)}"
+
+    @classmethod
+    def parse(cls, text: str) -> PrefixId | None:
+        parts = text.split(".")
+        if len(parts) != 4 or not parts[1].isdigit():
+            return None
+        head = tuple(h for h in parts[3].split("-") if h)
+        return cls(parts[0], int(parts[1]), parts[2], head)
+
+
+def message_digest(message: Mapping[str, Any]) -> str:
+    return _digest(message, 8)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPrefix:
+    messages: int
+    tokens: int
+    prefix_id: str
+
+
+def shared_prefix(
+    *,
+    stable: StableStrategy,
+    previous: Sequence[Layout],
+    head: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+    tools_tokens: int,
+    counter: TokenCounter,
+    last_seq: int,
+    echoed: str | None,
+) -> SharedPrefix:
+    """This payload's `prefix_id` and what it shares with the previous payload.
+
+    `previous[0]` is the layout in force before this call (the stored one, or the
+    untrimmed default), then the stored one even if it no longer holds; `echoed`
+    the `prefix_id` the client got last time.
+    """
+    sent = stable.units_sent()
+    current = stable.current
+    tools_digest = _digest([dict(t) for t in tools], 8)
+    head_digests = tuple(message_digest(m) for m in head)
+    me = PrefixId(current.id, last_seq, tools_digest, head_digests)
+
+    prev_id = PrefixId.parse(echoed) if echoed else None
+    if echoed and prev_id is None:
+        return SharedPrefix(0, 0, str(me))
+    if prev_id is not None:
+        candidates = {x.id: x for x in (*previous, current)}
+        layout = candidates.get(prev_id.layout)
+        if layout is None:  # a layout neither in force nor just replaced: unknown
+            return SharedPrefix(0, 0, str(me))
+        prev_last, prev_tools, prev_head = prev_id.last_seq, prev_id.tools, prev_id.head
+    else:
+        # No echo: the previous call had the same head and lacked the newest unit.
+        layout = previous[0]
+        prev_last = sent[-1][0].messages[0].seq - 1 if sent else last_seq
+        prev_tools, prev_head = tools_digest, head_digests
+    if prev_tools != tools_digest:
+        return SharedPrefix(0, 0, str(me))
+
+    messages, tokens = 0, tools_tokens
+    for i, digest in enumerate(head_digests):
+        if i >= len(prev_head) or prev_head[i] != digest:
+            return SharedPrefix(messages, tokens, str(me))
+        messages += 1
+        tokens += counter.count_message(head[i])
+    if len(prev_head) != len(head_digests):
+        return SharedPrefix(messages, tokens, str(me))
+
+    if layout.generation != stable.session.generation:
+        # A tail delete or clear since: seqs were reused, so the earlier payload cannot be
+        # rebuilt from the log. Only the head is counted (a lower bound).
+        return SharedPrefix(messages, tokens, str(me))
+    before_units = _units_of(layout, stable.view, prev_last)
+    if before_units is None:  # a unit it kept is gone: nothing known beyond the head
+        return SharedPrefix(messages, tokens, str(me))
+    for (unit, form), before in zip(sent, before_units, strict=False):
+        if before != (_seqs(unit), form):
+            break
+        messages += len(unit.messages)
+        tokens += unit.cost(form)
+    return SharedPrefix(messages, tokens, str(me))
+
+
+def _units_of(layout: Layout, view: HistoryView | None, last_seq: int) -> list[UnitKey] | None:
+    """The history units (seqs, form) of the payload `layout` gave for the log up to
+    `last_seq`, in log order; None when a unit it kept is not in `view`."""
+    if view is None:
+        return None
+    kept = {seqs: form for seqs, form, _ in layout.kept}
+    out: list[UnitKey] = []
+    for unit in view.units:
+        seqs = _seqs(unit)
+        if seqs in kept:
+            out.append((seqs, kept.pop(seqs)))
+        elif layout.through_seq < seqs[-1] <= last_seq:
+            out.append((seqs, int(Form.FULL)))
+    return None if kept else out

@@ -1,0 +1,187 @@
+"""Prompt-cache stability (SPEC §3 "Payload stability") through HTTP and real PostgreSQL.
+
+An agent loop appends one step per model call and asks for the payload before
+each call. While the log only grows, each payload is the previous one plus the
+new messages; a trim cuts to the low-water mark (0.7 of the budget); the state
+lives in the database, so a second app instance on it answers the same; and
+`usage.stable_prefix_tokens` equals the prefix measured by comparing payloads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from app.main import create_app
+from app.settings import Settings
+from app.tokens import get_counter
+from tests.api.test_messages import call, result, user
+
+BUDGET = 2500
+SYSTEM = "You are a careful coding agent. Follow the user's instructions exactly."
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
+
+
+def step(i: int) -> list[dict[str, Any]]:
+    """One agent step: a tool call and its result, some 150 tokens."""
+    text = " ".join(f"line {i}.{k}: value={i * 31 + k} in src/mod_{i % 7}.py" for k in range(12))
+    return [call(f"c{i}"), result(f"c{i}", text)]
+
+
+def shared_prefix(
+    before: Mapping[str, Any], after: Mapping[str, Any], model: str = "gpt-4o"
+) -> tuple[int, int]:
+    """(messages, tokens) identical at the start of both payloads, measured on the payloads:
+    the tools (when unchanged) plus each leading message equal in both."""
+    if before["tools"] != after["tools"]:
+        return 0, 0
+    counter = get_counter(model)
+    n, tokens = 0, counter.count_tools(after["tools"])
+    for a, b in zip(before["messages"], after["messages"], strict=False):
+        if a != b:
+            break
+        n += 1
+        tokens += counter.count_message(b)
+    return n, tokens
+
+
+def is_prefix(before: Sequence[Any], after: Sequence[Any]) -> bool:
+    return len(before) <= len(after) and list(after[: len(before)]) == list(before)
+
+
+def tool_groups_whole(messages: Sequence[Mapping[str, Any]]) -> bool:
+    open_ids: set[str] = set()
+    for m in messages:
+        if m["role"] == "tool":
+            if m["tool_call_id"] not in open_ids:
+                return False
+            open_ids.discard(m["tool_call_id"])
+        else:
+            if open_ids:
+                return False
+            open_ids = {c["id"] for c in m.get("tool_calls") or []}
+    return not open_ids
+
+
+@pytest.fixture
+async def second(settings: Settings, database_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A second app instance (its own pool and caches) on the same database."""
+    other: FastAPI = create_app(settings, database_url=database_url)
+    async with other.router.lifespan_context(other):
+        transport = httpx.ASGITransport(app=other)
+        async with httpx.AsyncClient(transport=transport, base_url="http://second.test") as c:
+            yield c
+
+
+async def payload(
+    c: httpx.AsyncClient, sid: str, previous: str | None = None, **params: Any
+) -> dict[str, Any]:
+    query: dict[str, Any] = {"max_tokens": BUDGET, **params}
+    if previous:
+        query["previous_prefix_id"] = previous
+    r = await c.get(f"/sessions/{sid}/context", params=query)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+async def append(c: httpx.AsyncClient, sid: str, messages: list[dict[str, Any]]) -> None:
+    r = await c.post(f"/sessions/{sid}/messages", json={"messages": messages})
+    assert r.status_code == 201, r.text
+
+
+async def start(c: httpx.AsyncClient, sid: str) -> None:
+    r = await c.put(f"/sessions/{sid}", json={"system_prompt": SYSTEM, "tools": TOOLS})
+    assert r.status_code in (200, 201), r.text
+    await append(c, sid, [user("Please audit every module under src/ and report findings.")])
+
+
+async def test_agent_loop_appends_and_trims_to_the_low_water_mark(
+    client: httpx.AsyncClient, second: httpx.AsyncClient, sid: str
+) -> None:
+    await start(client, sid)
+    prev: dict[str, Any] | None = None
+    trims = appends = 0
+    for i in range(45):
+        await append(client, sid, step(i))
+        # Alternate the two instances: one database, one stream.
+        c = client if i % 2 else second
+        body = await payload(c, sid, prev["prefix_id"] if prev else None)
+        messages, usage = body["messages"], body["usage"]
+        assert usage["input_tokens"] <= BUDGET and not body["over_budget"]
+        assert tool_groups_whole(messages)
+        assert messages[0] == {"role": "system", "content": SYSTEM}
+        assert f"c{i}" in {m.get("tool_call_id") for m in messages}  # the newest step is sent
+        # The other instance, asked the same, answers the same, byte for byte.
+        other = await payload(
+            client if c is second else second, sid, prev["prefix_id"] if prev else None
+        )
+        assert other == body
+        if prev is not None:
+            n, tokens = shared_prefix(prev, body)
+            assert usage["stable_prefix_messages"] == n
+            assert usage["stable_prefix_tokens"] == tokens
+            if is_prefix(prev["messages"], messages):
+                appends += 1
+                assert messages[len(prev["messages"]) :][-2:] == step(i)
+            else:
+                trims += 1
+                # Cut to the low-water mark, not just under the budget.
+                assert usage["input_tokens"] <= 0.7 * BUDGET
+                assert n >= 1  # the system block is still shared
+        prev = body
+    # ~150 tokens per step: the log outgrows the budget ~2.5 times over.
+    assert trims >= 2
+    assert appends >= 3 * trims  # 0.3 x 2500 tokens of room: ~4 steps between trims
+
+
+async def test_a_new_summary_or_tail_delete_invalidates_the_kept_selection(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    await start(client, sid)
+    for i in range(30):
+        await append(client, sid, step(i))
+    first = await payload(client, sid)
+    assert first["dropped_count"] > 0
+    again = await payload(client, sid, first["prefix_id"])
+    assert again["messages"] == first["messages"]
+    assert again["usage"]["stable_prefix_messages"] == len(first["messages"])
+    # Undo the last step and take a different one: the deleted result is never sent.
+    last = max(again["kept_seqs"])
+    r = await client.delete(f"/sessions/{sid}/messages", params={"from_seq": last - 1})
+    assert r.status_code == 200, r.text
+    await append(client, sid, [call("other"), result("other", "a different result")])
+    after = await payload(client, sid, again["prefix_id"])
+    sent = {m.get("tool_call_id") for m in after["messages"]}
+    assert "other" in sent and "c29" not in sent
+    assert tool_groups_whole(after["messages"])
+    # Seqs were reused: across a tail delete only the head is claimed (a lower bound).
+    assert 1 <= after["usage"]["stable_prefix_messages"] <= shared_prefix(again, after)[0]
+    # Clear: nothing of the old log comes back.
+    r = await client.post(f"/sessions/{sid}/clear")
+    assert r.status_code == 200, r.text
+    await append(client, sid, [user("Start over."), *step(100)])
+    fresh = await payload(client, sid, after["prefix_id"])
+    assert [m.get("tool_call_id") for m in fresh["messages"] if m["role"] == "tool"] == ["c100"]
+    assert 1 <= fresh["usage"]["stable_prefix_messages"] <= shared_prefix(after, fresh)[0]
+
+
+async def test_pinned_and_latest_user_messages_stay_after_a_replay(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    await start(client, sid)
+    for i in range(25):
+        await append(client, sid, step(i))
+    await payload(client, sid)  # a trim fixes the selection
+    await append(client, sid, [user("Keep every answer under 50 words.", pinned=True)])
+    for i in range(25, 40):
+        await append(client, sid, step(i))
+    body = await payload(client, sid)
+    texts = [m.get("content") for m in body["messages"]]
+    assert "Keep every answer under 50 words." in texts
+    assert tool_groups_whole(body["messages"])
+    assert body["usage"]["input_tokens"] <= BUDGET
