@@ -36,6 +36,7 @@ bench: $(STAMP)  ## every benchmark of the README, in order (~15 min; CONTEXTD_D
 	$(BIN)/python bench/context_quality.py
 	$(BIN)/python bench/context_bench.py --repeat 40 --rounds 2
 	$(BIN)/python bench/compaction_bench.py --control
+	$(BIN)/python bench/claim_bench.py
 	$(BIN)/python bench/load.py --agents 10,50,200 --duration 20
 	$(BIN)/python bench/calibration_bench.py
 

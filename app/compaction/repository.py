@@ -89,28 +89,45 @@ _ORPHAN = text(
 )
 
 # The fair pick (SPEC §7). Among tenants with pending jobs and fewer than :cap
-# running: tenants with a manual job (POST /compact) first, then the tenant whose
-# most recent claim is the oldest (never claimed: first), which makes the claims
-# round-robin over tenants. Within the tenant: manual first, then oldest.
+# running: tenants whose next job is manual (POST /compact) first, then the tenant
+# whose most recent claim is the oldest (never claimed: first), which makes the
+# claims round-robin over tenants. A tenant's next job: manual first, then oldest.
+#
+# Every step is an index probe, so a claim costs O(tenants with pending jobs),
+# whatever the queue's length: the tenants come from a loose index scan (the
+# recursive CTE skips from one tenant_id to the next on ix_compaction_jobs_pending,
+# its ORDER BY spelling out that index's columns so no other index is chosen),
+# a tenant's next job is the first entry of that index for it, its running jobs are
+# counted on ix_compaction_jobs_running and its latest claim is one backward step
+# on ix_compaction_jobs_tenant_started.
 _FAIR = text(
     """
-    WITH waiting AS (
-        SELECT tenant_id, bool_or(trigger = 'manual') AS has_manual
-        FROM compaction_jobs WHERE status = 'pending'
-        GROUP BY tenant_id
-    ), chosen AS (
-        SELECT w.tenant_id FROM waiting w
-        WHERE (SELECT count(*) FROM compaction_jobs r
-               WHERE r.tenant_id = w.tenant_id AND r.status = 'running') < :cap
-        ORDER BY w.has_manual DESC,
-                 (SELECT max(c.started_at) FROM compaction_jobs c
-                  WHERE c.tenant_id = w.tenant_id) ASC NULLS FIRST,
-                 w.tenant_id
-        LIMIT 1
+    WITH RECURSIVE tenants AS (
+        (SELECT tenant_id FROM compaction_jobs WHERE status = 'pending'
+         ORDER BY tenant_id, (trigger = 'manual') DESC, created_at LIMIT 1)
+        UNION ALL
+        SELECT (SELECT p.tenant_id FROM compaction_jobs p
+                WHERE p.status = 'pending' AND p.tenant_id > t.tenant_id
+                ORDER BY p.tenant_id, (p.trigger = 'manual') DESC, p.created_at LIMIT 1)
+        FROM tenants t WHERE t.tenant_id IS NOT NULL
     )
-    SELECT j.tenant_id, j.session_id, j.id FROM compaction_jobs j JOIN chosen USING (tenant_id)
-    WHERE j.status = 'pending'
-    ORDER BY (j.trigger = 'manual') DESC, j.created_at
+    SELECT j.tenant_id, j.session_id, j.id
+    FROM tenants t
+    CROSS JOIN LATERAL (
+        SELECT h.session_id, h.id, h.trigger = 'manual' AS manual FROM compaction_jobs h
+        WHERE h.tenant_id = t.tenant_id AND h.status = 'pending'
+        ORDER BY (h.trigger = 'manual') DESC, h.created_at
+        LIMIT 1
+    ) head
+    JOIN compaction_jobs j
+      ON j.tenant_id = t.tenant_id AND j.session_id = head.session_id AND j.id = head.id
+    WHERE t.tenant_id IS NOT NULL
+      AND (SELECT count(*) FROM compaction_jobs r
+           WHERE r.tenant_id = t.tenant_id AND r.status = 'running') < :cap
+    ORDER BY head.manual DESC,
+             (SELECT max(c.started_at) FROM compaction_jobs c
+              WHERE c.tenant_id = t.tenant_id) ASC NULLS FIRST,
+             t.tenant_id
     LIMIT 1
     FOR UPDATE OF j SKIP LOCKED
     """

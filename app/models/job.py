@@ -53,6 +53,20 @@ class CompactionJobRow(Base):
             "finished_at",
             postgresql_where=text("finished_at IS NOT NULL"),
         ),
+        # The fair claim's other probes: the tenants with pending jobs and each
+        # one's next job (manual first, then oldest), and each one's running count.
+        Index(
+            "ix_compaction_jobs_pending",
+            "tenant_id",
+            text("(trigger = 'manual') DESC"),
+            "created_at",
+            postgresql_where=text("status = 'pending'"),
+        ),
+        Index(
+            "ix_compaction_jobs_running",
+            "tenant_id",
+            postgresql_where=text("status = 'running'"),
+        ),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
