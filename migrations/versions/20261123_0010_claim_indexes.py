@@ -1,7 +1,7 @@
 """claim indexes: pending jobs by tenant (next job first), running jobs by tenant
 
 Revision ID: 0010_claim_indexes
-Revises: 0009_console_indexes
+Revises: 0009_console_indexes, 0009_context_layouts
 Create Date: 2026-11-23 11:50:00.000000
 """
 
@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010_claim_indexes"
-down_revision: str | None = "0009_console_indexes"
+# Both 0009s revise 0008 (merged in parallel): this one joins them into one head.
+down_revision: str | tuple[str, ...] | None = ("0009_console_indexes", "0009_context_layouts")
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
