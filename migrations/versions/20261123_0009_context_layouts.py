@@ -1,7 +1,7 @@
 """context layouts: what each payload stream's last trim kept (prompt-cache stability)
 
-Revision ID: 0010_context_layouts
-Revises: 0009_console_indexes
+Revision ID: 0009_context_layouts
+Revises: 0008_fair_claims
 Create Date: 2026-11-23 11:40:00
 """
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0010_context_layouts"
-down_revision: str | None = "0009_console_indexes"
+revision: str = "0009_context_layouts"
+down_revision: str | None = "0008_fair_claims"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
