@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import MessageRow, ToolCallRow
@@ -74,13 +75,29 @@ async def insert_batch(
     messages: list[dict[str, Any]],
     calls: list[dict[str, Any]],
     answers: list[dict[str, Any]],
-) -> None:
-    """One multi-row INSERT per table, whatever the batch size."""
-    await db.execute(insert(MessageRow), messages)
+    *,
+    skip_stored_ids: bool = False,
+) -> int:
+    """One multi-row INSERT per table, whatever the batch size; the messages inserted.
+
+    `skip_stored_ids`: a message whose id the session already has is not inserted
+    (and not counted) instead of failing the statement.
+    """
+    if skip_stored_ids:
+        stmt = (
+            pg_insert(MessageRow)
+            .on_conflict_do_nothing(index_elements=["message_id", "tenant_id", "session_id"])
+            .returning(MessageRow.message_id)
+        )
+        inserted = len((await db.scalars(stmt, messages)).all())
+    else:
+        await db.execute(insert(MessageRow), messages)
+        inserted = len(messages)
     if calls:
         await db.execute(insert(ToolCallRow), calls)
     if answers:
         await db.execute(update(ToolCallRow), answers)
+    return inserted
 
 
 async def page(

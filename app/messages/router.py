@@ -62,10 +62,15 @@ async def append_messages(
     unknown = sorted(set(body) - {"messages", "lock_token"})
     if unknown:
         raise invalid(unknown[0], "is not a field of an append")
-    async with db.transaction() as s:
-        result = await service.append(
-            s, tenant, session_id, body.get("messages"), lock_token, settings
-        )
+    messages = body.get("messages")
+    try:
+        async with db.transaction() as s:
+            result = await service.append(
+                s, tenant, session_id, messages, lock_token, settings, optimistic=True
+            )
+    except service.Replayed:  # rolled back: a stored id; again with the look-up
+        async with db.transaction() as s:
+            result = await service.append(s, tenant, session_id, messages, lock_token, settings)
     response.status_code = 201 if result.created else 200
     runner = getattr(request.app.state, "compactions", None)
     if runner is not None and result.created and result.budget.status == "compact_needed":

@@ -36,6 +36,10 @@ THREAD_THRESHOLD_BYTES = 64 * 1024
 COUNT_UNLOCKED_BYTES = 8 * 1024
 
 
+class Replayed(Exception):
+    """An optimistic append met a stored message id: run it again, not optimistic."""
+
+
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     created: bool
@@ -51,7 +55,11 @@ async def append(
     raw: Any,
     lock_token: str | None,
     settings: Settings,
+    *,
+    optimistic: bool = False,
 ) -> AppendResult:
+    """Store the batch; with `optimistic`, may raise `Replayed` (nothing is written
+    then: roll the transaction back and call again without it)."""
     batch = parse_batch(
         raw,
         max_messages=settings.max_messages_per_append,
@@ -83,14 +91,29 @@ async def append(
         await recount_log(db, row, counter)
 
     before = budget_of(row, settings)
-    stored = await repo.by_message_ids(db, tenant, sid, [m.id for m in batch if m.id])
+    ids = [m.id for m in batch if m.id]
+    # Optimistic: most appends carry ids never seen before (a replay is a client's
+    # retry), so skip the look-up and let the insert find replays: a message id
+    # already stored makes the INSERT ... ON CONFLICT DO NOTHING return fewer rows,
+    # and the caller runs the whole append again the careful way (`Replayed`).
+    optimistic = optimistic and bool(ids)
+    stored = {} if optimistic else await repo.by_message_ids(db, tenant, sid, ids)
     fresh = [m for m in batch if m.id is None or m.id not in stored]
     _check_replays([m for m in batch if m.id is not None and m.id in stored], stored)
-    await _check_tool_calls(db, tenant, sid, fresh)
+    try:
+        await _check_tool_calls(db, tenant, sid, fresh)
+    except ValidationFailed:
+        if optimistic:  # maybe a replay of a tool step: decide with the look-up
+            raise Replayed() from None
+        raise
 
     assigned = _assign(row, fresh, counts)
     if fresh:
-        await repo.insert_batch(db, *_rows(row, fresh, assigned))
+        inserted = await repo.insert_batch(
+            db, *_rows(row, fresh, assigned), skip_stored_ids=optimistic
+        )
+        if optimistic and inserted < len(fresh):
+            raise Replayed()
         await db.flush()
         metrics.MESSAGES_APPENDED.inc(len(fresh))
         metrics.TOKENS_APPENDED.inc(sum(assigned[m.index][1] for m in fresh))
