@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select, text
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import CompactionJobRow, SessionRow
+from app.models import CompactionJobRow, MessageRow, SessionRow
 
 # Outcomes that moved the watermark.
 STORED = ("success", "degraded")
@@ -101,14 +101,6 @@ SAMPLES = text(
     """
 )
 
-THROUGH_AT = text(
-    """
-    SELECT context_tokens_through FROM messages
-    WHERE tenant_id = :tenant AND session_id = :sid AND seq <= :seq
-    ORDER BY seq DESC LIMIT 1
-    """
-)
-
 
 async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[str, Any]:
     """Effective tokens at (at most `points`) sampled seqs, and the compactions.
@@ -130,24 +122,34 @@ async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[s
                 (await db.execute(SAMPLES, {**key, "lo": hi, "hi": hi, "step": 1})).all()
             )
     J = CompactionJobRow
-    jobs = list(
-        await db.scalars(
-            select(J)
+    through = (
+        select(MessageRow.context_tokens_through)
+        .where(
+            MessageRow.tenant_id == J.tenant_id,
+            MessageRow.session_id == J.session_id,
+            MessageRow.seq <= J.watermark_after,
+        )
+        .order_by(MessageRow.seq.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    # One statement: each job with the log's tokens through its watermark (a probe each).
+    jobs = (
+        await db.execute(
+            select(J, through)
             .where(J.tenant_id == row.tenant_id, J.session_id == row.id)
             .order_by(J.created_at)
             .limit(1000)
         )
-    )
+    ).all()
     compactions = []
-    for j in jobs:
+    for j, wm_through in jobs:
         if j.status not in STORED or j.watermark_after is None or j.finished_at is None:
             compactions.append(_job_point(j, None, None))
             continue
-        through = await db.scalar(THROUGH_AT, {**key, "seq": j.watermark_after})
-        result = j.result or {}
-        summary_tokens = result.get("summary_tokens")
+        summary_tokens = (j.result or {}).get("summary_tokens")
         compactions.append(
-            _job_point(j, int(through or 0), int(summary_tokens) if summary_tokens else None)
+            _job_point(j, int(wm_through or 0), int(summary_tokens) if summary_tokens else None)
         )
     base = row.system_tokens + row.tools_tokens
     stored = [c for c in compactions if c["watermark_through"] is not None]
