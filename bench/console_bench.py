@@ -175,11 +175,7 @@ async def run(
 
         @event.listens_for(app.state.engine.sync_engine, "before_cursor_execute")
         def _seen(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
-            if (
-                capturing
-                and sql.lstrip().upper().startswith(("SELECT", "WITH"))
-                and "api_keys" not in sql
-            ):
+            if capturing and sql.lstrip().upper().startswith(("SELECT", "WITH")):
                 captured[sql] = tuple((params[0] if many else params) or ())
 
         transport = httpx.ASGITransport(app=app)

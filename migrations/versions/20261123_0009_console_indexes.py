@@ -1,7 +1,7 @@
 """console indexes
 
-Revision ID: 0010_console_indexes
-Revises: 0009_context_layouts
+Revision ID: 0009_console_indexes
+Revises: 0008_fair_claims
 Create Date: 2026-11-23 11:40:00.000000
 """
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0010_console_indexes"
-down_revision: str | None = "0009_context_layouts"
+revision: str = "0009_console_indexes"
+down_revision: str | None = "0008_fair_claims"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
