@@ -10,31 +10,24 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from app import words
+
 Tag = str  # one of TAGS
 
 TAGS = ("constraint", "preference", "decision", "todo", "identifier")
 
-_CONSTRAINT = re.compile(
-    r"\b(must(?:n't)?|never|always|should(?:n't)?|need(?:s)? to|required?|"
-    r"don'?t|do not|cannot|can't|mustn't|make sure|only use|avoid)\b"
-    r"|必须|不要|需要|一定|禁止|不能|务必|不得|千万|只能|别再",
-    re.IGNORECASE,
-)
-_PREFERENCE = re.compile(
-    r"\b(prefer(?:s|red)?|i(?:'d| would) rather|i like|i want|i'd like|please use|"
-    r"favou?rite)\b|喜欢|希望|最好|偏好|想要|倾向",
-    re.IGNORECASE,
-)
-_DECISION = re.compile(
-    r"\b(we decided|decided to|decision|let'?s go with|we(?:'ll| will) use|going with|"
-    r"agreed|settled on|chose|choose to|the plan is)\b|决定|就用|选定|确定用|定了|采用",
-    re.IGNORECASE,
-)
-_TODO = re.compile(
-    r"\b(todo|to-do|fixme|next step|remember to|follow[- ]up|later we|still need|"
-    r"open question|pending)\b|待办|记得|下一步|之后再|还需要|稍后",
-    re.IGNORECASE,
-)
+
+def _pattern(name: str) -> re.Pattern[str]:
+    """Whole Latin phrases (longest first) or Chinese terms anywhere, from `app/words.py`."""
+    latin = "|".join(re.escape(w) for w in sorted(words.LATIN[name], key=len, reverse=True))
+    return re.compile(rf"\b(?:{latin})\b|" + "|".join(words.CJK[name]), re.IGNORECASE)
+
+
+# The word lists live in `app/words.py`, shared with context scoring.
+_CONSTRAINT = _pattern("constraint")
+_PREFERENCE = _pattern("preference")
+_DECISION = _pattern("decision")
+_TODO = _pattern("todo")
 
 _IDENTIFIER_PATTERNS = (
     re.compile(r"https?://[^\s<>\"'`)\]]+"),

@@ -1,6 +1,7 @@
 """Text signals for explainable scoring and for choosing the key lines of a cut.
 
-English and Chinese. Constraint and decision words are found with `str.find`
+English and Chinese. Constraint and decision words (the lists of
+`app/words.py`, shared with compaction) are found with `str.find`
 on the lowercased text and a word-boundary check, which runs at memchr speed;
 the equivalent case-insensitive regex alternation costs ~60 ns per character
 in CPython, too much for logs full of long agent messages. Only the head of a
@@ -16,35 +17,14 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
+from app import words
+
 SCAN_CHARS = 1500
 
-_WORDS: dict[str, tuple[str, ...]] = {
-    "constraint": (
-        *("must", "mustn't", "never", "always", "should", "shouldn't", "need to", "needs to"),
-        *("require", "required", "requires", "don't", "dont", "do not", "cannot", "can't"),
-        *("avoid", "make sure", "only use"),
-    ),
-    "decision": (
-        *("decide", "decided", "decision", "let's", "lets", "we'll", "we will", "agreed"),
-        *("the plan is", "going with", "chose", "settled on"),
-    ),
-}
+# The constraint and decision lists of `app/words.py` (shared with compaction).
+_WORDS: dict[str, tuple[str, ...]] = {k: words.LATIN[k] for k in ("constraint", "decision")}
 # Chinese has no spaces to check: any occurrence counts.
-_CJK_WORDS: dict[str, tuple[str, ...]] = {
-    "constraint": (
-        "必须",
-        "需要",
-        "不要",
-        "禁止",
-        "不能",
-        "务必",
-        "一定要",
-        "不得",
-        "千万",
-        "只能",
-    ),
-    "decision": ("决定", "确定", "就用", "采用", "选定"),
-}
+_CJK_WORDS: dict[str, tuple[str, ...]] = {k: words.CJK[k] for k in ("constraint", "decision")}
 _EXTENSIONS = re.compile(
     r"(?:py|pyi|js|ts|tsx|json|ya?ml|toml|md|rst|txt|cfg|ini|sh|go|rs|java|"
     r"c|h|cc|cpp|hpp|rb|php|html|css|sql|log|csv|xml|lock)(?![\w])"

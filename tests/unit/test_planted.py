@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from app import words
 from app.compaction import signals as compaction_signals
 from app.context import signals as context_signals
 from tests.support.planted import (
@@ -16,28 +17,29 @@ from tests.support.planted import (
 )
 from tests.unit.context_helpers import assistant, load_sessions, tool, user
 
-_CJK = re.compile(r"[\u3400-\u9fff]+")
 _WORD = re.compile(r"[^\W\d_]+")
 
 
 def _detector_words() -> tuple[set[str], set[str]]:
-    """Every Latin word and every Chinese term in the detectors' word lists."""
-    words: set[str] = set()
-    cjk: set[str] = set()
-    for phrases in (*context_signals._WORDS.values(), *context_signals._CJK_WORDS.values()):
+    """Every Latin word and every Chinese term in the detectors' word lists (`app/words.py`,
+    which both `app/context/signals.py` and `app/compaction/signals.py` use)."""
+    latin: set[str] = set()
+    for phrases in words.LATIN.values():
         for phrase in phrases:
-            words.update(_WORD.findall(phrase))
-            cjk.update(_CJK.findall(phrase))
-    for pattern in (
-        compaction_signals._CONSTRAINT,
-        compaction_signals._PREFERENCE,
-        compaction_signals._DECISION,
-        compaction_signals._TODO,
-    ):
-        source = re.sub(r"\\[A-Za-z]|\(\?:|\(\?[a-z]+\)", " ", pattern.pattern.lower())
-        words.update(_WORD.findall(source))
-        cjk.update(_CJK.findall(source))
-    return words, cjk
+            latin.update(_WORD.findall(phrase))
+    cjk = {term for terms in words.CJK.values() for term in terms}
+    return latin, cjk
+
+
+def test_both_detectors_use_the_one_word_list() -> None:
+    for name in ("constraint", "decision"):
+        for phrase in (*words.LATIN[name], *words.CJK[name]):
+            text = f"So: {phrase} it."
+            assert name in context_signals.found(text), (name, phrase)
+            assert name in compaction_signals.classify(text), (name, phrase)
+    for name in ("preference", "todo"):
+        for phrase in (*words.LATIN[name], *words.CJK[name]):
+            assert name in compaction_signals.classify(f"So: {phrase} it."), (name, phrase)
 
 
 def test_planted_phrasings_share_no_word_with_any_detector() -> None:
