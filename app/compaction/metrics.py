@@ -22,6 +22,11 @@ MODEL_TOKENS = Counter(
 TOKENS_FREED = Counter(
     "contextd_compaction_tokens_freed_total", "Context tokens removed from effective histories"
 )
+AUTO_SKIPPED = Counter(
+    "contextd_compaction_auto_skipped_total",
+    "Appends at compact_needed that queued no job: the session row showed nothing to free, "
+    "or the state of its last noop had not grown enough",
+)
 QUEUE_JOBS = Gauge(
     "contextd_compaction_queue_jobs",
     "Compaction jobs waiting or running, across the database (all processes, all tenants)",

@@ -18,6 +18,8 @@ import uuid
 from typing import Any
 
 import structlog
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.deps import Database
 from app.compaction import (
@@ -33,16 +35,18 @@ from app.compaction import (
 from app.compaction import repository as repo
 from app.compaction.candidates import FlushCandidate
 from app.compaction.metrics import (
+    AUTO_SKIPPED,
     COMPACTION_DURATION,
     COMPACTION_JOBS,
     COMPACTION_LAG,
     MODEL_TOKENS,
     TOKENS_FREED,
 )
+from app.compaction.summary import summary_token_cap
 from app.context import summary_message
 from app.db import is_unavailable
 from app.events import record_event
-from app.models import SessionRow
+from app.models import CompactionJobRow, SessionRow
 from app.sessions.service import budget_of, effective_model, session_compaction
 from app.settings import CompactionSettings, Settings
 from app.tokens import get_counter
@@ -91,6 +95,70 @@ def _regrown(row: SessionRow, settings: Settings) -> bool:
     ratio = session_compaction(row, settings).regrowth_ratio
     history = row.context_tokens - row.watermark_context_tokens
     return history >= row.compacted_history_tokens * (1 + ratio)
+
+
+def could_free(row: SessionRow, settings: Settings) -> bool:
+    """Whether a compaction could free anything, from the session row's running totals.
+
+    The preserved tail holds at most `keep_recent_ratio` of the usable budget
+    (bar the current turn's last steps), and a plan must free `min_free_ratio`
+    of it: an effective history no bigger than both together has nothing worth
+    compacting, so no job is queued for it (SPEC §5: no job per append that ends
+    as a `noop`). A necessary condition only; the plan decides exactly.
+    """
+    c = session_compaction(row, settings)
+    history = row.context_tokens - row.watermark_context_tokens
+    # At least this much lies outside the tail; its summary takes back its share.
+    outside = history - int(c.keep_recent_ratio * c.usable_budget)
+    if outside <= 0:
+        return False
+    freed = outside - min(outside, summary_token_cap(outside))
+    return freed >= max(1, int(c.min_free_ratio * c.usable_budget)) and _regrown(row, settings)
+
+
+def noop_state(row: SessionRow) -> dict[str, int]:
+    """What an automatic noop is remembered by: the same state never gets another job."""
+    return {
+        "watermark": row.last_compaction_seq,
+        "generation": row.generation,
+        "context_tokens": row.context_tokens,
+        "history_tokens": row.context_tokens - row.watermark_context_tokens,
+    }
+
+
+async def _after_noop(db: AsyncSession, row: SessionRow, settings: Settings) -> bool:
+    """False while the session is in the state (or barely past it) its last noop saw.
+
+    A plan that found nothing to compact finds nothing again until the log has
+    grown: by `regrowth_ratio` of the history it saw (at least `min_free_ratio`
+    of the usable budget, and at least one token), on the same watermark and
+    generation. Read from the session's latest noop job (its primary key prefix).
+    """
+    last = await db.scalar(
+        select(CompactionJobRow.result)
+        .where(
+            CompactionJobRow.tenant_id == row.tenant_id,
+            CompactionJobRow.session_id == row.id,
+            CompactionJobRow.status == "noop",
+        )
+        .order_by(CompactionJobRow.finished_at.desc())
+        .limit(1)
+    )
+    state = (last or {}).get("state")
+    if not isinstance(state, dict):
+        return True
+    if (state.get("watermark"), state.get("generation")) != (
+        row.last_compaction_seq,
+        row.generation,
+    ):
+        return True  # compacted, cut or cleared since: a new state
+    c = session_compaction(row, settings)
+    growth = max(
+        1,
+        int(c.regrowth_ratio * int(state.get("history_tokens", 0))),
+        int(c.min_free_ratio * c.usable_budget),
+    )
+    return row.context_tokens >= int(state.get("context_tokens", 0)) + growth
 
 
 class CompactionRunner:
@@ -142,8 +210,16 @@ class CompactionRunner:
         """An append left the session at compact_needed: queue a job if auto_compact is on."""
         try:
             async with self.database.transaction() as db:
-                row = await db.get(SessionRow, (tenant, sid))
-                if row is None or not row.auto_compact or not _regrown(row, self.settings):
+                # Locked: a job storing its summary meanwhile (it updates this row) is
+                # either seen stored here or still active below (then this joins it and
+                # its chain decides again); never a decision on the row before it.
+                row = await db.get(SessionRow, (tenant, sid), with_for_update=True)
+                if row is None or not row.auto_compact:
+                    return
+                if not could_free(row, self.settings) or not await _after_noop(
+                    db, row, self.settings
+                ):
+                    AUTO_SKIPPED.inc()
                     return
                 await repo.request_job(
                     db, tenant, sid, trigger="auto", force=False, lock_token=lock_token, chain=chain
@@ -245,6 +321,7 @@ class CompactionRunner:
         )
         if isinstance(plan, NoopReason):
             meta = build_metadata(plan, None, triggered_at=job.created_at)
+            meta["state"] = noop_state(row)
             await self._finish(job, "noop", meta, reason=plan.code)
             return
         candidates = await _flush_candidates(plan, row.id, c)

@@ -594,3 +594,75 @@ async def test_new_planning_settings_are_validated(
     r = await cclient.put(f"/sessions/{sid}", json={"compaction": {field: value}})
     assert r.status_code == 422 and field in r.text, r.text
     assert (await cclient.get(f"/sessions/{sid}")).status_code == 404
+
+
+async def _settle(c: httpx.AsyncClient, sid: str) -> list[dict[str, Any]]:
+    """Waits until no job of the session is active; its compaction events, oldest first."""
+    for _ in range(200):
+        jobs = (await state(c, sid))["jobs"]
+        if all(j["status"] not in ("pending", "running") for j in jobs):
+            break
+        await asyncio.sleep(0.05)
+    r = await c.get(f"/sessions/{sid}/events", params={"type": "compaction.", "limit": 1000})
+    return list(r.json()["events"])
+
+
+async def test_auto_compaction_of_a_single_turn_agent_run_without_noops(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    guards = {**SMALL_COMPACTION, "min_free_ratio": 0.05, "regrowth_ratio": 0.25}
+    await cclient.put(
+        f"/sessions/{sid}", json={**SMALL, "auto_compact": True, "compaction": guards}
+    )
+    await cclient.post(f"/sessions/{sid}/messages", json={"messages": [user("Fix the build.")]})
+    appends = 100
+    for i in range(appends):
+        r = await cclient.post(
+            f"/sessions/{sid}/messages", json={"messages": agent_run(1, first=i)}
+        )
+        assert r.status_code == 201, r.text
+        if i % 10 == 9:
+            await _settle(cclient, sid)
+    events = await _settle(cclient, sid)
+    kinds = [e["type"] for e in events]
+    assert kinds.count("compaction.success") >= 3, kinds
+    noops = [
+        (e["data"].get("reason"), e["data"].get("detail"), e["data"].get("state"))
+        for e in events
+        if e["type"] == "compaction.noop"
+    ]
+    assert len(noops) <= 1, noops  # at most 1 per 100 appends
+    s = await state(cclient, sid)
+    ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
+    assert ctx["messages"][1]["content"] == "Fix the build."  # the turn anchor, after the summary
+    assert s["last_compaction_seq"] > 200
+
+
+async def test_an_automatic_noop_is_not_repeated_for_the_same_state(
+    cclient: httpx.AsyncClient, sid: str
+) -> None:
+    # Four huge steps in the current turn: over the threshold, and all of them preserved.
+    await cclient.put(f"/sessions/{sid}", json={**SMALL, "auto_compact": True})
+    big = [
+        m
+        for i in range(4)
+        for m in (
+            call(f"b{i}", args=f'{{"path": "big{i}.log"}}'),
+            result(f"b{i}", f"line {i} of a long log\n" * 120),
+        )
+    ]
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": [user("go"), *big]})
+    assert r.json()["budget"]["status"] == "compact_needed"
+    # The first append at compact_needed may try once; the same state never again.
+    for i in range(20):
+        await cclient.post(
+            f"/sessions/{sid}/messages",
+            json={"messages": [{"role": "assistant", "content": f"still reading ({i})"}]},
+        )
+        await _settle(cclient, sid)
+    events = await _settle(cclient, sid)
+    noops = [e for e in events if e["type"] == "compaction.noop"]
+    assert len(noops) <= 1, noops
+    if noops:
+        assert noops[0]["data"]["reason"] == "nothing_compressible"
+        assert noops[0]["data"]["state"]["watermark"] == 0
