@@ -117,6 +117,7 @@ def per_process(total: int, workers: int) -> int:
 # Set by the parent of `serve --workers N` for its children only.
 _PARENT_PID_ENV = "CONTEXTD_SERVE_PARENT_PID"
 _METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+HEALTHCHECK_TIMEOUT_S = 60
 
 
 def _serve(
@@ -187,6 +188,13 @@ def _serve_processes(
         pool_per_process=os.environ["CONTEXTD_DB_POOL_SIZE"],
         metrics_dir=metrics_dir,
     )
+    import inspect
+
+    if "timeout_worker_healthcheck" in inspect.signature(uvicorn.run).parameters:
+        # uvicorn kills a child that does not answer its supervisor's ping in time, and
+        # a child cannot answer before its imports are done: over 5 s (the default) on
+        # a loaded machine, where every replacement was killed in turn, forever.
+        options["timeout_worker_healthcheck"] = HEALTHCHECK_TIMEOUT_S
     try:
         uvicorn.run(
             "app.cli:worker_app", factory=True, workers=workers, host=host, port=port, **options
