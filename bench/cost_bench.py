@@ -199,6 +199,10 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[dict[tuple[str, 
     from app.settings import load_settings
 
     configure_logging("json", "WARNING")
+    overrides: dict[str, Any] = {"database_url": db.url}
+    if args.ratio is not None:
+        overrides["trim_target_ratio"] = args.ratio
+    settings = load_settings(**overrides)
     cases = load_cases(args.dataset, k=args.k)[: args.limit or None]
     strategies = args.strategies or available_strategies()
     tallies: dict[tuple[str, int], Tally] = {}
@@ -211,9 +215,9 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[dict[tuple[str, 
         f"contextd cost bench: {machine_info()}; {len(cases)} sessions of {args.dataset.name} "
         f"with {args.k} planted instructions each, {calls:,} model calls; model {MODEL} "
         f"(exact o200k_base counts); budgets {', '.join(f'{b:,}' for b in args.budgets)}; "
-        f"trim target ratio {load_settings().trim_target_ratio}"
+        f"trim target ratio {settings.trim_target_ratio}"
     )
-    app = create_app(load_settings(database_url=db.url), database_url=db.url)
+    app = create_app(settings, database_url=db.url)
     started = time.perf_counter()
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -357,6 +361,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--strategies", default="", help="comma-separated; default every strategy")
     p.add_argument("--k", type=int, default=4, help="planted instructions per session")
     p.add_argument("--limit", type=int, default=0, help="first N sessions only")
+    p.add_argument("--ratio", type=float, default=None, help="CONTEXTD_TRIM_TARGET_RATIO")
     p.add_argument("--no-plain", dest="plain", action="store_false", help="skip (no stability)")
     p.add_argument("--dataset", type=Path, default=DATASET if DATASET.exists() else SHARED)
     p.add_argument("--database-url", default=None)

@@ -164,6 +164,13 @@ async def build(
         head=result.messages[: len(result.messages) - sent],
         tools=result.tools,
         tools_tokens=result.usage.breakdown.tools,
+        # The head's messages: system block (less the reply priming), dynamic, summary.
+        head_tokens=(
+            result.usage.breakdown.system
+            - counter.count_messages([])
+            + result.usage.breakdown.dynamic
+            + result.usage.breakdown.summary
+        ),
         counter=counter,
         last_seq=row.last_seq,
         echoed=params.previous_prefix_id,

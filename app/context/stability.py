@@ -378,6 +378,7 @@ def shared_prefix(
     head: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]],
     tools_tokens: int,
+    head_tokens: int,
     counter: TokenCounter,
     last_seq: int,
     echoed: str | None,
@@ -412,12 +413,15 @@ def shared_prefix(
         return SharedPrefix(0, 0, str(me))
 
     messages, tokens = 0, tools_tokens
-    for i, digest in enumerate(head_digests):
-        if i >= len(prev_head) or prev_head[i] != digest:
-            return SharedPrefix(messages, tokens, str(me))
-        messages += 1
-        tokens += counter.count_message(head[i])
-    if len(prev_head) != len(head_digests):
+    if prev_head == head_digests:
+        # The whole head is shared: its cost is known without counting it again.
+        messages, tokens = len(head), tools_tokens + head_tokens
+    else:
+        for i, digest in enumerate(head_digests):
+            if i >= len(prev_head) or prev_head[i] != digest:
+                break
+            messages += 1
+            tokens += counter.count_message(head[i])
         return SharedPrefix(messages, tokens, str(me))
 
     if layout.generation != stable.session.generation:

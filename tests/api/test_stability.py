@@ -185,3 +185,41 @@ async def test_pinned_and_latest_user_messages_stay_after_a_replay(
     assert "Keep every answer under 50 words." in texts
     assert tool_groups_whole(body["messages"])
     assert body["usage"]["input_tokens"] <= BUDGET
+
+
+async def test_a_changed_head_shares_only_what_is_equal(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    await start(client, sid)
+    for i in range(20):
+        await append(client, sid, step(i))
+
+    async def post(**body: Any) -> dict[str, Any]:
+        r = await client.post(f"/sessions/{sid}/context", json={"max_tokens": BUDGET, **body})
+        assert r.status_code == 200, r.text
+        out: dict[str, Any] = r.json()
+        return out
+
+    first = await post(dynamic_context=["Goal: audit src/."])
+    same = await post(dynamic_context=["Goal: audit src/."], previous_prefix_id=first["prefix_id"])
+    assert same["messages"] == first["messages"]
+    assert same["usage"]["stable_prefix_tokens"] == shared_prefix(first, same)[1]
+    assert same["usage"]["stable_prefix_messages"] == len(first["messages"])
+    # A new goal: the system prompt is still shared, nothing after the changed item.
+    other = await post(dynamic_context=["Goal: fix tests/."], previous_prefix_id=same["prefix_id"])
+    assert other["messages"][2:] == same["messages"][2:]  # the history selection is unchanged
+    assert other["usage"]["stable_prefix_messages"] == 1 == shared_prefix(same, other)[0]
+    assert other["usage"]["stable_prefix_tokens"] == shared_prefix(same, other)[1]
+    # Other tools: providers render them first, so nothing is shared.
+    tools = [{"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}]
+    new_tools = await post(
+        dynamic_context=["Goal: fix tests/."], tools=tools, previous_prefix_id=other["prefix_id"]
+    )
+    assert new_tools["usage"]["stable_prefix_tokens"] == 0
+    # An unknown or malformed echo claims nothing and is not an error.
+    odd = await post(dynamic_context=["Goal: fix tests/."], previous_prefix_id="nonsense")
+    assert odd["usage"]["stable_prefix_tokens"] == 0
+    bad = await client.post(
+        f"/sessions/{sid}/context", json={"max_tokens": BUDGET, "previous_prefix_id": 7}
+    )
+    assert bad.status_code == 422 and "previous_prefix_id" in bad.text
