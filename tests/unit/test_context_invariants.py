@@ -9,6 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.context import AssemblyRequest, SummaryBlock, assemble, available_strategies
+from app.context.groups import split_units
+from app.context.view import Form, HistoryView, Limits, Unit
 from app.messages.types import LoggedMessage
 from tests.unit.context_helpers import COUNTER, assistant, check, logged, tool, user
 
@@ -135,3 +137,48 @@ def test_more_budget_never_loses_mandatory_units(history: list[LoggedMessage], b
         if not small.over_budget:
             assert not large.over_budget
         assert large.usage.input_tokens <= budget * 4 or large.over_budget
+
+
+def _units_of(request: AssemblyRequest) -> list[Unit]:
+    """The units the strategy saw, rebuilt the way the pipeline builds them."""
+    through = request.summary.through_seq if request.summary else None
+    history = list(request.history)
+    if through is not None:
+        anchor = next((m for m in reversed(history) if m.role == "user"), None)
+        history = [m for m in history if m.seq > through or m is anchor]
+    groups, _ = split_units(history)
+    limits = Limits.from_preview_limit(request.session_id, request.preview_limit_tokens)
+    return list(HistoryView.build(groups, limits, request.counter).units)
+
+
+@SETTINGS
+@given(st.sampled_from(["key_messages", "summary"]).flatmap(requests))
+def test_a_user_message_is_dropped_only_when_it_cannot_fit(request: AssemblyRequest) -> None:
+    """SPEC §3 / issue 8: tool outputs, assistant texts and old steps give way first. A user
+    message left out would not fit, even compacted, beside the hard set, the newest unit and
+    the user messages that were kept: nothing else took its room."""
+    result = assemble(request)
+    check(request, result)
+    if result.over_budget:
+        return
+    b = result.usage.breakdown
+    room = result.usage.budget - (b.total - b.history)
+    units = _units_of(request)
+    if not units:
+        return
+    kept = set(result.kept_seqs)
+    sent_cost = {m.seq: request.counter.count_message(msg) for m, msg in _sent(result, request)}
+    floor = 0
+    for u in units:
+        if u.first_seq in kept and (u.kind == "user" or u.pinned or u is units[-1]):
+            floor += sum(sent_cost[m.seq] for m in u.messages)
+    for u in units:
+        if u.kind == "user" and u.first_seq not in kept:
+            assert floor + u.cost(Form.COMPACT) > room, (u.first_seq, floor, room)
+
+
+def _sent(result: Any, request: AssemblyRequest) -> list[tuple[LoggedMessage, dict[str, Any]]]:
+    by_seq = {m.seq: m for m in request.history}
+    kept = list(result.kept_seqs)
+    tail = list(result.messages[len(result.messages) - len(kept) :]) if kept else []
+    return [(by_seq[s], msg) for s, msg in zip(kept, tail, strict=True)]
