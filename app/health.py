@@ -8,7 +8,8 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
-from app.compaction.metrics import QUEUE_JOBS, QUEUE_OLDEST_PENDING
+from app.compaction.metrics import QUEUE_JOBS, QUEUE_OLDEST_PENDING, WORKERS_LIVE
+from app.compaction.repository import WORKER_STALE_S
 from app.db import head_revision, schema_is_current
 from app.observability.metrics import exposition
 
@@ -46,15 +47,24 @@ _QUEUE = text(
 )
 
 
+# The same freshness rule as the servers' deferral (repository.live_worker).
+_WORKERS = text(
+    "SELECT count(*) FROM compaction_workers"
+    " WHERE heartbeat_at > now() - make_interval(secs => :stale)"
+)
+
+
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 async def metrics(request: Request) -> Response:
     try:
         async with request.app.state.engine.connect() as conn:
             rows = {r[0]: (int(r[1]), float(r[2])) for r in await conn.execute(_QUEUE)}
+            workers = int(await conn.scalar(_WORKERS, {"stale": WORKER_STALE_S}) or 0)
     except Exception as exc:  # the queue gauges keep their last values; metrics still answer
         log.warning("could not read the compaction queue", error=type(exc).__name__)
     else:
         for status in ("pending", "running"):
             QUEUE_JOBS.labels(status).set(rows.get(status, (0, 0.0))[0])
         QUEUE_OLDEST_PENDING.set(rows.get("pending", (0, 0.0))[1])
+        WORKERS_LIVE.set(workers)
     return Response(exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -39,3 +39,9 @@ QUEUE_OLDEST_PENDING = Gauge(
     "Age of the oldest job no runner has claimed yet (0 when none waits)",
     multiprocess_mode="mostrecent",
 )
+WORKERS_LIVE = Gauge(
+    "contextd_compaction_workers_live",
+    "`contextd worker` processes with a fresh heartbeat; while > 0, servers in "
+    "run_compactions_in_process=auto mode leave the queue to them",
+    multiprocess_mode="mostrecent",
+)

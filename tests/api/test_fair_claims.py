@@ -221,6 +221,7 @@ async def test_server_in_auto_mode_defers_to_a_live_worker(
             await asyncio.sleep(2.5)  # two polls of the in-process runner, and a wake
             jobs = (await c.get("/sessions/deferred/compaction")).json()["jobs"]
             assert [(j["job_id"], j["status"]) for j in jobs] == [(job_id, "pending")]
+            assert "contextd_compaction_workers_live 1.0" in (await c.get("/metrics")).text
             async with app.state.database.transaction() as s:
                 await repo.worker_gone(s, "elsewhere:1:abc")
             app.state.compactions.wake()
@@ -230,6 +231,7 @@ async def test_server_in_auto_mode_defers_to_a_live_worker(
                     break
                 await asyncio.sleep(0.1)
             assert jobs[0]["status"] == "noop"  # an empty session: nothing to compact
+            assert "contextd_compaction_workers_live 0.0" in (await c.get("/metrics")).text
 
 
 def test_run_compactions_in_process_accepts_auto_and_booleans(
