@@ -86,12 +86,15 @@ def start_server(database_url: str) -> Iterator[Callable[..., Server]]:
     servers: list[Server] = []
 
     def start(
-        env: dict[str, str] | None = None, command: str = "serve", args: list[str] | None = None
+        env: dict[str, str] | None = None,
+        command: str = "serve",
+        args: list[str] | None = None,
+        ready_timeout: float = 30,
     ) -> Server:
         server = Server(database_url, env, command, args)
         servers.append(server)
         if command == "serve":
-            server.wait_ready()
+            server.wait_ready(ready_timeout)
         return server
 
     yield start

@@ -70,7 +70,8 @@ def scraped_total(text: str) -> float:
 async def test_two_workers_serve_one_port_and_metrics_sum_both(
     start_server: Callable[..., Server], tmp_path: Path
 ) -> None:
-    server = start_server(env={"TMPDIR": str(tmp_path)}, args=["--workers", "2"])
+    # Spawned children import the whole app before they answer: slow on a loaded machine.
+    server = start_server(env={"TMPDIR": str(tmp_path)}, args=["--workers", "2"], ready_timeout=120)
     workers = children(server.proc.pid)
     assert len(workers) == 2, workers
     [metrics_dir] = metrics_dirs(tmp_path)
@@ -118,7 +119,7 @@ def test_embedded_postgres_starts_once_for_all_workers(tmp_path: Path) -> None:
     env = {"CONTEXTD_DATA_DIR": str(tmp_path / "data"), "TMPDIR": str(tmp_path)}
     server = Server(None, env, args=["--workers", "2"])
     try:
-        server.wait_ready(timeout=90)
+        server.wait_ready(timeout=150)
         r = httpx.post(
             server.base_url + "/sessions/emb/messages",
             json={"messages": [{"role": "user", "content": "hi"}]},
