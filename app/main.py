@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import db as database
 from app.api.deps import Database
+from app.api.openapi import install as install_openapi
 from app.api.problems import ERROR_RESPONSES
 from app.auth.keys import Keyring, parse_env_keys
 from app.auth.middleware import Authenticate
@@ -99,6 +100,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
     _install_error_handlers(app)
+    install_openapi(app)
     keyring = Keyring(
         parse_env_keys(settings.api_keys.get_secret_value()) if settings.api_keys else {}
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.api.openapi import problem_response
+
 PROBLEM_SCHEMA: dict[str, Any] = {
     "title": "Problem",
     "description": "RFC 9457 problem details with contextd's stable `code`.",
@@ -28,10 +30,9 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 
 
 def _problem(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/problem+json": {"schema": PROBLEM_SCHEMA}},
-    }
+    # The `Problem` model of app.api.schemas (PROBLEM_SCHEMA is the same shape, kept
+    # for code that checks bodies against it).
+    return problem_response(description)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -6,6 +6,8 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.openapi import answers
+from app.api.schemas import CompactionDryRun, CompactionJob, CompactionState
 from app.api.types import StoredStr
 from app.compaction import service
 
@@ -27,7 +29,13 @@ class CompactIn(BaseModel):
     "/sessions/{session_id}/compact",
     status_code=202,
     summary="Request a compaction",
-    responses={200: {"description": "the finished job (wait) or the dry-run plan"}},
+    response_model=None,
+    responses=answers(
+        {
+            202: (CompactionJob, "the job, queued or running"),
+            200: (CompactionJob | CompactionDryRun, "the finished job (wait) or the dry-run plan"),
+        }
+    ),
 )
 async def compact(
     session_id: SessionId,
@@ -66,7 +74,12 @@ async def compact(
     return encoded(out)
 
 
-@router.get("/sessions/{session_id}/compaction", summary="Compaction state")
+@router.get(
+    "/sessions/{session_id}/compaction",
+    summary="Compaction state",
+    response_model=None,
+    responses=answers({200: (CompactionState, "summary, watermark, candidates, recent jobs")}),
+)
 async def compaction_state(
     session_id: SessionId, db: DatabaseDep, tenant: TenantDep
 ) -> dict[str, Any]:

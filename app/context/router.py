@@ -5,9 +5,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
+from app.api.openapi import answers, request_body
+from app.api.schemas import ContextIn, ContextPayload
 from app.context import service, validate_context_params
 from app.context.formats import DEFAULT_FORMAT, FORMATS, Format
-from app.context.types import DEFAULT_STRATEGY
 from app.errors import invalid
 
 router = APIRouter(tags=["context"])
@@ -36,17 +37,13 @@ PREFIX_ID_DOC = (
     "exact (without it the previous call is assumed to lack only the newest step)"
 )
 
-EXAMPLE = {
-    "system": "You are a careful coding agent.",
-    "dynamic_context": ["Task: make the failing test in tests/test_app.py pass."],
-    "mode": "agent",
-    "max_tokens": 16000,
-    "strategy": DEFAULT_STRATEGY,
-    "reserve_output_tokens": 1024,
-}
 
-
-@router.get("/sessions/{session_id}/context", summary="The assembled payload")
+@router.get(
+    "/sessions/{session_id}/context",
+    summary="The assembled payload",
+    response_model=None,
+    responses=answers({200: (ContextPayload, "the payload in the asked format")}),
+)
 async def get_context(
     session_id: SessionId,
     request: Request,
@@ -82,14 +79,21 @@ async def get_context(
     return await service.payload(db, request.app.state.events, tenant, session_id, params, settings)
 
 
-@router.post("/sessions/{session_id}/context", summary="The assembled payload, with per-call parts")
+@router.post(
+    "/sessions/{session_id}/context",
+    summary="The assembled payload, with per-call parts",
+    response_model=None,
+    openapi_extra=request_body(ContextIn),
+    responses=answers({200: (ContextPayload, "the payload in the asked format")}),
+)
 async def post_context(
     session_id: SessionId,
     request: Request,
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
-    body: Annotated[dict[str, Any], Body(examples=[EXAMPLE])],
+    # Validated by hand (validate_context_params); the documented schema is ContextIn's.
+    body: Annotated[dict[str, Any], Body()],
 ) -> dict[str, Any]:
     """Per-call `system` (string or system messages) and `tools` replace the session's;
     `dynamic_context` (strings or messages: task goal, retrieved knowledge) comes after

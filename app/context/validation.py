@@ -113,7 +113,8 @@ def _check_message(errors: Errors, msg: object, loc: str, roles: frozenset[str])
     if not isinstance(msg, Mapping):
         _err(errors, loc, "must be a string or a message object")
         return
-    if msg.get("role") not in roles:
+    role = msg.get("role")
+    if not isinstance(role, str) or role not in roles:  # an object role is unhashable
         _err(errors, f"{loc}.role", f"must be one of {sorted(roles)}")
     content = msg.get("content")
     if not isinstance(content, str | list):

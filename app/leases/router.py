@@ -6,6 +6,8 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import DatabaseDep, SessionId, TenantDep, encoded
+from app.api.openapi import answers
+from app.api.schemas import Lease
 from app.api.types import StoredStr
 from app.leases import service
 
@@ -42,7 +44,13 @@ def _out(lease: service.Lease) -> dict[str, Any]:
     )
 
 
-@router.post("/sessions/{session_id}/lock", status_code=201, summary="Claim the writer lease")
+@router.post(
+    "/sessions/{session_id}/lock",
+    status_code=201,
+    summary="Claim the writer lease",
+    response_model=None,
+    responses=answers({201: (Lease, "the lease; send its lock_token with every write")}),
+)
 async def claim(
     session_id: SessionId, body: ClaimIn, db: DatabaseDep, tenant: TenantDep
 ) -> dict[str, Any]:
@@ -52,7 +60,12 @@ async def claim(
     return _out(lease)
 
 
-@router.post("/sessions/{session_id}/lock/renew", summary="Extend the lease")
+@router.post(
+    "/sessions/{session_id}/lock/renew",
+    summary="Extend the lease",
+    response_model=None,
+    responses=answers({200: (Lease, "the lease with its new expiry")}),
+)
 async def renew(
     session_id: SessionId, body: RenewIn, db: DatabaseDep, tenant: TenantDep
 ) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Path, Query, Request, Response
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.openapi import answers, request_body
+from app.api.schemas import AppendIn, AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
 from app.api.types import StoredStr
 from app.errors import NotFound, invalid
 from app.jsonsafe import storable_problem
@@ -16,30 +18,19 @@ from app.sessions.service import get_session
 router = APIRouter(tags=["messages"])
 MAX_BIGINT = 2**63 - 1
 
-APPEND_EXAMPLE = {
-    "messages": [
-        {"role": "user", "content": "Find the bug in app.py", "id": "m-1"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "read_file", "arguments": '{"path": "app.py"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": "def main(): ..."},
-    ]
-}
-
 
 @router.post(
     "/sessions/{session_id}/messages",
     status_code=201,
     summary="Append 1..N messages atomically",
-    responses={200: {"description": "every message was a replay of an earlier id"}},
+    response_model=None,
+    openapi_extra=request_body(AppendIn),
+    responses=answers(
+        {
+            201: (AppendOut, "stored: each message's seq and the session's budget"),
+            200: (AppendOut, "every message was a replay of an earlier id"),
+        }
+    ),
 )
 async def append_messages(
     session_id: SessionId,
@@ -48,7 +39,9 @@ async def append_messages(
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
-    body: Annotated[dict[str, Any], Body(examples=[APPEND_EXAMPLE])],
+    # Read as JSON and validated by hand (errors name the field, e.g.
+    # messages[2].tool_call_id); the schema in the docs is AppendIn's.
+    body: Annotated[dict[str, Any], Body()],
 ) -> dict[str, Any]:
     """Messages are OpenAI chat messages with optional contextd flags inline
     (`id`, `pinned`, `include_in_context`, `mode`, `run_id`, `metadata`, `error`).
@@ -78,7 +71,12 @@ async def append_messages(
     return {"messages": result.messages, "budget": result.budget.as_dict()}
 
 
-@router.get("/sessions/{session_id}/messages", summary="The raw log, paginated by seq")
+@router.get(
+    "/sessions/{session_id}/messages",
+    summary="The raw log, paginated by seq",
+    response_model=None,
+    responses=answers({200: (MessagePage, "one page of the log")}),
+)
 async def list_messages(
     session_id: SessionId,
     db: DatabaseDep,
@@ -126,7 +124,9 @@ async def list_messages(
 @router.delete(
     "/sessions/{session_id}/messages",
     summary="Delete the tail of the log (seq >= from_seq)",
+    response_model=None,
     responses={
+        **answers({200: (DeletedTail, "what was deleted, the new last_seq and budget")}),
         409: {"description": "`below_watermark`, or the lease refuses the write"},
     },
 )
@@ -169,6 +169,8 @@ async def delete_messages(
 @router.post(
     "/sessions/{session_id}/clear",
     summary="Empty the log, summary and watermark; keep the settings",
+    response_model=None,
+    responses=answers({200: (Cleared, "how many messages went; the budget now")}),
 )
 async def clear_session(
     session_id: SessionId,
@@ -198,7 +200,10 @@ def _one_token(query: str | None, body: LockTokenIn | None) -> str | None:
 
 
 @router.get(
-    "/sessions/{session_id}/messages/{seq}", summary="One message in full, or a range of it"
+    "/sessions/{session_id}/messages/{seq}",
+    summary="One message in full, or a range of it",
+    response_model=None,
+    responses=answers({200: (MessageOut, "the message, or the asked range of its text")}),
 )
 async def get_message(
     session_id: SessionId,

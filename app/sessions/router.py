@@ -8,6 +8,8 @@ from fastapi import APIRouter, Body, Query, Request, Response
 
 from app import events
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.openapi import answers, request_body
+from app.api.schemas import Budget, BudgetPreview, BudgetPreviewIn, EventPage, Session, SessionPage
 from app.api.types import StoredStr
 from app.errors import NotFound, invalid
 from app.jsonsafe import storable_problem
@@ -23,7 +25,10 @@ router = APIRouter(tags=["sessions"])
     "/sessions/{session_id}",
     status_code=200,
     summary="Create or update a session",
-    responses={201: {"description": "the session was created"}},
+    response_model=None,
+    responses=answers(
+        {200: (Session, "the session was updated"), 201: (Session, "the session was created")}
+    ),
 )
 async def put_session(
     session_id: SessionId,
@@ -41,7 +46,12 @@ async def put_session(
     return encoded(out)
 
 
-@router.get("/sessions/{session_id}", summary="Settings plus stats, lease and budget")
+@router.get(
+    "/sessions/{session_id}",
+    summary="Settings plus stats, lease and budget",
+    response_model=None,
+    responses=answers({200: (Session, "the session")}),
+)
 async def get_session(
     session_id: SessionId, db: DatabaseDep, tenant: TenantDep, settings: SettingsDep
 ) -> dict[str, Any]:
@@ -50,7 +60,12 @@ async def get_session(
         return encoded(service.view(row, settings))
 
 
-@router.get("/sessions", summary="List sessions, cursor-paginated by id")
+@router.get(
+    "/sessions",
+    summary="List sessions, cursor-paginated by id",
+    response_model=None,
+    responses=answers({200: (SessionPage, "one page of sessions")}),
+)
 async def list_sessions(
     db: DatabaseDep,
     tenant: TenantDep,
@@ -86,7 +101,12 @@ async def delete_session(
     return Response(status_code=204)
 
 
-@router.get("/sessions/{session_id}/budget", summary="Budget status (SPEC §4)")
+@router.get(
+    "/sessions/{session_id}/budget",
+    summary="Budget status (SPEC §4)",
+    response_model=None,
+    responses=answers({200: (Budget, "the budget now")}),
+)
 async def get_budget(
     session_id: SessionId, db: DatabaseDep, tenant: TenantDep, settings: SettingsDep
 ) -> dict[str, Any]:
@@ -98,15 +118,17 @@ async def get_budget(
 @router.post(
     "/sessions/{session_id}/budget",
     summary="The budget after appending these messages, without writing anything",
+    response_model=None,
+    openapi_extra=request_body(BudgetPreviewIn),
+    responses=answers({200: (BudgetPreview, "the budget now and after the messages")}),
 )
 async def preview_budget(
     session_id: SessionId,
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
-    body: Annotated[
-        dict[str, Any], Body(examples=[{"messages": [{"role": "user", "content": "hi"}]}])
-    ],
+    # Validated by hand like an append's messages; the documented schema is BudgetPreviewIn's.
+    body: Annotated[dict[str, Any], Body()],
 ) -> dict[str, Any]:
     async with db.transaction() as s:
         row = await service.get_session(s, tenant, session_id)
@@ -121,7 +143,12 @@ async def preview_budget(
     }
 
 
-@router.get("/sessions/{session_id}/events", summary="The session's event log")
+@router.get(
+    "/sessions/{session_id}/events",
+    summary="The session's event log",
+    response_model=None,
+    responses=answers({200: (EventPage, "one page of events")}),
+)
 async def list_events(
     session_id: SessionId,
     request: Request,

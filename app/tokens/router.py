@@ -6,6 +6,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
+from app.api.openapi import answers
+from app.api.schemas import TokenCount, UsageReport
 from app.errors import invalid
 from app.messages.validation import parse_batch
 from app.tokens import REPLY_PRIMING, get_counter, usage
@@ -21,7 +23,12 @@ class CountIn(BaseModel):
     tools: list[dict[str, Any]] | None = None
 
 
-@router.post("/tokens/count", summary="Count tokens of text, messages and/or tools for a model")
+@router.post(
+    "/tokens/count",
+    summary="Count tokens of text, messages and/or tools for a model",
+    response_model=None,
+    responses=answers({200: (TokenCount, "the counts, per part and in total")}),
+)
 async def count_tokens(body: CountIn, settings: SettingsDep) -> dict[str, Any]:
     """`messages` counts include per-message overhead and the reply priming, as a request would."""
     if body.text is None and body.messages is None and body.tools is None:
@@ -58,6 +65,8 @@ async def count_tokens(body: CountIn, settings: SettingsDep) -> dict[str, Any]:
 @router.post(
     "/sessions/{session_id}/usage",
     summary="Report the provider's usage for a payload: calibrates the session's estimate",
+    response_model=None,
+    responses=answers({200: (UsageReport, "the session's calibration after the report")}),
 )
 async def report_usage(
     session_id: SessionId,

@@ -1,0 +1,517 @@
+"""Pydantic models of the HTTP API's bodies, for its OpenAPI description (issue 10 item 2).
+
+They describe what the handlers accept and answer, so that `/openapi.json` gives
+generated clients and schemathesis real shapes instead of untyped objects:
+
+- messages are a discriminated union by `role` (`system`, `user`, `assistant`,
+  `tool`), each open (`extra="allow"`): unknown fields are stored verbatim;
+- the append, budget-preview and context requests;
+- every 2xx answer: sessions, message pages, the context payload, budgets,
+  compaction jobs and state, leases, events, token counts;
+- the problem+json error (`Problem`).
+
+How they are wired (see `app/api/openapi.py`): request bodies that the handlers
+read as plain JSON (append, budget preview, POST context) keep their hand-written
+validation — it names the faulty field (`messages[3].tool_call_id`), checks what a
+schema cannot (tool-call pairing, sizes, NUL characters) and is the append hot path
+— and get these models as their documented `requestBody`. Answers are documented
+with `responses={status: {"model": ...}}` rather than `response_model`, so handlers
+keep returning their ready JSON and nothing is validated or re-serialised per
+request.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Mode = Literal["chat", "agent", "run"]
+ContentPart = dict[str, Any]
+MessageContent = str | list[ContentPart]
+
+_OPEN = ConfigDict(extra="allow")
+
+
+class ErrorInfo(BaseModel):
+    """A failed model call (assistant) or tool call (tool)."""
+
+    model_config = _OPEN
+
+    type: str
+    message: str
+
+
+class _Flags(BaseModel):
+    """contextd's optional per-message flags, inline in the OpenAI message."""
+
+    model_config = _OPEN
+
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="client-chosen id: a retried append with the same id is stored once",
+    )
+    name: str | None = None
+    pinned: bool | None = Field(None, description="always kept in context")
+    include_in_context: bool | None = Field(None, description="false: logged, never sent")
+    mode: Mode | None = None
+    run_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class SystemMessage(_Flags):
+    role: Literal["system"]
+    content: MessageContent
+
+
+class UserMessage(_Flags):
+    role: Literal["user"]
+    content: MessageContent
+
+
+class FunctionCall(BaseModel):
+    model_config = _OPEN
+
+    name: str = Field(min_length=1)
+    arguments: str = Field(description="the arguments as a JSON string, as the model wrote them")
+
+
+class ToolCall(BaseModel):
+    model_config = _OPEN
+
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class AssistantMessage(_Flags):
+    role: Literal["assistant"]
+    content: MessageContent | None = None
+    tool_calls: list[ToolCall] | None = None
+    refusal: str | None = None
+    error: ErrorInfo | None = None
+
+
+class ToolMessage(_Flags):
+    role: Literal["tool"]
+    tool_call_id: str = Field(min_length=1)
+    content: MessageContent
+    error: ErrorInfo | None = None
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+
+# What dynamic_context accepts besides strings: no tool results (they need a call).
+DynamicMessage = Annotated[
+    SystemMessage | UserMessage | AssistantMessage, Field(discriminator="role")
+]
+
+APPEND_EXAMPLE: dict[str, Any] = {
+    "messages": [
+        {"role": "user", "content": "Find the bug in app.py", "id": "m-1"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "app.py"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "def main(): ..."},
+    ]
+}
+
+BUDGET: dict[str, Any] = {
+    "status": "ok",
+    "current_tokens": 36,
+    "usable_budget": 124928,
+    "warn_threshold": 99942,
+    "compact_threshold": 112435,
+    "context_limit": 128000,
+    "tokenizer_mode": "exact",
+}
+
+
+class AppendIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [APPEND_EXAMPLE]})
+
+    messages: list[Message] = Field(min_length=1)
+    lock_token: str | None = Field(None, max_length=200, description="the live lease's token")
+
+
+class BudgetPreviewIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"messages": [{"role": "user", "content": "hi"}]}]}
+    )
+
+    messages: list[Message]
+
+
+class ContextIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "system": "You are a careful coding agent.",
+                    "dynamic_context": ["Task: make the failing test in tests/test_app.py pass."],
+                    "mode": "agent",
+                    "max_tokens": 16000,
+                    "strategy": "key_messages",
+                    "reserve_output_tokens": 1024,
+                }
+            ]
+        },
+    )
+
+    system: str | list[SystemMessage] | None = Field(
+        None, description="replaces the session's system prompt for this call"
+    )
+    tools: list[dict[str, Any]] | None = Field(None, description="replaces the session's tools")
+    dynamic_context: list[str | DynamicMessage] | None = Field(
+        None, description="after the system block, before the summary and history"
+    )
+    mode: Mode | None = None
+    max_tokens: int | None = Field(None, ge=1, le=100_000_000)
+    strategy: str | None = Field(None, max_length=100)
+    reserve_output_tokens: int | None = Field(None, ge=0, le=100_000_000)
+    preview_limit_tokens: int | None = Field(None, ge=1)
+    format: Literal["openai", "responses", "anthropic"] = "openai"
+    previous_prefix_id: str | None = Field(
+        None,
+        max_length=1000,
+        description="the `prefix_id` of this stream's previous payload (exact prefix stability)",
+    )
+
+
+# --- answers ------------------------------------------------------------------------
+
+
+class Budget(BaseModel):
+    """Budget status of SPEC §4."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [BUDGET]})
+
+    status: str = Field(description="ok, warn or compact_needed")
+    current_tokens: int
+    usable_budget: int
+    warn_threshold: int
+    compact_threshold: int
+    context_limit: int
+    tokenizer_mode: str = Field(description="exact or estimate")
+
+
+class StoredRef(BaseModel):
+    model_config = _OPEN
+
+    id: str
+    seq: int
+    token_count: int
+
+
+class AppendOut(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {"messages": [{"id": "m-1", "seq": 1, "token_count": 6}], "budget": BUDGET}
+            ]
+        },
+    )
+
+    messages: list[StoredRef]
+    budget: Budget
+
+
+class StoredMessage(BaseModel):
+    """A logged message: the message as sent (unknown fields included) plus what contextd keeps."""
+
+    model_config = _OPEN
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: Any = None
+    id: str
+    seq: int
+    token_count: int
+    created_at: datetime
+    pinned: bool
+    include_in_context: bool
+    mode: Mode | None = None
+    run_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    error: ErrorInfo | None = None
+
+
+class TextRange(BaseModel):
+    model_config = _OPEN
+
+    unit: Literal["char", "line"]
+    start: int
+    end: int
+    total: int
+
+
+class MessageOut(StoredMessage):
+    range: TextRange | None = Field(None, description="with a char or line range: where it sits")
+
+
+class MessagePage(BaseModel):
+    model_config = _OPEN
+
+    messages: list[StoredMessage]
+    next_after_seq: int | None
+    next_before_seq: int | None
+    last_seq: int
+
+
+class DeletedTail(BaseModel):
+    model_config = _OPEN
+
+    deleted_count: int
+    messages: list[StoredMessage] = Field(description="the deleted messages, in log order")
+    last_seq: int
+    budget: Budget
+
+
+class Cleared(BaseModel):
+    model_config = _OPEN
+
+    deleted_count: int
+    last_seq: int
+    budget: Budget
+
+
+class BudgetPreview(BaseModel):
+    model_config = _OPEN
+
+    budget: Budget = Field(description="after appending the messages")
+    current: Budget
+    added_tokens: int
+    fits: bool
+
+
+class SessionStats(BaseModel):
+    model_config = _OPEN
+
+    message_counts: dict[str, int]
+    last_seq: int
+    last_compaction_seq: int
+    context_tokens: int
+    token_calibration: dict[str, Any] | None = None
+
+
+class Lease(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "lock_token": "zLYVLNERreCRrwXAy3nE6edL-epxC4Q4",
+                    "fencing_token": 1,
+                    "expires_at": "2026-11-23T11:47:53.726686+00:00",
+                    "owner": "agent-1",
+                }
+            ]
+        },
+    )
+
+    lock_token: str
+    fencing_token: int
+    expires_at: datetime
+    owner: str
+
+
+class Session(BaseModel):
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    id: str
+    model: str | None
+    effective_model: str
+    context_limit: int
+    system_prompt: str | None
+    tools: list[dict[str, Any]]
+    strategy: str | None
+    anchors: list[str]
+    auto_compact: bool
+    compaction: dict[str, Any]
+    metadata: dict[str, Any]
+    tokenizer: str
+    stats: SessionStats
+    last_seq: int
+    last_compaction_seq: int
+    lease: dict[str, Any] | None = Field(description="the live lease (its token is not shown)")
+    budget: Budget
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionPage(BaseModel):
+    model_config = _OPEN
+
+    sessions: list[Session]
+    next_cursor: str | None
+
+
+class Event(BaseModel):
+    model_config = _OPEN
+
+    id: int
+    type: str
+    data: dict[str, Any] | None
+    created_at: datetime
+
+
+class EventPage(BaseModel):
+    model_config = _OPEN
+
+    events: list[Event]
+    next_after_id: int | None
+
+
+class ContextUsage(BaseModel):
+    model_config = _OPEN
+
+    input_tokens: int
+    budget: int
+    tokenizer_mode: str
+    breakdown: dict[str, int]
+    status: str
+
+
+class Decision(BaseModel):
+    model_config = _OPEN
+
+    seq: int
+    action: str = Field(description="kept, previewed, cut, dropped or excluded")
+    rule: str | None = None
+
+
+class ContextPayload(BaseModel):
+    """The budget-fitted payload. `format` decides the provider part: `openai` has
+    `messages` (+ `tools`), `responses` has `input` items, `anthropic` has `system`
+    blocks and Messages-API `messages`."""
+
+    model_config = _OPEN
+
+    format: Literal["openai", "responses", "anthropic"]
+    usage: ContextUsage
+    kept_seqs: list[int]
+    dropped_count: int
+    summary: dict[str, Any]
+    strategy: str
+    over_budget: bool
+    warnings: list[Any]
+    decisions: list[Decision]
+    messages: list[dict[str, Any]] | None = None
+    input: list[dict[str, Any]] | None = None
+    system: list[dict[str, Any]] | str | None = None
+    tools: list[dict[str, Any]] | None = None
+
+
+class CompactionJob(BaseModel):
+    model_config = _OPEN
+
+    job_id: str
+    status: str = Field(description="pending, running, success, degraded, noop, failed, ...")
+    trigger: str | None = None
+    force: bool | None = None
+    attempts: int | None = None
+    reason: str | None = None
+    watermark_after: int | None = None
+    compaction_metadata: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class CompactionDryRun(BaseModel):
+    model_config = _OPEN
+
+    dry_run: Literal[True]
+    would: str
+    would_compact: bool
+    reason: str | None = None
+
+
+class CompactionSummary(BaseModel):
+    model_config = _OPEN
+
+    text: str | None
+    structure: dict[str, Any] | None
+    tokens: int
+    through_seq: int | None
+
+
+class CompactionState(BaseModel):
+    model_config = _OPEN
+
+    compacted_context: Any = None
+    summary: CompactionSummary
+    last_compaction_seq: int
+    compaction_count: int
+    compaction_metadata: dict[str, Any] | None
+    memory_flush_candidates: list[dict[str, Any]]
+    jobs: list[CompactionJob]
+
+
+class TokenCount(BaseModel):
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    model: str
+    tokenizer: str
+    tokenizer_mode: str
+    text: int | None = None
+    messages: int | None = None
+    tools: int | None = None
+    total: int
+
+
+class UsageReport(BaseModel):
+    model_config = _OPEN
+
+    calibration: dict[str, Any]
+
+
+class ProblemItem(BaseModel):
+    loc: str
+    msg: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details with contextd's stable `code`."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "https://contextd.dev/problems/validation_error",
+                    "title": "Validation failed",
+                    "status": 422,
+                    "detail": "messages[0].role: must be one of system, user, assistant, tool",
+                    "code": "validation_error",
+                    "errors": [
+                        {
+                            "loc": "messages[0].role",
+                            "msg": "must be one of system, user, assistant, tool",
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    errors: list[ProblemItem] | None = None
