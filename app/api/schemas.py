@@ -384,6 +384,10 @@ class ContextUsage(BaseModel):
     tokenizer_mode: str
     breakdown: dict[str, int]
     status: str
+    stable_prefix_tokens: int | None = Field(
+        None, description="tokens at the start identical to the previous payload (cacheable)"
+    )
+    stable_prefix_messages: int | None = None
 
 
 class Decision(BaseModel):
@@ -410,6 +414,7 @@ class ContextPayload(BaseModel):
     over_budget: bool
     warnings: list[Any]
     decisions: list[Decision]
+    prefix_id: str | None = Field(None, description="send back as previous_prefix_id")
     messages: list[dict[str, Any]] | None = None
     input: list[dict[str, Any]] | None = None
     system: list[dict[str, Any]] | str | None = None
