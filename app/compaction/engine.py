@@ -7,6 +7,10 @@ path handles those).
 
 Outcomes:
 
+The user's own messages of the range roll into the `user_messages` section
+verbatim on every path (see `user_messages.py`); the model is not asked to
+copy them, and they count as visible for the anchor and constraint checks.
+
 - model answered with a valid summary and every anchor is visible in the
   final context (system texts + summary + preserved history) → `success`;
 - anchors, identifiers or the language were wrong → one retry naming what is
@@ -54,6 +58,7 @@ from app.compaction.summary import (
     summary_token_cap,
 )
 from app.compaction.turns import CompactionPlan
+from app.compaction.user_messages import range_user_messages, roll_user_messages
 
 
 class SummarySettings(Protocol):
@@ -65,6 +70,10 @@ class SummarySettings(Protocol):
     def compact_timeout_s(self) -> float: ...
     @property
     def anchor_retry_enabled(self) -> bool: ...
+    @property
+    def user_messages_ratio(self) -> float: ...
+    @property
+    def usable_budget(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +110,7 @@ class _Run:
     identifiers: list[str]
     constraints: list[str]
     pinned: tuple[str, ...]
+    user_messages: tuple[str, ...]
     cap: int
     input_tokens: int
     calls: int = 0
@@ -108,7 +118,9 @@ class _Run:
     completion_tokens: int = 0
 
     def check(self, summary: StructuredSummary) -> _Check:
-        full = replace(summary, pinned=self.pinned, carried_anchors=())
+        full = replace(
+            summary, pinned=self.pinned, user_messages=self.user_messages, carried_anchors=()
+        )
         rendered = render_summary(full, self.lang, through_seq=self.plan.new_watermark)
         visible = [*self.system_texts, rendered, *message_texts(self.plan.preserved_messages)]
         content = "\n".join(i for name in SECTIONS for i in getattr(summary, name))
@@ -166,7 +178,9 @@ class _Run:
     ) -> SummaryOutcome:
         new = extractive_summary(self.plan.range_messages, lang=self.lang)
         merged = merge_summaries(self.previous, new, max_timeline=self.options.max_timeline)
-        merged = replace(merged, pinned=self.pinned, carried_anchors=())
+        merged = replace(
+            merged, pinned=self.pinned, user_messages=self.user_messages, carried_anchors=()
+        )
         fitted = fit_to_tokens(
             merged,
             lang=self.lang,
@@ -250,6 +264,12 @@ async def summarise(
             plan.range_messages, previous_summary.user_prefs if previous_summary else ()
         ),
         pinned=dedupe((*previous_pinned, *pinned_entries(plan.range_messages, lang))),
+        user_messages=roll_user_messages(
+            previous_summary.user_messages if previous_summary else (),
+            range_user_messages(plan.range_messages),
+            max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
+            counter=counter,
+        )[0],
         cap=summary_token_cap(
             plan.range_tokens + prev_tokens,
             opts.output_ratio,

@@ -167,7 +167,8 @@ def fit_to_tokens(
     counter: TextCounter,
     through_seq: int | None = None,
 ) -> StructuredSummary:
-    """Trim `summary` until its rendering fits `max_tokens` (pinned and anchors excepted).
+    """Trim `summary` until its rendering fits `max_tokens` (pinned, anchors and the
+    user's messages excepted: they have budgets of their own).
 
     Order: old timeline entries (the last three kept), long items shortened,
     old TODOs and facts, the rest of the timeline, then user constraints and
@@ -178,7 +179,11 @@ def fit_to_tokens(
         return counter.count_text(render_summary(s, lang, through_seq=through_seq))
 
     def fixed(s: StructuredSummary) -> int:
-        return cost(StructuredSummary(pinned=s.pinned, carried_anchors=s.carried_anchors))
+        return cost(
+            StructuredSummary(
+                pinned=s.pinned, carried_anchors=s.carried_anchors, user_messages=s.user_messages
+            )
+        )
 
     budget = max_tokens + fixed(summary)
     if cost(summary) <= budget:

@@ -54,6 +54,8 @@ true, drop what was superseded, do not repeat items.
 - Keep every constraint, identifier, file path, id, number and name exactly as written.
 - Write the summary in {language}.
 - Every anchor listed by the user must appear verbatim in the summary.
+- The user's own messages are also kept word for word by the service, next to your \
+summary: do not copy them whole, but do not drop or soften what they ask either.
 - Never refuse, never comment, never add text outside the JSON object."""
 
 

@@ -3,8 +3,10 @@
 A summary is five lists of short statements (`facts`, `decisions`,
 `open_todos`, `user_prefs`, `timeline`) written by the model or by the
 extractive fallback, plus two lists contextd fills in itself and the model
-never writes: `pinned` (pinned messages of compacted ranges, verbatim) and
-`carried_anchors` (session anchors the summary failed to keep, verbatim).
+never writes: `pinned` (pinned messages of compacted ranges, verbatim),
+`user_messages` (the user's own messages of compacted ranges, verbatim, see
+`user_messages.py`) and `carried_anchors` (session anchors the summary
+failed to keep, verbatim). A model's own `user_messages` key is ignored.
 
 Model output is accepted only if it is one JSON object with those keys whose
 values are lists of strings, not all empty, and not a refusal or an error
@@ -52,6 +54,8 @@ class StructuredSummary:
     timeline: tuple[str, ...] = ()
     pinned: tuple[str, ...] = ()
     carried_anchors: tuple[str, ...] = ()
+    # The user's own messages of every compacted range, verbatim (see user_messages.py).
+    user_messages: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
         return not any(getattr(self, name) for name in SECTIONS)
@@ -182,6 +186,7 @@ def merge_summaries(
         name: dedupe((*getattr(previous, name), *getattr(new, name)))
         for name in (*SECTIONS, "pinned", "carried_anchors")
     }
+    merged["user_messages"] = new.user_messages or previous.user_messages
     timeline = merged["timeline"]
     merged["timeline"] = timeline[-max_timeline:] if max_timeline else ()
     return StructuredSummary(**merged)
@@ -196,6 +201,7 @@ HEADINGS: dict[str, dict[str, str]] = {
         "open_todos": "Open TODOs",
         "user_prefs": "User preferences and constraints",
         "timeline": "Timeline",
+        "user_messages": "The user's own messages (verbatim, oldest first)",
         "pinned": "Pinned messages (verbatim)",
         "carried_anchors": "Must stay visible (verbatim)",
     },
@@ -207,6 +213,7 @@ HEADINGS: dict[str, dict[str, str]] = {
         "open_todos": "待办事项",
         "user_prefs": "用户偏好与约束",
         "timeline": "时间线",
+        "user_messages": "用户的原话（原文，按时间先后）",
         "pinned": "置顶消息（原文）",
         "carried_anchors": "必须保留的内容（原文）",
     },
@@ -227,7 +234,7 @@ def render_summary(summary: StructuredSummary, lang: str, *, through_seq: int | 
         title += sep + h["through"].format(seq=through_seq) + end
     colon = "：" if lang == "zh" else ":"
     lines = [f"[{title}]"]
-    for name in (*SECTIONS, "pinned", "carried_anchors"):
+    for name in (*SECTIONS, "user_messages", "pinned", "carried_anchors"):
         items: tuple[str, ...] = getattr(summary, name)
         if not items:
             continue

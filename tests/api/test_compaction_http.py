@@ -666,3 +666,31 @@ async def test_an_automatic_noop_is_not_repeated_for_the_same_state(
     if noops:
         assert noops[0]["data"]["reason"] == "nothing_compressible"
         assert noops[0]["data"]["state"]["watermark"] == 0
+
+
+@pytest.mark.parametrize("behaviour", ["normal", "500"])  # the model, then the extractive path
+async def test_planted_instructions_survive_five_compactions_verbatim(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str, behaviour: str
+) -> None:
+    from tests.support.planted import choose
+
+    llm.behaviour = behaviour
+    planted = choose(8)  # two each in English, Chinese, Spanish and German
+    await cclient.put(f"/sessions/{sid}", json={**SMALL, "context_limit": 8000})
+    msgs: list[dict[str, Any]] = [user("Migrate the service to the new queue.")]
+    for k, instruction in enumerate(planted):
+        msgs += [*agent_run(3, first=10 * k), instruction.message()]
+    await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    step = 100
+    for round_ in range(5):
+        await cclient.post(f"/sessions/{sid}/messages", json={"messages": agent_run(8, first=step)})
+        step += 8
+        done = await compact(cclient, sid)
+        assert done["status"] == ("success" if behaviour == "normal" else "degraded"), done
+        ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
+        lost = [i.key for i in planted if not i.visible_in(ctx["messages"])]
+        assert not lost, (round_, lost)
+        s = await state(cclient, sid)
+        carried = s["summary"]["structure"]["user_messages"]
+        assert all(i.text in carried for i in planted[:4]), carried  # verbatim, not paraphrased
+    assert s["compaction_count"] == 5

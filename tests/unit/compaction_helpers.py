@@ -43,6 +43,8 @@ class EngineSettings:
     summary_temperature: float = 0.1
     compact_timeout_s: float = 2.0
     anchor_retry_enabled: bool = True
+    user_messages_ratio: float = 0.15
+    usable_budget: int = 124_928
 
 
 def msg(

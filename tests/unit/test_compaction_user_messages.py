@@ -1,0 +1,43 @@
+"""The verbatim `user_messages` section: what folds first once over its share (SPEC §5)."""
+
+from __future__ import annotations
+
+from app.compaction.user_messages import range_user_messages, roll_user_messages
+from tests.support.planted import INSTRUCTIONS
+from tests.unit.compaction_helpers import COUNTER, msg
+
+LONG = "Here is the full log I promised, read it all: " + "trace line ok " * 120
+
+
+def test_below_the_share_every_message_is_kept_verbatim_in_order() -> None:
+    texts = [i.text for i in INSTRUCTIONS]
+    kept, folded = roll_user_messages(texts[:10], texts[10:], max_tokens=10_000, counter=COUNTER)
+    assert kept == tuple(texts) and folded == ()
+
+
+def test_over_the_share_long_ones_fold_first_then_the_oldest_short_ones() -> None:
+    short = [i.text for i in INSTRUCTIONS[:6]]
+    previous = [short[0], LONG, short[1]]
+    new = [LONG + " (second)", short[2], *short[3:]]
+    cost = sum(COUNTER.count_text(t) + 2 for t in short)
+    kept, folded = roll_user_messages(previous, new, max_tokens=cost, counter=COUNTER)
+    assert kept == tuple(short) and set(folded) == {LONG, LONG + " (second)"}
+    # Tighter still: the oldest short instructions go, the newest stay.
+    kept, _ = roll_user_messages(previous, new, max_tokens=cost // 2, counter=COUNTER)
+    assert kept == tuple(short[-len(kept) :]) and 0 < len(kept) < len(short)
+
+
+def test_a_repeated_message_is_kept_once_at_its_latest_place() -> None:
+    kept, _ = roll_user_messages(["a", "b"], ["a"], max_tokens=100, counter=COUNTER)
+    assert kept == ("b", "a")
+
+
+def test_range_user_messages_skip_pinned_ui_only_and_other_roles() -> None:
+    log = [
+        msg(1, "user", "keep me"),
+        msg(2, "user", "pinned", pinned=True),
+        msg(3, "user", "ui only", include_in_context=False),
+        msg(4, "assistant", "not the user"),
+        msg(5, "user", "我的电脑是 Windows 11"),
+    ]
+    assert range_user_messages(log) == ("keep me", "我的电脑是 Windows 11")
