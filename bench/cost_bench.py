@@ -345,8 +345,6 @@ def table(tallies: dict[tuple[str, int], Tally]) -> str:
 def dollars(tallies: dict[tuple[str, int], Tally]) -> str:
     lines = []
     for (name, budget), t in sorted(tallies.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        if "(no stability)" in name:
-            continue
         paid = (t.input_tokens - t.stable_tokens + CACHED_PRICE * t.stable_tokens) / 1e6
         lines.append(
             f"- {budget:,} / {name}: ${paid * PRICE_PER_MTOK:,.2f} for the {t.calls:,} calls "

@@ -431,11 +431,27 @@ def shared_prefix(
     before_units = _units_of(layout, stable.view, prev_last)
     if before_units is None:  # a unit it kept is gone: nothing known beyond the head
         return SharedPrefix(messages, tokens, str(me))
+    by_seqs = {_seqs(u): u for u in stable.view.units} if stable.view else {}
     for (unit, form), before in zip(sent, before_units, strict=False):
-        if before != (_seqs(unit), form):
+        if before == (_seqs(unit), form):
+            messages += len(unit.messages)
+            tokens += unit.cost(form)
+            continue
+        # A different unit or form may still start with the same messages (a form that
+        # compacts nothing, a tool group whose call is unchanged): compare them.
+        other = by_seqs.get(before[0])
+        if other is None:
             break
-        messages += len(unit.messages)
-        tokens += unit.cost(form)
+        now, then = unit.render(form)[0], other.render(Form(before[1]))[0]
+        same = 0
+        for a, b in zip(now, then, strict=False):
+            if a != b:
+                break
+            same += 1
+            tokens += counter.count_message(a)
+        messages += same
+        if same < len(now) or len(now) != len(then):
+            break
     return SharedPrefix(messages, tokens, str(me))
 
 
