@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select, text
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.compaction.repository import WORKER_STALE_S
 from app.models import CompactionJobRow, MessageRow, SessionRow
 
 # Outcomes that moved the watermark.
@@ -237,6 +238,12 @@ EVENTS = text(
 )
 
 
+LIVE_WORKERS = text(
+    "SELECT count(*) FROM compaction_workers"
+    " WHERE heartbeat_at > now() - make_interval(secs => :stale)"
+)
+
+
 async def queue_summary(db: AsyncSession, tenant: str) -> dict[str, Any]:
     key = {"tenant": tenant}
     active = {r.status: r for r in (await db.execute(QUEUE, key)).all()}
@@ -246,8 +253,11 @@ async def queue_summary(db: AsyncSession, tenant: str) -> dict[str, Any]:
     oldest_age = (now - pending.oldest).total_seconds() if pending and now else None
     done = sum(finished.values())
     events = (await db.execute(EVENTS, {**key, "limit": RECENT_EVENTS})).all()
+    # Worker processes are the deployment's, not a tenant's: a count says nothing of another tenant.
+    workers = int(await db.scalar(LIVE_WORKERS, {"stale": WORKER_STALE_S}) or 0)
     return {
         "now": now,
+        "workers": workers,
         "tenants": [
             {
                 "tenant": tenant,

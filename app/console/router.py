@@ -132,10 +132,11 @@ async def series(
 
 
 @router.get("/ui/api/queue")
-async def queue(db: DatabaseDep, tenant: TenantDep) -> dict[str, Any]:
+async def queue(db: DatabaseDep, tenant: TenantDep, settings: SettingsDep) -> dict[str, Any]:
     """Pending and running jobs, the last hour's outcomes, recent events: the caller's tenant."""
     async with db.reading() as s:
         out = await queries.queue_summary(s, tenant)
+    out["compactions_in_process"] = settings.run_compactions_in_process
     return encoded(out)
 
 

@@ -18,7 +18,9 @@ ALPHA, BETA = "key-console-alpha-01234", "key-console-beta-56789"
 
 @pytest.fixture(scope="module")
 async def keyed_app(database_url: str) -> AsyncIterator[FastAPI]:
-    settings = load_settings(api_keys=f"{ALPHA}:c-alpha,{BETA}:c-beta")
+    settings = load_settings(
+        api_keys=f"{ALPHA}:c-alpha,{BETA}:c-beta", run_compactions_in_process=False
+    )
     app = create_app(settings, database_url=database_url)
     async with app.router.lifespan_context(app):
         yield app
@@ -140,6 +142,8 @@ async def test_queue_counts_pending_jobs_of_the_callers_tenant(keyed_app: FastAP
         assert row["tenant"] == "c-beta"
         assert row["pending"] + row["running"] == before["pending"] + before["running"] + 1
         assert row["oldest_pending_age_s"] is not None and row["oldest_pending_age_s"] >= 0
+        # No `contextd worker` runs beside this app; the test settings run none in process.
+        assert after["workers"] == 0 and after["compactions_in_process"] is False
     async with _client(keyed_app, ALPHA) as c:
         other = (await c.get("/ui/api/queue")).json()
         assert other["tenants"][0]["tenant"] == "c-alpha"

@@ -1,7 +1,7 @@
 """The console in a real headless Chromium (Debian's `chromium`, driven by Playwright).
 
-One `contextd serve` process with two tenants' keys, on a fresh database, seeded
-through the API. Screenshots land in .artifacts/ui/ (gitignored; CI keeps them).
+The app with two tenants' keys and an in-process compaction runner, served over
+HTTP by uvicorn in a thread, on a fresh database, seeded through the API. Screenshots land in .artifacts/ui/ (gitignored; CI keeps them).
 Without a chromium the tests skip, except where CONTEXTD_REQUIRE_BROWSER is set
 (.ci/run sets it after installing chromium): there they fail instead.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.process.conftest import Server
+from tests.process.conftest import free_port
 from tests.support.console_data import Seeded, seed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,21 +63,56 @@ def chromium() -> str:
     return path
 
 
+class ConsoleServer:
+    """The app served by uvicorn on a free port, in a thread of the test process: a real
+    HTTP server for the browser, without a process start (imports, migrations) to wait for."""
+
+    def __init__(self, database_url: str) -> None:
+        import uvicorn
+
+        from app.main import create_app
+        from app.settings import load_settings
+
+        settings = load_settings(
+            api_keys=f"{KEY_A}:tenant-a,{KEY_B}:tenant-b", run_compactions_in_process=True
+        )
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(settings, database_url=database_url),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="console-server", daemon=True)
+
+    def start(self, timeout: float = 60) -> None:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the console test server did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
 @pytest.fixture(scope="module")
-def console_server(chromium: str, make_database: Callable[[], str]) -> Iterator[Server]:
-    server = Server(
-        make_database(),
-        {"CONTEXTD_API_KEYS": f"{KEY_A}:tenant-a,{KEY_B}:tenant-b"},
-    )
+def console_server(chromium: str, make_database: Callable[[], str]) -> Iterator[ConsoleServer]:
+    server = ConsoleServer(make_database())
+    server.start()
     try:
-        server.wait_ready()
         yield server
     finally:
         server.stop()
 
 
 @pytest.fixture(scope="module")
-def seeded(console_server: Server) -> Seeded:
+def seeded(console_server: ConsoleServer) -> Seeded:
     with httpx.Client(
         base_url=console_server.base_url, headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30
     ) as c:
@@ -120,5 +157,9 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
 def screenshot(page: Any, name: str, full_page: bool = True) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
+    size = page.viewport_size
+    if full_page:  # as tall as the content, no taller
+        page.set_viewport_size({"width": size["width"], "height": 200})
     page.screenshot(path=str(path), full_page=full_page)
+    page.set_viewport_size(size)
     return path

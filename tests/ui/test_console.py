@@ -6,12 +6,11 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from tests.process.conftest import Server
 from tests.support.console_data import Seeded
-from tests.ui.conftest import KEY_A, KEY_B, screenshot
+from tests.ui.conftest import KEY_A, KEY_B, ConsoleServer, screenshot
 
 
-def login(page: Any, server: Server, key: str, hash_: str = "#/sessions") -> None:
+def login(page: Any, server: ConsoleServer, key: str, hash_: str = "#/sessions") -> None:
     page.goto(f"{server.base_url}/ui/{hash_}")
     page.fill("#key-input", key)
     page.click("#login button[type=submit]")
@@ -27,7 +26,7 @@ def rows_by_session(page: Any) -> dict[str, str]:
 
 
 def test_sessions_table_shows_each_status_the_lease_and_the_last_compaction(
-    page: Any, console_server: Server, seeded: Seeded
+    page: Any, console_server: ConsoleServer, seeded: Seeded
 ) -> None:
     page.goto(f"{console_server.base_url}/ui/")
     page.wait_for_selector("#login")  # keys are configured: the page asks for one first
@@ -73,7 +72,7 @@ def test_sessions_table_shows_each_status_the_lease_and_the_last_compaction(
 
 
 def test_session_page_draws_the_chart_the_breakdown_the_history_and_the_payload(
-    page: Any, console_server: Server, seeded: Seeded
+    page: Any, console_server: ConsoleServer, seeded: Seeded
 ) -> None:
     login(page, console_server, KEY_A, f"#/session/{seeded.compacted}")
     page.wait_for_selector("#token-chart")
@@ -120,12 +119,14 @@ def test_session_page_draws_the_chart_the_breakdown_the_history_and_the_payload(
 
 
 def test_queue_page_shows_the_tenant_queue_and_recent_events_and_refreshes(
-    page: Any, console_server: Server, seeded: Seeded
+    page: Any, console_server: ConsoleServer, seeded: Seeded
 ) -> None:
     login(page, console_server, KEY_A, "#/queue")
     page.wait_for_selector('#queue tr[data-tenant="tenant-a"]')
     row = page.inner_text('#queue tr[data-tenant="tenant-a"]')
     assert "success" in row and "0.0 %" in row
+    health = page.inner_text("#health")
+    assert "live contextd worker processes" in health and "true" in health
     types = {e.get_attribute("data-type") for e in page.query_selector_all("#events tr.event")}
     assert {"compaction.success", "context.compressed"} <= types
     first = page.inner_text("#updated")
@@ -135,7 +136,7 @@ def test_queue_page_shows_the_tenant_queue_and_recent_events_and_refreshes(
 
 
 def test_a_key_sees_its_own_tenant_only_and_never_leaves_the_header(
-    page: Any, console_server: Server, seeded: Seeded
+    page: Any, console_server: ConsoleServer, seeded: Seeded
 ) -> None:
     requests: list[Any] = []
     page.on("request", lambda r: requests.append(r))

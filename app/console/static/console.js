@@ -398,6 +398,13 @@ async function queuePage(token) {
     const t = q.tenants;
     main().replaceChildren(
       h("h1", {}, "Queue & health ", h("span", { class: "muted", id: "updated" }, `updated ${new Date().toLocaleTimeString()} · refreshes every 3 s`)),
+      h("div", { class: "grid", id: "health" },
+        stat("reachable", "database"),
+        stat(fmt(q.workers), "live contextd worker processes"),
+        stat(String(q.compactions_in_process), "compactions run in this server"),
+        stat(fmt(t.reduce((n, r) => n + r.pending, 0)), "pending jobs"),
+        stat(secs(t[0] ? t[0].oldest_pending_age_s : null), "oldest pending")),
+      h("h2", {}, "Queue"),
       h("table", { id: "queue" },
         h("thead", {}, h("tr", {}, ["Tenant", "Pending", "Running", "Oldest pending", "Finished (1 h)", "Failure rate (1 h)"].map((x) => h("th", {}, x)))),
         h("tbody", {}, t.map((r) => h("tr", { "data-tenant": r.tenant },
