@@ -19,6 +19,13 @@ from fastapi import FastAPI
 from app.main import create_app
 from app.settings import Settings
 from app.tokens import get_counter
+from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
+    SMALL,
+    cclient,
+    compact,
+    llm,
+    llm_settings,
+)
 from tests.api.test_messages import call, result, user
 
 BUDGET = 2500
@@ -223,3 +230,33 @@ async def test_a_changed_head_shares_only_what_is_equal(
         f"/sessions/{sid}/context", json={"max_tokens": BUDGET, "previous_prefix_id": 7}
     )
     assert bad.status_code == 422 and "previous_prefix_id" in bad.text
+
+
+async def test_a_new_summary_starts_a_new_selection(
+    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    sid: str,
+) -> None:
+    r = await cclient.put(
+        f"/sessions/{sid}", json={**SMALL, "system_prompt": SYSTEM, "tools": TOOLS}
+    )
+    assert r.status_code in (200, 201), r.text
+    for i in range(24):
+        turn = [user(f"Now look at module {i}.")] if i % 4 == 0 else []
+        await append(cclient, sid, [*turn, *step(i)])
+    before = await payload(cclient, sid)
+    assert before["dropped_count"] > 0 and not before["summary"]["included"]
+    done = await compact(cclient, sid, force=True)
+    assert done["status"] == "success", done
+    watermark = int(done["watermark_after"])
+    after = await payload(cclient, sid, before["prefix_id"])
+    assert after["summary"] == {"included": True, "through_seq": watermark}
+    assert min(after["kept_seqs"]) > watermark
+    assert tool_groups_whole(after["messages"])
+    # The summary follows the system prompt: only the system message is shared.
+    assert after["usage"]["stable_prefix_messages"] == 1 == shared_prefix(before, after)[0]
+    assert after["usage"]["stable_prefix_tokens"] == shared_prefix(before, after)[1]
+    # And the calls after it append again.
+    await append(cclient, sid, step(99))
+    later = await payload(cclient, sid, after["prefix_id"])
+    assert is_prefix(after["messages"], later["messages"])
+    assert later["usage"]["stable_prefix_messages"] == len(after["messages"])
