@@ -16,6 +16,9 @@ from app.models.job import ACTIVE
 
 Job = CompactionJobRow
 
+# NOTIFY channel of new jobs (request_job), LISTENed to by `contextd worker`.
+JOBS_CHANNEL = "contextd_compaction_jobs"
+
 
 def _job_key(job: Job) -> tuple[ColumnElement[bool], ...]:
     return (Job.tenant_id == job.tenant_id, Job.session_id == job.session_id, Job.id == job.id)
@@ -55,6 +58,9 @@ async def request_job(
     )
     created = (await db.execute(stmt)).scalar_one_or_none()
     if created is not None:
+        # Delivered at commit: `contextd worker` processes wake at once instead of at
+        # their next poll (the server that queued the job wakes its own runner).
+        await db.execute(text("SELECT pg_notify(:channel, '')"), {"channel": JOBS_CHANNEL})
         return created, True
     active = await db.scalar(
         select(Job).where(Job.tenant_id == tenant, Job.session_id == sid, Job.status.in_(ACTIVE))

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import structlog
 import uvicorn
@@ -86,6 +86,7 @@ async def _main(settings: Settings, url: str, port: int) -> int:
         async with model_client(settings) as client:
             runner = CompactionRunner(db, settings, client)
             beat = asyncio.create_task(_heartbeat(db, runner.worker_id), name="worker-heartbeat")
+            listen = asyncio.create_task(_wake_on_jobs(engine, runner.wake), name="worker-listen")
             runner.start()
             log.info(
                 "worker started",
@@ -95,9 +96,10 @@ async def _main(settings: Settings, url: str, port: int) -> int:
             )
             await stop.wait()
             await runner.stop()
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+            for task in (beat, listen):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             # Gone at once, not after WORKER_STALE_S: servers in "auto" mode resume now.
             try:
                 async with db.transaction() as s:
@@ -121,4 +123,41 @@ async def _heartbeat(db: Database, worker: str) -> None:
                 await repo.worker_heartbeat(s, worker)
         except Exception as exc:  # the database is away: jobs fail over by lease anyway
             log.warning("worker heartbeat failed", error=type(exc).__name__)
+        await asyncio.sleep(repo.WORKER_HEARTBEAT_S)
+
+
+async def _wake_on_jobs(
+    engine: AsyncEngine, wake: Callable[[], None], listening: asyncio.Event | None = None
+) -> None:
+    """Wake the job loops when any process queues a job (NOTIFY from request_job).
+
+    One pooled connection LISTENs for the worker's life. While it is down (database
+    restart) the loops still poll every second, and this retries every few seconds.
+    """
+
+    def on_notify(*_: object) -> None:
+        wake()
+
+    while True:
+        try:
+            async with engine.connect() as conn:
+                driver = (await conn.get_raw_connection()).driver_connection
+                if driver is None:  # only a detached connection has none
+                    raise RuntimeError("no asyncpg connection to LISTEN on")
+                closed = asyncio.Event()
+                driver.add_termination_listener(lambda *_, ev=closed: ev.set())
+                await driver.add_listener(repo.JOBS_CHANNEL, on_notify)
+                if listening is not None:
+                    listening.set()
+                try:
+                    await closed.wait()
+                finally:
+                    if not driver.is_closed():
+                        await driver.remove_listener(repo.JOBS_CHANNEL, on_notify)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("job notifications unavailable; polling", error=type(exc).__name__)
+        if listening is not None:
+            listening.clear()
         await asyncio.sleep(repo.WORKER_HEARTBEAT_S)

@@ -5,6 +5,7 @@ takeover, and servers deferring to live `contextd worker` processes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 
 import httpx
@@ -242,3 +243,29 @@ def test_run_compactions_in_process_accepts_auto_and_booleans(
         assert load_settings().run_compactions_in_process == want
     monkeypatch.delenv("CONTEXTD_RUN_COMPACTIONS_IN_PROCESS")
     assert load_settings().run_compactions_in_process == "auto"
+
+
+async def test_a_queued_job_wakes_listening_workers(engine: AsyncEngine) -> None:
+    from app.compaction.worker import _wake_on_jobs
+
+    woken, listening = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(_wake_on_jobs(engine, woken.set, listening))
+    try:
+        await asyncio.wait_for(listening.wait(), 10)
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("INSERT INTO sessions (tenant_id, id, tokenizer) VALUES ('a', 'n', 'x')")
+            )
+        db = Database(database.session_factory(engine))
+        async with db.transaction() as s:
+            _job, created = await repo.request_job(
+                s, "a", "n", trigger="manual", force=False, lock_token=None
+            )
+            assert created
+            await asyncio.sleep(0.2)
+            assert not woken.is_set()  # NOTIFY is delivered at commit, not before
+        await asyncio.wait_for(woken.wait(), 10)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
