@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 120.0
 
 
 def free_port() -> int:
@@ -54,7 +55,9 @@ class Server:
             stderr=subprocess.STDOUT,
         )
 
-    def wait_ready(self, timeout: float = 30) -> None:
+    # Generous: a process start imports FastAPI, SQLAlchemy and the tokenizer, which took
+    # 20-40 s on a 2-core machine at load average 10; a healthy quiet start takes ~2 s.
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -89,7 +92,7 @@ def start_server(database_url: str) -> Iterator[Callable[..., Server]]:
         env: dict[str, str] | None = None,
         command: str = "serve",
         args: list[str] | None = None,
-        ready_timeout: float = 30,
+        ready_timeout: float = READY_TIMEOUT_S,
     ) -> Server:
         server = Server(database_url, env, command, args)
         servers.append(server)
