@@ -1,6 +1,6 @@
 """Load: many simulated agents against real `contextd serve` processes, then a checker.
 
-    python bench/load.py [--agents 10,50,200] [--duration 20] [--servers 1|2]
+    python bench/load.py [--agents 10,50,200] [--duration 20] [--servers 1|2] [--workers N]
                          [--database-url URL] [--max-turns 400] [--max-seconds 900]
                          [--json results.json]
 
@@ -584,7 +584,7 @@ class ServerProcess:
 
 @contextlib.asynccontextmanager
 async def contextd_servers(
-    database_url: str, count: int, env: dict[str, str], timeout_s: float = 60
+    database_url: str, count: int, env: dict[str, str], timeout_s: float = 60, workers: int = 1
 ) -> AsyncIterator[list[ServerProcess]]:
     servers: list[ServerProcess] = []
     full_env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, **env}
@@ -597,6 +597,7 @@ async def contextd_servers(
                 proc = await asyncio.create_subprocess_exec(
                     sys.executable,
                     *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+                    *("--workers", str(workers)),
                     env=full_env,
                     cwd=REPO_ROOT,
                     stdout=log,
@@ -728,7 +729,7 @@ async def run_level(
             "CONTEXTD_LOG_FORMAT": "json",
             "CONTEXTD_DB_POOL_SIZE": str(args.pool_size),
         }
-        async with contextd_servers(url, args.servers, env) as servers:
+        async with contextd_servers(url, args.servers, env, 180, args.workers) as servers:
             bases = [s.base for s in servers]
             limits = httpx.Limits(
                 max_connections=agents + 10, max_keepalive_connections=agents + 10
@@ -776,7 +777,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--agents", default="10,50,200", help="agent counts, comma-separated")
     p.add_argument("--duration", type=float, default=20, help="seconds of load per agent count")
-    p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="contextd processes")
+    p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="contextd servers")
+    p.add_argument("--workers", type=int, default=1, help="`serve --workers` of each server")
     p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
     p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
     p.add_argument("--max-turns", type=int, default=400, help="turns per agent at most")
@@ -816,7 +818,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         report_level(level)
     print()
     print(f"machine: {machine_info()}; load average after: {load_average()}")
-    print(f"duration {args.duration:.0f}s per row; {args.servers} contextd process(es)")
+    print(
+        f"duration {args.duration:.0f}s per row; {args.servers} contextd server(s),"
+        f" serve --workers {args.workers} each"
+    )
     print()
     print(markdown_table(HEADERS, [lv.row() for lv in levels]))
     if args.json:

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -53,6 +54,37 @@ from bench.common import (
     plain_url,
     throwaway_database,
 )
+
+
+def server_cpu_s(port: int) -> float:
+    """CPU seconds used so far by `contextd serve --port PORT` and its children (/proc).
+
+    Per request, this is what the server costs whatever else the machine runs; the
+    latencies and rates, on a shared machine, are not.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, cpu seconds)
+    roots = set()
+    needle = f"--port\0{port}\0".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            stats[int(proc.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+            if needle in (proc / "cmdline").read_bytes() + b"\0":
+                roots.add(int(proc.name))
+    return sum(cpu for pid, (ppid, cpu) in stats.items() if pid in roots or ppid in roots)
+
+
+def cpu_probe_s() -> float:
+    """CPU seconds of a fixed pure-Python loop: how fast a core is right now (about 0.3 s
+    on an idle modern x86 core; shared or throttled cores take longer)."""
+    start = time.process_time()
+    total = 0
+    for i in range(5_000_000):
+        total += i
+    return time.process_time() - start
 
 
 def progress(msg: str) -> None:
@@ -100,7 +132,13 @@ class Client:
 
 
 async def run_clients(
-    base: str, workers: int, clients: int, warmup_s: float, duration_s: float, op: str = "append"
+    base: str,
+    workers: int,
+    clients: int,
+    warmup_s: float,
+    duration_s: float,
+    op: str = "append",
+    on_ready: Callable[[], None] | None = None,
 ) -> tuple[list[Client], float]:
     url = urlsplit(base)
     host, port = url.hostname or "127.0.0.1", url.port or 80
@@ -115,6 +153,8 @@ async def run_clients(
             body = json.dumps({"messages": history}).encode()
             status, raw = await conn.request("POST", f"/sessions/{c.sid}/messages", body)
             assert status == 201, raw[:300]
+    if on_ready is not None:
+        on_ready()
     start = time.perf_counter()
     measure_from = start + warmup_s
     stop_at = measure_from + duration_s
@@ -125,6 +165,7 @@ async def run_clients(
             if now >= stop_at:
                 return
             if op == "context":
+                client.sent += 1
                 status, answer = await conn.request(
                     "GET", f"/sessions/{client.sid}/context?max_tokens=8000"
                 )
@@ -253,7 +294,10 @@ async def measure_workers(
         return await measure_context(url, workers, args)
     async with contextd_server(url, workers=workers) as base:
         progress(f"contextd serve --workers {workers}: {args.clients} clients, {args.duration}s")
+        port = urlsplit(base).port or 80
+        cpu_before = server_cpu_s(port)
         group, seconds = await run_clients(base, workers, args.clients, args.warmup, args.duration)
+        cpu_ms = 1000 * (server_cpu_s(port) - cpu_before) / max(1, sum(c.sent for c in group))
         latencies = [x * 1000 for c in group for x in c.latencies]
         lost, dup, extra = await check(base, group)
         if workers == max(args.workers):
@@ -266,6 +310,7 @@ async def measure_workers(
         round(percentile(latencies, 50), 1),
         round(percentile(latencies, 99), 1),
         round(max(latencies, default=0), 1),
+        round(cpu_ms, 2),
         failures,
         f"{lost} / {dup} / {extra}",
     ]
@@ -277,9 +322,17 @@ async def measure_context(
 ) -> tuple[list[object], int]:
     async with contextd_server(url, workers=workers) as base:
         progress(f"contextd serve --workers {workers}: {args.clients} context readers")
+        port = urlsplit(base).port or 80
+        cpu_before = [0.0]
+
+        def ready() -> None:  # after seeding: count the context calls only
+            cpu_before[0] = server_cpu_s(port)
+
         group, seconds = await run_clients(
-            base, workers, args.clients, args.warmup, args.duration, op="context"
+            base, workers, args.clients, args.warmup, args.duration, "context", ready
         )
+        requests = sum(c.sent for c in group)
+        cpu_ms = 1000 * (server_cpu_s(port) - cpu_before[0]) / max(1, requests)
     latencies = [x * 1000 for c in group for x in c.latencies]
     failures = sum(c.failures for c in group)
     row: list[object] = [
@@ -289,6 +342,7 @@ async def measure_context(
         round(percentile(latencies, 50), 1),
         round(percentile(latencies, 99), 1),
         round(max(latencies, default=0), 1),
+        round(cpu_ms, 2),
         failures,
         "",
     ]
@@ -315,6 +369,7 @@ def main() -> int:
     rows: list[list[object]] = []
     bad = 0
     load_before = load_average()
+    probe = cpu_probe_s()
     with throwaway_database(server, prefix="contextd_tp") as db:
         from app.db import run_migrations
 
@@ -341,11 +396,13 @@ def main() -> int:
                         "",
                         "",
                         "",
+                        "",
                     ]
                 )
         where = db.server
     print(f"{machine_info()}; database: {where}")
     print(f"load average before: {load_before}; after: {load_average()}")
+    print(f"CPU probe (5M-step Python loop): {probe:.2f} s of CPU (~0.3 s on an idle core)")
     print(f"{args.duration:.0f} s measured per row after {args.warmup:.0f} s of warm-up\n")
     print(
         markdown_table(
@@ -356,6 +413,7 @@ def main() -> int:
                 "p50 ms",
                 "p99 ms",
                 "max ms",
+                "server CPU ms/request",
                 "non-2xx",
                 "lost / dup / unacked stored",
             ],
