@@ -31,7 +31,8 @@ FORMAT_DOC = (
     "anthropic: Messages API `system` + `messages` with a cache_control breakpoint"
 )
 
-PREFIX_ID_MAX = 1000
+# A prefix_id grows by 9 characters per head message (system, dynamic items, summary).
+PREFIX_ID_MAX = 16384
 PREFIX_ID_DOC = (
     "the `prefix_id` of this stream's previous payload: makes `usage.stable_prefix_tokens` "
     "exact (without it the previous call is assumed to lack only the newest step)"
