@@ -2,6 +2,7 @@
 
     python bench/compaction_bench.py [--database-url URL] [--sessions N] [--quick]
                                      [--preserved-turns 2,4] [--control] [--max-seconds 900]
+    python bench/compaction_bench.py --agent [--agent-sessions 4]   # agent runs (see below)
 
 Each dataset session gets three planted constraint turns early on (a user
 message "Constraint C<n>: never ..., and always ..." (Chinese for Chinese
@@ -821,6 +822,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also run a model that ignores the prompt (FakeLLM minimal): a negative control",
     )
     p.add_argument("--quick", action="store_true", help=f"{QUICK_SESSIONS} sessions (smoke)")
+    p.add_argument(
+        "--agent",
+        action="store_true",
+        help="agent-run mode (issue 8): planted instructions after 1/2/3/5 compactions, tokens "
+        "freed in one long turn, automatic noops per 100 appends",
+    )
+    p.add_argument("--agent-sessions", type=int, default=4, help="sessions per shape and config")
     args = p.parse_args(argv)
     if args.quick and not args.sessions:
         args.sessions = QUICK_SESSIONS
@@ -837,6 +845,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.agent:
+        return agent_main(args)
     if not DATASET.exists():
         print(f"dataset {DATASET} not found", file=sys.stderr)
         return 2
@@ -917,6 +927,293 @@ async def run_bounded(
         version = await server_version(db.url)
         configs = [*CONFIGS, CONTROL] if args.control else list(CONFIGS)
         return await run_all(db.url, plans, configs), version
+
+
+# --- agent-run mode (--agent) ----------------------------------------------------------------
+#
+# Synthetic agent traces (the dataset's agent sessions are one user turn each, and the
+# question here is what compaction does inside such a turn): a task, then tool steps
+# (an assistant line, a call, a ~20-line result). Eight instructions of
+# tests/support/planted.py (two each in English, Chinese, Spanish, German, phrased with
+# no word of the constraint detector) are typed mid-run as user messages, all before
+# the first compaction, so every later compaction rolls them again.
+#
+# - "one long agent turn": task + 8 x (6 steps, instruction) + 20 steps; each round
+#   appends 30 more steps;
+# - "multi-turn": 8 x (instruction or question, answer) turns interleaved with 24 short
+#   dialogue turns; each round appends 12 more turns.
+#
+# POST /compact {wait, force} once per round; after compactions 1, 2, 3 and 5 the bench
+# counts the instructions visible (planted marker, verbatim) in GET /context at the
+# session's usable budget (8,000-token context): only instructions already below the
+# watermark count, so a visible one was carried by the summary (or is the turn anchor).
+
+AGENT_CONTEXT = 8000
+AGENT_ROUNDS = 5
+AGENT_REPORT_AT = (1, 2, 3, 5)
+AGENT_CONFIGS = (
+    ("model", True, "normal"),
+    ("extractive", False, None),
+    ("control (model ignores prompt)", True, "minimal"),
+)
+
+
+def agent_steps(first: int, n: int, tag: str = "") -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(first, first + n):
+        cid = f"{tag}c{i}"
+        out += [
+            {"role": "assistant", "content": f"Checking module m{i}."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": f'{{"p": "pkg/m{i}.py"}}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": cid, "content": f"def f{i}(x):\n    return x\n" * 20},
+        ]
+    return out
+
+
+def dialogue_turns(first: int, n: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(first, first + n):
+        out += [
+            {"role": "user", "content": f"What does module m{i} do, in two sentences?"},
+            {"role": "assistant", "content": f"Module m{i} parses records. " * 12},
+        ]
+    return out
+
+
+async def agent_session(
+    h: Harness, shape: str, offset: int
+) -> tuple[dict[int, tuple[int, int]], list[str]]:
+    """{compaction k: (visible, compacted instructions)} and the keys lost."""
+    from tests.support.planted import choose
+
+    c = h.client
+    sid = f"abench-{uuid.uuid4().hex[:10]}"
+    check(await c.put(f"/sessions/{sid}", json={"context_limit": AGENT_CONTEXT}), 200, 201)
+    planted = choose(8, offset=offset)
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Migrate pkg to the new queue."}]
+    step = 0
+    if shape == "agent":
+        for ins in planted:
+            msgs += [*agent_steps(step, 6), ins.message()]
+            step += 6
+        msgs += agent_steps(step, 20)
+        step += 20
+    else:
+        for ins in planted:
+            msgs += [*dialogue_turns(step, 3), ins.message()]
+            msgs.append({"role": "assistant", "content": "Understood."})
+            step += 3
+    check(await c.post(f"/sessions/{sid}/messages", json={"messages": msgs}), 201)
+    seq_of = {}
+    log = check(await c.get(f"/sessions/{sid}/messages", params={"limit": 1000}), 200)
+    for m in log["messages"]:
+        for ins in planted:
+            if m["role"] == "user" and m["content"] == ins.text:
+                seq_of[ins.key] = m["seq"]
+    out: dict[int, tuple[int, int]] = {}
+    lost: list[str] = []
+    for k in range(1, AGENT_ROUNDS + 1):
+        more = agent_steps(step, 30) if shape == "agent" else dialogue_turns(step, 12)
+        step += 30 if shape == "agent" else 12
+        check(await c.post(f"/sessions/{sid}/messages", json={"messages": more}), 201)
+        check(await c.post(f"/sessions/{sid}/compact", json={"wait": True, "force": True}), 200)
+        state = check(await c.get(f"/sessions/{sid}/compaction"), 200)
+        ctx = check(await c.get(f"/sessions/{sid}/context"), 200)
+        wm = state["last_compaction_seq"]
+        below = [i for i in planted if seq_of[i.key] <= wm]
+        visible = [i for i in below if i.visible_in(ctx["messages"])]
+        out[k] = (len(visible), len(below))
+        if k == AGENT_ROUNDS:
+            lost = [i.key for i in below if i not in visible]
+    return out, lost
+
+
+async def agent_freed(h: Harness, steps: int, context: int) -> tuple[int, int, int, int, int]:
+    """Compacting one long agent turn: effective history before and after, what the
+    session would send before and after (GET /budget current_tokens, summary included),
+    and the watermark."""
+    c = h.client
+    sid = f"afreed-{uuid.uuid4().hex[:10]}"
+    check(await c.put(f"/sessions/{sid}", json={"context_limit": context}), 200, 201)
+    msgs = [{"role": "user", "content": "Fix the build."}, *agent_steps(0, steps)]
+    for i in range(0, len(msgs), 900):  # at most 1000 messages per append
+        check(await c.post(f"/sessions/{sid}/messages", json={"messages": msgs[i : i + 900]}), 201)
+    before = check(await c.get(f"/sessions/{sid}"), 200)
+    check(await c.post(f"/sessions/{sid}/compact", json={"wait": True, "force": True}), 200)
+    after = check(await c.get(f"/sessions/{sid}"), 200)
+    return (
+        before["stats"]["context_tokens"],
+        after["stats"]["context_tokens"],
+        before["budget"]["current_tokens"],
+        after["budget"]["current_tokens"],
+        after["last_compaction_seq"],
+    )
+
+
+async def agent_noops(h: Harness, shape: str, appends: int) -> tuple[int, int, int]:
+    """(appends, noop jobs, stored jobs) of automatic compaction over one session."""
+    c = h.client
+    sid = f"anoop-{uuid.uuid4().hex[:10]}"
+    check(
+        await c.put(
+            f"/sessions/{sid}", json={"context_limit": AGENT_CONTEXT, "auto_compact": True}
+        ),
+        200,
+        201,
+    )
+    first = [{"role": "user", "content": "Migrate pkg to the new queue."}]
+    check(await c.post(f"/sessions/{sid}/messages", json={"messages": first}), 201)
+    for i in range(appends):
+        batch = agent_steps(i, 1, "n") if shape == "agent" else dialogue_turns(i, 1)
+        check(await c.post(f"/sessions/{sid}/messages", json={"messages": batch}), 201)
+        await asyncio.sleep(0)  # an agent's model call happens here; the runner gets a turn
+    for _ in range(600):
+        jobs = check(await c.get(f"/sessions/{sid}/compaction"), 200)["jobs"]
+        if all(j["status"] not in ("pending", "running") for j in jobs):
+            break
+        await asyncio.sleep(0.05)
+    ev = check(
+        await c.get(f"/sessions/{sid}/events", params={"type": "compaction.", "limit": 1000}), 200
+    )["events"]
+    noop = sum(e["type"] == "compaction.noop" for e in ev)
+    stored = sum(e["type"] in ("compaction.success", "compaction.degraded") for e in ev)
+    return appends, noop, stored
+
+
+async def agent_run_all(url: str, sessions: int) -> list[str]:
+    out: list[str] = []
+    async with harness(url) as h:
+        rows = []
+        losses: list[str] = []
+        for shape, label in (("agent", "one long agent turn"), ("multi", "multi-turn")):
+            for name, use_model, behaviour in AGENT_CONFIGS:
+                h.runner.client = h.model if use_model else None
+                h.llm.behaviour = behaviour or "normal"
+                totals = {k: [0, 0] for k in AGENT_REPORT_AT}
+                for n in range(sessions):
+                    progress(f"agent retention: {label}, {name}, session {n + 1}/{sessions}")
+                    got, lost = await agent_session(h, shape, offset=n)
+                    for k in AGENT_REPORT_AT:
+                        totals[k][0] += got[k][0]
+                        totals[k][1] += got[k][1]
+                    losses += [f"{label}/{name}: {key}" for key in lost]
+                rows.append(
+                    [label, name]
+                    + [
+                        f"{pct(v, t) or 0:.1f}% ({v}/{t})" if t else "–"
+                        for v, t in (totals[k] for k in AGENT_REPORT_AT)
+                    ]
+                )
+        out += [
+            "Planted instructions (tests/support/planted.py: en, zh, es, de; 8 per session) "
+            "visible in GET /context after compaction k, among those below the watermark",
+            "",
+            markdown_table(
+                ["session shape", "summariser", *(f"after {k}" for k in AGENT_REPORT_AT)], rows
+            ),
+            "",
+            "Lost after 5: " + (", ".join(losses) if losses else "none"),
+            "",
+        ]
+        h.runner.client = None
+        freed_rows = []
+        # Runs just past the compaction threshold (90% of the usable budget): where an
+        # automatic compaction happens.
+        for context, steps in ((8000, 33), (32_000, 134), (128_000, 520)):
+            progress(f"agent freed: {steps} steps")
+            before, after, sent_before, sent_after, wm = await agent_freed(h, steps, context)
+            freed_rows.append(
+                [
+                    f"{context:,} context: 1 user message + {steps} tool steps",
+                    before,
+                    after,
+                    f"{pct(before - after, before) or 0:.1f}%",
+                    sent_before,
+                    sent_after,
+                    f"{pct(sent_before - sent_after, sent_before) or 0:.1f}%",
+                    wm,
+                ]
+            )
+        out += [
+            "Compacting a single-turn agent run at the compaction threshold once (extractive, "
+            "defaults: keep_recent_ratio 0.3, min_preserved_steps 4): effective-history tokens, "
+            "and what "
+            "the session would send (GET /budget current_tokens: summary included)",
+            "",
+            markdown_table(
+                [
+                    "session",
+                    "history before",
+                    "after",
+                    "freed",
+                    "sent before",
+                    "after",
+                    "freed",
+                    "watermark",
+                ],
+                freed_rows,
+            ),
+            "",
+        ]
+        noop_rows = []
+        for shape, label in (("agent", "one long agent turn"), ("multi", "multi-turn")):
+            for name, use_model in (("model", True), ("extractive", False)):
+                h.runner.client = h.model if use_model else None
+                h.llm.behaviour = "normal"
+                progress(f"agent noops: {label}, {name}")
+                appends, noop, stored = await agent_noops(h, shape, 300)
+                noop_rows.append(
+                    [label, name, appends, stored, noop, f"{100 * noop / appends:.2f}"]
+                )
+        out += [
+            f"Automatic compaction (auto_compact, {AGENT_CONTEXT}-token context, defaults "
+            "otherwise): 300 appends of one step (or one turn) each",
+            "",
+            markdown_table(
+                [
+                    "session shape",
+                    "summariser",
+                    "appends",
+                    "stored jobs",
+                    "noop jobs",
+                    "noop per 100 appends",
+                ],
+                noop_rows,
+            ),
+        ]
+    return out
+
+
+def agent_main(args: argparse.Namespace) -> int:
+    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    from app.db import run_migrations
+    from app.observability.logging import configure_logging
+
+    started = time.perf_counter()
+    with throwaway_database(server) as db:
+        run_migrations(db.url)
+        configure_logging("json", "WARNING")
+
+        async def go() -> list[str]:
+            async with asyncio.timeout(args.max_seconds):
+                return await agent_run_all(db.url, args.agent_sessions)
+
+        lines = asyncio.run(go())
+    print(f"contextd compaction bench --agent: {machine_info()}; synthetic agent traces")
+    print()
+    print("\n".join(lines))
+    progress(f"done in {time.perf_counter() - started:.0f}s; database dropped")
+    return 0
 
 
 def progress(text: str) -> None:

@@ -11,9 +11,11 @@ last.
 Constraint-like is structural first: a short message (at most
 `SHORT_TOKENS`) is how users give instructions mid-run in any language, so
 it is protected whatever its words; the rule-based tagger of `signals.py`
-only adds protection to longer ones. No keyword list decides whether a
-message survives: below the ratio every message does, and above it the
-order is age and length before any word.
+only adds protection to longer ones. A short message ending on a question
+mark (any script) folds before other short ones: it was answered, and the
+answer is in the summary. No keyword list decides whether a message
+survives: below the ratio every message does, and above it the order is
+length, punctuation and age before any word.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ def constraint_like(text: str, counter: TextCounter) -> bool:
     return any({"constraint", "preference"} & classify(s) for s in split_sentences(text))
 
 
+def _question(text: str) -> bool:
+    """Ends on a question mark (any script): punctuation, not a word list."""
+    return text.rstrip().endswith(("?", "？"))
+
+
 def roll_user_messages(
     previous: Sequence[str],
     new: Sequence[str],
@@ -69,13 +76,18 @@ def roll_user_messages(
     total = sum(costs)
     if total <= max_tokens:
         return tuple(items), ()
-    protected = [constraint_like(t, counter) for t in items]
+    # Fold order: long messages, then short questions (answered since, the summary holds
+    # the answer), then the other short ones, oldest first within each tier.
+    tiers = [
+        2 if constraint_like(t, counter) and not _question(t) else int(constraint_like(t, counter))
+        for t in items
+    ]
     folded: set[int] = set()
-    for tier in (False, True):
+    for tier in (0, 1, 2):
         for i in range(len(items)):
             if total <= max_tokens:
                 break
-            if protected[i] is tier and i not in folded:
+            if tiers[i] == tier and i not in folded:
                 folded.add(i)
                 total -= costs[i]
     kept = tuple(t for i, t in enumerate(items) if i not in folded)

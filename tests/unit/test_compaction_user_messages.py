@@ -41,3 +41,12 @@ def test_range_user_messages_skip_pinned_ui_only_and_other_roles() -> None:
         msg(5, "user", "我的电脑是 Windows 11"),
     ]
     assert range_user_messages(log) == ("keep me", "我的电脑是 Windows 11")
+
+
+def test_answered_questions_fold_before_short_instructions() -> None:
+    instruction = INSTRUCTIONS[0].text  # planted: shares no word with the detector
+    questions = [f"What does module m{i} do?" for i in range(6)]
+    cost = COUNTER.count_text(instruction) + 2 + 2 * (COUNTER.count_text(questions[0]) + 2)
+    kept, folded = roll_user_messages([instruction], questions, max_tokens=cost, counter=COUNTER)
+    assert kept[0] == instruction and set(folded) <= set(questions) and len(folded) >= 4
+    assert kept[1:] == tuple(questions[-len(kept) + 1 :])  # the newest questions stay
