@@ -181,7 +181,7 @@ async function sessionsPage(token, params) {
         h("td", {}, budgetBar(r.budget)),
         h("td", { class: "num" }, fmt(r.messages)),
         h("td", { class: "num" }, `${fmt(r.watermark)} / ${fmt(r.last_seq)}`),
-        h("td", {}, job ? [badge(job.status), " ", h("span", { class: "muted" }, age(job.finished_at || job.created_at))] : h("span", { class: "muted" }, "never")),
+        h("td", { title: job && job.reason ? job.reason : null }, job ? [badge(job.status), " ", h("span", { class: "muted" }, age(job.finished_at || job.created_at)), job.reason ? h("div", { class: "muted" }, job.reason.length > 80 ? `${job.reason.slice(0, 80)}…` : job.reason) : null] : h("span", { class: "muted" }, "never")),
         h("td", {}, r.lease_owner || h("span", { class: "muted" }, "–")));
     }));
     if (!rows.length) tbody.append(h("tr", {}, h("td", { colspan: columns.length, class: "muted" }, "No sessions.")));
