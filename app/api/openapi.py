@@ -3,7 +3,8 @@
 `request_body(Model)` is an `openapi_extra` for a handler that reads its body as
 plain JSON (and validates it by hand): the operation's `requestBody` becomes a
 reference to `Model`. `answers({201: Model, ...})` documents the answers by status
-without `response_model` (no per-request validation or re-serialisation).
+without replacing the handler's `dict[str, Any]` response model (no per-request
+validation against the models; the serialisation path is unchanged).
 `install(app)` adds the referenced models to `components.schemas` and replaces
 the untyped body FastAPI derives from `dict[str, Any]` by the reference.
 """

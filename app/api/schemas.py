@@ -15,9 +15,12 @@ read as plain JSON (append, budget preview, POST context) keep their hand-writte
 validation — it names the faulty field (`messages[3].tool_call_id`), checks what a
 schema cannot (tool-call pairing, sizes, NUL characters) and is the append hot path
 — and get these models as their documented `requestBody`. Answers are documented
-with `responses={status: {"model": ...}}` rather than `response_model`, so handlers
-keep returning their ready JSON and nothing is validated or re-serialised per
-request.
+with `responses={status: {"model": ...}}` rather than as `response_model`: the
+handlers' `dict[str, Any]` return annotation stays their response model, so answers
+go through the same pydantic-core serialisation as before and nothing is validated
+against these models per request. (Not `response_model=None` either: FastAPI then
+falls back to the pure-Python `jsonable_encoder`, measurably slower on
+`/context` — bench/api_overhead.py.)
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ class CompactIn(BaseModel):
     "/sessions/{session_id}/compact",
     status_code=202,
     summary="Request a compaction",
-    response_model=None,
     responses=answers(
         {
             202: (CompactionJob, "the job, queued or running"),
@@ -77,7 +76,6 @@ async def compact(
 @router.get(
     "/sessions/{session_id}/compaction",
     summary="Compaction state",
-    response_model=None,
     responses=answers({200: (CompactionState, "summary, watermark, candidates, recent jobs")}),
 )
 async def compaction_state(

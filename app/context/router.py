@@ -42,7 +42,6 @@ PREFIX_ID_DOC = (
 @router.get(
     "/sessions/{session_id}/context",
     summary="The assembled payload",
-    response_model=None,
     responses=answers({200: (ContextPayload, "the payload in the asked format")}),
 )
 async def get_context(
@@ -83,7 +82,6 @@ async def get_context(
 @router.post(
     "/sessions/{session_id}/context",
     summary="The assembled payload, with per-call parts",
-    response_model=None,
     openapi_extra=request_body(ContextIn),
     responses=answers({200: (ContextPayload, "the payload in the asked format")}),
 )

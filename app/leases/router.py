@@ -48,7 +48,6 @@ def _out(lease: service.Lease) -> dict[str, Any]:
     "/sessions/{session_id}/lock",
     status_code=201,
     summary="Claim the writer lease",
-    response_model=None,
     responses=answers({201: (Lease, "the lease; send its lock_token with every write")}),
 )
 async def claim(
@@ -63,7 +62,6 @@ async def claim(
 @router.post(
     "/sessions/{session_id}/lock/renew",
     summary="Extend the lease",
-    response_model=None,
     responses=answers({200: (Lease, "the lease with its new expiry")}),
 )
 async def renew(

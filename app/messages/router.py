@@ -23,7 +23,6 @@ MAX_BIGINT = 2**63 - 1
     "/sessions/{session_id}/messages",
     status_code=201,
     summary="Append 1..N messages atomically",
-    response_model=None,
     openapi_extra=request_body(AppendIn),
     responses=answers(
         {
@@ -74,7 +73,6 @@ async def append_messages(
 @router.get(
     "/sessions/{session_id}/messages",
     summary="The raw log, paginated by seq",
-    response_model=None,
     responses=answers({200: (MessagePage, "one page of the log")}),
 )
 async def list_messages(
@@ -124,7 +122,6 @@ async def list_messages(
 @router.delete(
     "/sessions/{session_id}/messages",
     summary="Delete the tail of the log (seq >= from_seq)",
-    response_model=None,
     responses={
         **answers({200: (DeletedTail, "what was deleted, the new last_seq and budget")}),
         409: {"description": "`below_watermark`, or the lease refuses the write"},
@@ -169,7 +166,6 @@ async def delete_messages(
 @router.post(
     "/sessions/{session_id}/clear",
     summary="Empty the log, summary and watermark; keep the settings",
-    response_model=None,
     responses=answers({200: (Cleared, "how many messages went; the budget now")}),
 )
 async def clear_session(
@@ -202,7 +198,6 @@ def _one_token(query: str | None, body: LockTokenIn | None) -> str | None:
 @router.get(
     "/sessions/{session_id}/messages/{seq}",
     summary="One message in full, or a range of it",
-    response_model=None,
     responses=answers({200: (MessageOut, "the message, or the asked range of its text")}),
 )
 async def get_message(

@@ -25,7 +25,6 @@ router = APIRouter(tags=["sessions"])
     "/sessions/{session_id}",
     status_code=200,
     summary="Create or update a session",
-    response_model=None,
     responses=answers(
         {200: (Session, "the session was updated"), 201: (Session, "the session was created")}
     ),
@@ -49,7 +48,6 @@ async def put_session(
 @router.get(
     "/sessions/{session_id}",
     summary="Settings plus stats, lease and budget",
-    response_model=None,
     responses=answers({200: (Session, "the session")}),
 )
 async def get_session(
@@ -63,7 +61,6 @@ async def get_session(
 @router.get(
     "/sessions",
     summary="List sessions, cursor-paginated by id",
-    response_model=None,
     responses=answers({200: (SessionPage, "one page of sessions")}),
 )
 async def list_sessions(
@@ -104,7 +101,6 @@ async def delete_session(
 @router.get(
     "/sessions/{session_id}/budget",
     summary="Budget status (SPEC §4)",
-    response_model=None,
     responses=answers({200: (Budget, "the budget now")}),
 )
 async def get_budget(
@@ -118,7 +114,6 @@ async def get_budget(
 @router.post(
     "/sessions/{session_id}/budget",
     summary="The budget after appending these messages, without writing anything",
-    response_model=None,
     openapi_extra=request_body(BudgetPreviewIn),
     responses=answers({200: (BudgetPreview, "the budget now and after the messages")}),
 )
@@ -146,7 +141,6 @@ async def preview_budget(
 @router.get(
     "/sessions/{session_id}/events",
     summary="The session's event log",
-    response_model=None,
     responses=answers({200: (EventPage, "one page of events")}),
 )
 async def list_events(

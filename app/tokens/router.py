@@ -26,7 +26,6 @@ class CountIn(BaseModel):
 @router.post(
     "/tokens/count",
     summary="Count tokens of text, messages and/or tools for a model",
-    response_model=None,
     responses=answers({200: (TokenCount, "the counts, per part and in total")}),
 )
 async def count_tokens(body: CountIn, settings: SettingsDep) -> dict[str, Any]:
@@ -65,7 +64,6 @@ async def count_tokens(body: CountIn, settings: SettingsDep) -> dict[str, Any]:
 @router.post(
     "/sessions/{session_id}/usage",
     summary="Report the provider's usage for a payload: calibrates the session's estimate",
-    response_model=None,
     responses=answers({200: (UsageReport, "the session's calibration after the report")}),
 )
 async def report_usage(
