@@ -697,3 +697,38 @@ async def test_planted_instructions_survive_five_compactions_verbatim(
         carried = s["summary"]["structure"]["user_messages"]
         assert all(i.text in carried for i in planted[:4]), carried  # verbatim, not paraphrased
     assert s["compaction_count"] == 5
+
+
+async def test_open_groups_are_never_compacted_even_racing_their_results(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    await cclient.put(f"/sessions/{sid}", json=SMALL)
+    # A turn whose every group is open: nothing to compact.
+    opens = [call(f"o{i}", args=f'{{"path": "big{i}.log"}}') for i in range(6)]
+    await cclient.post(f"/sessions/{sid}/messages", json={"messages": [user("go"), *opens]})
+    done = await compact(cclient, sid, force=True)
+    assert done["status"] == "noop" and done["compaction_metadata"]["reason"] == (
+        "nothing_compressible"
+    )
+    # Results arrive, then a long run of steps and one last open group; its result is
+    # appended while the (slow) model summarises.
+    results = [result(f"o{i}", "ok") for i in range(6)]
+    await cclient.post(
+        f"/sessions/{sid}/messages",
+        json={"messages": [*results, *agent_run(25), call("last", args='{"p": 1}')]},
+    )
+    last_call = (await cclient.get(f"/sessions/{sid}")).json()["last_seq"]
+    llm.behaviour = "slow"
+    job = (await cclient.post(f"/sessions/{sid}/compact", json={"force": True})).json()
+    await asyncio.sleep(0.2)
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": [result("last", "42")]})
+    assert r.status_code == 201, r.text
+    done = await compact(cclient, sid)
+    assert done["job_id"] == job["job_id"] or done["status"] == "noop"
+    s = await state(cclient, sid)
+    assert 0 < s["last_compaction_seq"] < last_call
+    ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
+    called = {c["id"] for m in ctx["messages"] for c in m.get("tool_calls") or ()}
+    answered = {m["tool_call_id"] for m in ctx["messages"] if m["role"] == "tool"}
+    assert called == answered and "last" in called
+    assert ctx["messages"][-1]["content"] == "42"
