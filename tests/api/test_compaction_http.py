@@ -732,3 +732,34 @@ async def test_open_groups_are_never_compacted_even_racing_their_results(
     answered = {m["tool_call_id"] for m in ctx["messages"] if m["role"] == "tool"}
     assert called == answered and "last" in called
     assert ctx["messages"][-1]["content"] == "42"
+
+
+async def test_a_lease_taken_mid_job_fences_a_single_turn_compaction(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    # SPEC §6 with the planning of §5: the job plans inside the one turn, a client
+    # takes the lease while the model is busy, and the store must write nothing.
+    task = "Port the parser to the new AST; the CLI flags stay as they are."
+    await cclient.put(f"/sessions/{sid}", json={**SMALL, "anchors": [ANCHOR]})
+    await cclient.post(f"/sessions/{sid}/messages", json={"messages": [user(task), *agent_run(30)]})
+    log_before = await log_of(cclient, sid)
+    llm.behaviour = "slow"
+    r = await cclient.post(f"/sessions/{sid}/compact", json={})
+    assert r.status_code == 202, r.text
+    await asyncio.sleep(0.2)  # the job has planned and waits on the slow model
+    lease = await cclient.post(f"/sessions/{sid}/lock", json={"owner": "b", "ttl_s": 30})
+    assert lease.status_code in (200, 201), lease.text
+    done = await compact_result(cclient, sid, r.json()["job_id"])
+    assert done["status"] == "failed" and "fenced" in done["reason"], done
+    s = await state(cclient, sid)
+    assert s["last_compaction_seq"] == 0 and s["summary"]["text"] is None
+    assert await log_of(cclient, sid) == log_before  # nothing lost, nothing rewritten
+    # The lease holder's own compaction goes through, inside the turn, anchor kept.
+    llm.behaviour = "normal"
+    token = lease.json()["lock_token"]
+    r = await cclient.post(f"/sessions/{sid}/compact", json={"lock_token": token})
+    done = await compact_result(cclient, sid, r.json()["job_id"])
+    assert done["status"] == "success", done
+    ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
+    assert 1 in ctx["kept_seqs"]
+    assert next(m["content"] for m in ctx["messages"] if m["role"] == "user") == task
