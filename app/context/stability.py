@@ -165,6 +165,93 @@ def replay(view: HistoryView, layout: Layout, budget: int) -> Selection | None:
     return sel
 
 
+def _previous_units(view: HistoryView, layout: Layout) -> list[tuple[Unit, Form, str]]:
+    """The history units of the payload `layout` gave (the previous payload), log order."""
+    kept = {seqs: (form, rule) for seqs, form, rule in layout.kept}
+    out: list[tuple[Unit, Form, str]] = []
+    for unit in view.units:
+        seqs = _seqs(unit)
+        if seqs in kept:
+            form, rule = kept[seqs]
+            out.append((unit, Form(form), rule))
+        elif unit.messages[-1].seq > layout.through_seq:
+            out.append(
+                (unit, Form.FULL, hard_rule(unit) if unit.pinned or unit.latest_user else "new")
+            )
+    return out
+
+
+def _leading(view: HistoryView, sel: Selection, prev: list[tuple[Unit, Form, str]]) -> int:
+    """How many leading units of `prev` the payload of `sel` repeats, in the same form."""
+    n = 0
+    picked = [(u, sel.picks[u.index][0]) for u in view.units if u.index in sel.picks]
+    for (unit, form), (before, bform, _) in zip(picked, prev, strict=False):
+        if unit is not before or form != bform:
+            break
+        n += 1
+    return n
+
+
+def keep_prefix(
+    view: HistoryView, layout: Layout, fresh: Selection, target: int
+) -> Selection | None:
+    """A trim that keeps the previous payload's leading units as they were sent.
+
+    A fresh selection changes the front of the payload (an old unit dropped or its
+    form changed), so the provider's cache misses for the whole window. Instead the
+    longest run of the previous payload's leading units is kept in its form, and the
+    units after it come from the strategy's own `fresh` selection, dropping the oldest
+    of those (never a hard unit, a user message or one of the last two turns) until
+    the whole fits `target`. Accepted only when it keeps every unit `fresh` keeps that
+    the user relies on: the hard units and every user message, each in at least the
+    form `fresh` sends it in. None when no such prefix beats `fresh`'s own.
+    """
+    prev = _previous_units(view, layout)
+    if not prev:
+        return None
+    floor = _leading(view, fresh, prev)
+    users = {i: form for i, (form, _) in fresh.picks.items() if view.units[i].kind == "user"}
+    hard = {u.index for u in view.hard()}
+    if view.units:
+        hard.add(view.units[-1].index)
+    # The most prefix that fits at all.
+    k, total = 0, 0
+    while k < len(prev) and total + prev[k][0].cost(prev[k][1]) <= target:
+        total += prev[k][0].cost(prev[k][1])
+        k += 1
+    for size in range(k, floor, -1):
+        head = prev[:size]
+        last = head[-1][0].index
+        bad = False
+        for unit, form, _ in head:
+            want = users.get(unit.index) if unit.index in hard else None
+            if (unit.pinned and form != Form.FULL) or (want is Form.FULL and form != Form.FULL):
+                bad = True
+                break
+        if bad:
+            continue
+        sel = Selection(rules=dict(fresh.rules), warnings=list(fresh.warnings))
+        for unit, form, rule in head:
+            sel.pick(unit, form, rule)
+        after = [i for i in sorted(fresh.picks) if i > last]
+        for i in after:
+            sel.picks[i] = fresh.picks[i]
+        cost = sel.cost(view)
+        for i in after:  # oldest first: the newer-old region goes before the front
+            if cost <= target:
+                break
+            unit = view.units[i]
+            if i in hard or unit.kind == "user":
+                continue
+            cost -= unit.cost(sel.picks.pop(i)[0])
+        if cost > target or any(i not in sel.picks for i in hard):
+            continue
+        if any(i not in sel.picks for i in users):
+            continue
+        return sel
+    return None
+
+
 def layout_of(view: HistoryView, sel: Selection, session: SessionRow) -> Layout:
     """The layout a trim's selection fixes: every unit of the view is decided."""
     kept = tuple(
@@ -230,6 +317,8 @@ class StableStrategy(Strategy):
             if sum(u.cost(Form.FULL) for u in view.hard()) > target:
                 target = budget
             sel = self.inner.select(view, target)
+            if not self.force:
+                sel = keep_prefix(view, self.layout, sel, target) or sel
             self.trimmed = layout_of(view, sel, self.session)
         self.selection = sel
         return sel

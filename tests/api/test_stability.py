@@ -146,6 +146,34 @@ async def test_agent_loop_appends_and_trims_to_the_low_water_mark(
     assert appends >= 3 * trims  # 0.3 x 2500 tokens of room: ~4 steps between trims
 
 
+async def test_a_trim_keeps_the_previous_payloads_leading_messages(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """A trim drops from after the old front, not the front: the messages the previous
+    payload led with (system, task, the oldest steps it kept) stay, in the same form,
+    while every user message is still sent."""
+    await start(client, sid)
+    rule = user("Also: never edit anything under tests/.")
+    prev: dict[str, Any] | None = None
+    trims: list[int] = []
+    for i in range(45):
+        await append(client, sid, [*step(i), *([rule] if i == 5 else [])])
+        body = await payload(client, sid, prev["prefix_id"] if prev else None)
+        messages = body["messages"]
+        assert body["usage"]["input_tokens"] <= BUDGET and tool_groups_whole(messages)
+        assert messages[1] == user("Please audit every module under src/ and report findings.")
+        if i >= 5:
+            assert rule in messages
+        if prev is not None and not is_prefix(prev["messages"], messages):
+            n, _ = shared_prefix(prev, body)
+            trims.append(n)
+        prev = body
+    assert len(trims) >= 3
+    # Past the first trim (which may reshape the untrimmed history), each trim shares
+    # the system block, the task and at least one kept step ahead of the change.
+    assert all(n >= 4 for n in trims[1:]), trims
+
+
 async def test_a_new_summary_or_tail_delete_invalidates_the_kept_selection(
     client: httpx.AsyncClient, sid: str
 ) -> None:
