@@ -25,6 +25,12 @@ grows; this layer freezes its choice instead:
   `params_key`). No other call writes anything: a stream that never trimmed
   has no row (its layout is everything after the watermark).
 
+A trim does not take the strategy's fresh selection as is: that changes the
+front of the payload (an old unit dropped or its form changed) and the
+provider's cache misses for the whole window. `keep_prefix` keeps the previous
+payload's leading units as they were sent and drops after them, as long as
+every hard unit and user message the fresh selection keeps is still sent.
+
 So the strategy decides *what* a trim keeps, this layer decides *when*. The
 state lives in PostgreSQL: every replica replays the same layout, a restart
 changes nothing, and two replicas trimming at once write the same row (the
