@@ -71,6 +71,7 @@ from bench.common import (
     plain_url,
     throwaway_database,
 )
+from tests.support.tail import tail_violation
 
 # A session small enough that compactions happen within seconds of writing.
 # Usable budget 4000 - 256 - 64 = 3680 tokens, compaction from 90% of it; the seeded
@@ -365,10 +366,10 @@ class Agent:
             self.stats.contexts_with_summary += 1
             if through < self.summary_through:
                 bad(who, f"summary went back from {self.summary_through} to {through}")
-            if through >= self.last_user_seq:
-                bad(who, f"summary through {through} covers the current turn")
             self.summary_through = max(self.summary_through, through)
-            if any(s <= through for s in ctx["kept_seqs"]):
+            # Only the turn anchor (the latest user message) may be sent from under the
+            # summary: the watermark may reach inside the current turn (SPEC §5).
+            if any(s <= through and s != self.last_user_seq for s in ctx["kept_seqs"]):
                 bad(who, f"kept seqs under the summary's {through}: {ctx['kept_seqs']}")
 
     # -- the loop -----------------------------------------------------------------------
@@ -475,10 +476,8 @@ async def check_agent(
         bad(f"{who}: acknowledgement order differs from log order")
     state = await get_json(client, f"{base}/sessions/{agent.sid}/compaction")
     watermark = int(state["last_compaction_seq"] or 0)
-    user_seqs = [int(m["seq"]) for m in log if m["role"] == "user"]
-    last_user = user_seqs[-1] if user_seqs else 0
-    if watermark and watermark >= last_user:
-        bad(f"{who}: watermark {watermark} covers the current turn (user at {last_user})")
+    if why := tail_violation(log, watermark):
+        bad(f"{who}: {why}")
     if bool(state["summary"]["text"]) != (watermark > 0):
         bad(f"{who}: summary present={bool(state['summary']['text'])} with watermark {watermark}")
     if watermark < agent.summary_through:
