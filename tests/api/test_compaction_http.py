@@ -9,13 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from app.compaction.prompt import PREVIOUS_HEADER
-from app.main import create_app
-from app.settings import CompactionSettings, Settings, load_settings
+from app.settings import Settings
 from tests.api.test_messages import call, log_of, result, user
 from tests.fakellm import FakeLLM
+from tests.support.apps import app_client, model_settings
 
 CONSTRAINT = "You must never deploy on Fridays; always run the migration dry-run first."
 ANCHOR = "Budget cap is 4,200 EUR"
@@ -50,27 +49,15 @@ def reset_llm(llm: FakeLLM) -> None:
 
 @pytest.fixture(scope="module")
 def llm_settings(llm: FakeLLM) -> Settings:
-    return load_settings(
-        llm_base_url=llm.base_url,
-        llm_model="fake-summariser",
-        job_lease_s=3.0,
-        compaction=CompactionSettings(compact_timeout_s=1.0),
-    )
+    return model_settings(llm.base_url, 1.0)
 
 
 @pytest.fixture(scope="module")
 async def cclient(
     llm_settings: Settings, make_database: Callable[[], str]
 ) -> AsyncIterator[httpx.AsyncClient]:
-    # A database of its own: the suite's other apps run compaction jobs too (without
-    # a model), and any runner on a database may claim any of its jobs.
-    app: FastAPI = create_app(llm_settings, database_url=make_database())
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://compaction.test", timeout=30
-        ) as c:
-            yield c
+    async with app_client(llm_settings, make_database(), "http://compaction.test") as c:
+        yield c
 
 
 async def long_session(

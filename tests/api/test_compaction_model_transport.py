@@ -9,12 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
-from app.main import create_app
-from app.settings import CompactionSettings, load_settings
 from tests.api.test_compaction_http import SMALL_COMPACTION, compact, long_session, state
 from tests.fakellm import FakeLLM
+from tests.support.apps import app_client, model_settings
 
 PATIENT = {"compaction": {**SMALL_COMPACTION, "compact_timeout_s": 6.0}}
 
@@ -36,17 +34,8 @@ def reset_llm(llm: FakeLLM) -> None:
 async def client(
     llm: FakeLLM, make_database: Callable[[], str]
 ) -> AsyncIterator[httpx.AsyncClient]:
-    settings = load_settings(
-        llm_base_url=llm.base_url,
-        llm_model="fake-summariser",
-        job_lease_s=3.0,
-        compaction=CompactionSettings(compact_timeout_s=6.0),
-    )
-    app: FastAPI = create_app(settings, database_url=make_database())
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=30) as c:
-            yield c
+    async with app_client(model_settings(llm.base_url, 6.0), make_database(), "http://t") as c:
+        yield c
 
 
 def summary_calls(llm: FakeLLM) -> list[Any]:

@@ -7,13 +7,11 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
-from app.main import create_app
-from app.settings import CompactionSettings, load_settings
 from tests.api.test_compaction_http import compact, compact_result, long_session, state
 from tests.api.test_messages import log_of, user
 from tests.fakellm import FakeLLM
+from tests.support.apps import app_client, model_settings
 
 
 @pytest.fixture(scope="module")
@@ -32,20 +30,8 @@ def reset_llm(llm: FakeLLM) -> None:
 async def cclient(
     llm: FakeLLM, make_database: Callable[[], str]
 ) -> AsyncIterator[httpx.AsyncClient]:
-    # A database of its own, with a runner and a model: see test_compaction_http.
-    settings = load_settings(
-        llm_base_url=llm.base_url,
-        llm_model="fake-summariser",
-        job_lease_s=3.0,
-        compaction=CompactionSettings(compact_timeout_s=1.0),
-    )
-    app: FastAPI = create_app(settings, database_url=make_database())
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://t.test", timeout=30
-        ) as c:
-            yield c
+    async with app_client(model_settings(llm.base_url, 1.0), make_database(), "http://t.test") as c:
+        yield c
 
 
 async def model_called(llm: FakeLLM) -> None:
