@@ -31,6 +31,25 @@ whose whole history does not fit the budget; the same calls for every method):
   must send); tool-group violations: payloads the API would reject;
 - `counter = measured`: share of calls where `usage.stable_prefix_tokens`
   equals the measured shared prefix (contextd with stability only).
+
+The ceiling. The messages appended to the trace since the previous call point
+were in no earlier payload, so they can never be part of a cached prefix; on a
+trimming call they are a fixed cost every method pays in full. Two bounds on
+the stable share of trimming calls follow, both printed:
+
+- per budget, for any method whose payload fits the budget and sends the new
+  messages whole: stable share <= 1 - sum(new tokens of the call, capped at the
+  budget) / sum(budget), over the trimming calls (the first call of a session
+  counts its whole history as new). On the dataset the new messages average
+  ~670 tokens on trimming calls, ~8% of an 8,000 budget: a target of 95% stable
+  at 8k is above what any such method can reach.
+- per method, `ceiling (own inputs)`: 1 - sum(new)/sum(input) over that
+  method's own trimming-call payloads, where `new` is the payload's trailing
+  run of messages that occur nowhere in the method's previous payload (the new
+  messages as the method sent them: whole, or as a tool-output preview). Those
+  tokens cannot be in the shared prefix, so no payload of that method on those
+  calls could have had a larger stable share; the gap between it and `stable,
+  trimming` is what the method's own trims cost.
 """
 
 from __future__ import annotations
@@ -84,6 +103,7 @@ class Tally:
     trim_calls: int = 0
     trim_input: int = 0
     trim_stable: int = 0
+    trim_fresh: int = 0
     instructions: int = 0
     instructions_kept: int = 0
     violations: int = 0
@@ -91,7 +111,7 @@ class Tally:
     counter_matches: int = 0
     mismatches: list[str] = field(default_factory=list)
 
-    def add(self, tokens: int, stable: int, trimming: bool) -> None:
+    def add(self, tokens: int, stable: int, fresh: int, trimming: bool) -> None:
         self.calls += 1
         self.input_tokens += tokens
         self.stable_tokens += stable
@@ -99,6 +119,21 @@ class Tally:
             self.trim_calls += 1
             self.trim_input += tokens
             self.trim_stable += stable
+            self.trim_fresh += fresh
+
+
+@dataclass
+class Ceiling:
+    """Per budget, over the trimming calls: new trace tokens (capped) against the budget."""
+
+    calls: int = 0
+    new_tokens: int = 0
+    budget_tokens: int = 0
+
+    def add(self, new: int, budget: int) -> None:
+        self.calls += 1
+        self.new_tokens += min(new, budget)
+        self.budget_tokens += budget
 
 
 def shared_prefix(before: Sequence[dict[str, Any]] | None, after: Sequence[dict[str, Any]]) -> int:
@@ -110,6 +145,21 @@ def shared_prefix(before: Sequence[dict[str, Any]] | None, after: Sequence[dict[
         if a != b:
             break
         tokens += COUNTER.count_message(b)
+    return tokens
+
+
+def fresh_tail(before: Sequence[dict[str, Any]] | None, after: Sequence[dict[str, Any]]) -> int:
+    """Tokens of the payload's trailing messages found nowhere in the previous payload.
+
+    They are the call's new messages as the method sent them; none of them can
+    be part of a prefix shared with the previous payload.
+    """
+    seen = {json.dumps(m, sort_keys=True) for m in before or ()}
+    tokens = 0
+    for message in reversed(after):
+        if json.dumps(message, sort_keys=True) in seen:
+            break
+        tokens += COUNTER.count_message(message)
     return tokens
 
 
@@ -184,7 +234,7 @@ def record(
     before: list[dict[str, Any]] | None,
 ) -> int:
     stable = shared_prefix(before, payload)
-    tally.add(tokens, stable, trimming)
+    tally.add(tokens, stable, fresh_tail(before, payload) if trimming else 0, trimming)
     tally.violations += violations(payload) > 0
     if trimming:
         present = mid_run(case, upto)
@@ -193,7 +243,10 @@ def record(
     return stable
 
 
-async def run(args: argparse.Namespace, db: Throwaway) -> tuple[dict[tuple[str, int], Tally], str]:
+Tallies = dict[tuple[str, int], Tally]
+
+
+async def run(args: argparse.Namespace, db: Throwaway) -> tuple[Tallies, dict[int, Ceiling], str]:
     from app.main import create_app
     from app.observability.logging import configure_logging
     from app.settings import load_settings
@@ -205,7 +258,8 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[dict[tuple[str, 
     settings = load_settings(**overrides)
     cases = load_cases(args.dataset, k=args.k)[: args.limit or None]
     strategies = args.strategies or available_strategies()
-    tallies: dict[tuple[str, int], Tally] = {}
+    tallies: Tallies = {}
+    ceilings = {budget: Ceiling() for budget in args.budgets}
 
     def tally(name: str, budget: int) -> Tally:
         return tallies.setdefault((name, budget), Tally())
@@ -233,6 +287,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[dict[tuple[str, 
                 r.raise_for_status()
                 prev: dict[tuple[str, int], Any] = {}
                 done = 0
+                last_call = 0
                 for upto in call_points(case.messages):
                     if upto > done:
                         r = await c.post(
@@ -245,6 +300,8 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[dict[tuple[str, 
                     whole = full_tokens(case, upto)
                     for budget in args.budgets:
                         trimming = whole > budget
+                        if trimming:
+                            ceilings[budget].add(sum(case.counts[last_call:upto]), budget)
                         for strategy in strategies:
                             key = (strategy, budget)
                             query: dict[str, Any] = {"max_tokens": budget, "strategy": strategy}
@@ -289,12 +346,13 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[dict[tuple[str, 
                         payload, tokens = run_langchain(case, upto, budget)
                         record(tally(*lkey), case, upto, trimming, payload, tokens, prev.get(lkey))
                         prev[lkey] = payload
+                    last_call = upto
                 print(
                     f"[{time.perf_counter() - started:.0f}s] {n + 1}/{len(cases)} {case.id}",
                     file=sys.stderr,
                     flush=True,
                 )
-    return tallies, header
+    return tallies, ceilings, header
 
 
 def pct(part: float, whole: float) -> str:
@@ -308,7 +366,7 @@ def cost(t: Tally, trim: bool = False) -> str:
     return f"{(total - stable + CACHED_PRICE * stable) / total:.2f}"
 
 
-def table(tallies: dict[tuple[str, int], Tally]) -> str:
+def table(tallies: Tallies) -> str:
     headers = (
         "budget",
         "method",
@@ -316,6 +374,7 @@ def table(tallies: dict[tuple[str, int], Tally]) -> str:
         "mean input",
         "stable, all",
         "stable, trimming",
+        "ceiling (own inputs)",
         "cost, all",
         "cost, trimming",
         "instructions kept",
@@ -332,6 +391,7 @@ def table(tallies: dict[tuple[str, int], Tally]) -> str:
                 f"{t.input_tokens / t.calls:,.0f}" if t.calls else "-",
                 pct(t.stable_tokens, t.input_tokens),
                 pct(t.trim_stable, t.trim_input),
+                pct(t.trim_input - t.trim_fresh, t.trim_input),
                 cost(t),
                 cost(t, trim=True),
                 f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
@@ -342,7 +402,20 @@ def table(tallies: dict[tuple[str, int], Tally]) -> str:
     return markdown_table(headers, rows)
 
 
-def dollars(tallies: dict[tuple[str, int], Tally]) -> str:
+def ceiling_lines(ceilings: dict[int, Ceiling]) -> str:
+    lines = []
+    for budget, c in sorted(ceilings.items()):
+        if not c.calls:
+            continue
+        lines.append(
+            f"- {budget:,}: {c.calls:,} trimming calls, new messages {c.new_tokens / c.calls:,.0f} "
+            f"tokens per call (capped at the budget) = {pct(c.new_tokens, c.budget_tokens)} "
+            f"of the budget; stable share <= {pct(c.budget_tokens - c.new_tokens, c.budget_tokens)}"
+        )
+    return "\n".join(lines)
+
+
+def dollars(tallies: Tallies) -> str:
     lines = []
     for (name, budget), t in sorted(tallies.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         paid = (t.input_tokens - t.stable_tokens + CACHED_PRICE * t.stable_tokens) / 1e6
@@ -379,11 +452,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     with throwaway_database(server) as db:
         run_migrations(db.url)
-        tallies, header = asyncio.run(run(args, db))
+        tallies, ceilings, header = asyncio.run(run(args, db))
     print(header)
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
     print()
     print(table(tallies))
+    print()
+    print(
+        "Ceiling on trimming calls, for any method whose payload fits the budget and sends "
+        "the new messages whole:"
+    )
+    print(ceiling_lines(ceilings))
     print()
     print(f"Input cost at ${PRICE_PER_MTOK}/M tokens, cache reads at {CACHED_PRICE}x:")
     print(dollars(tallies))
