@@ -59,7 +59,7 @@ async def run(agent: Agent[Any], session: ContextdSession, text: str) -> str:
 
 
 async def test_a_multi_turn_tool_run_keeps_its_log_and_reads_contextd_payloads(
-    ctx: AsyncContextdClient, llm: FakeLLM, agent: Agent[Any], sid: str
+    ctx: AsyncContextdClient, transport: LoseAnswers, llm: FakeLLM, agent: Agent[Any], sid: str
 ) -> None:
     session = ContextdSession(sid, ctx)
     assert await run(agent, session, "How many lines in notes.txt") == (
@@ -85,6 +85,12 @@ async def test_a_multi_turn_tool_run_keeps_its_log_and_reads_contextd_payloads(
     assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "assistant",
                                          "user", "assistant", "tool"]  # fmt: skip
     assert last[6]["tool_calls"][0]["id"] == last[7]["tool_call_id"]
+    # Each model call after the first echoed the previous payload's prefix_id (the
+    # client remembers it), so contextd's stable_prefix_tokens are exact.
+    asked = [json.loads(r.content) for r in transport.sent if r.url.path.endswith("/context")]
+    echoes = [body.get("previous_prefix_id") for body in asked]
+    assert len(echoes) == 4 and echoes[0] is None
+    assert all(echoes[1:]) and len(set(echoes[1:])) == 3
 
     # The SDK reads back exactly the items it stored.
     items = await session.get_items()

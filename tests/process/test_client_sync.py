@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 
 from tests.clients.test_langchain_adapter import read_file
+from tests.clients.test_prefix_echo import MODEL, WIDE, measured, say
 from tests.fakellm import FakeLLM
 from tests.process.conftest import Server
 
@@ -76,6 +77,15 @@ def sync_client_calls(server: Server) -> None:
         assert history.messages == [HumanMessage("hi", id="h"), AIMessage("hello", id="a")]
         history.clear()
         assert history.messages == []
+
+        # The blocking client echoes the stream's last prefix_id by itself: two steps
+        # appended between calls, where the server's own guess would claim the first.
+        c.put_session(sid, model=MODEL, auto_compact=False)
+        c.append(sid, [say("user", 0)])
+        first = c.context(sid, max_tokens=WIDE)
+        c.append(sid, [say("assistant", 0), say("user", 1)])
+        second = c.context(sid, max_tokens=WIDE)
+        assert second.usage.stable_prefix_tokens == measured(first.messages, second.messages) > 0
 
 
 async def sync_middleware_run(server: Server) -> None:

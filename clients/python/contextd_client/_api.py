@@ -183,11 +183,17 @@ def clear(session_id: str, lock_token: str | None) -> Call[m.ClearResult]:
 # context and budget -------------------------------------------------------------------
 
 
+QUERY_PARAMS = ("max_tokens", "strategy", "mode", "format", "reserve_output_tokens")
+MAX_QUERY_PREFIX_ID = 2048
+
+
 def context(session_id: str, parts: Mapping[str, Any]) -> Call[m.Context]:
     """GET with only query parameters; POST when per-call parts are given."""
     given = {k: v for k, v in parts.items() if v is not None}
     path = f"/sessions/{_sid(session_id)}/context"
-    if given.keys() <= {"max_tokens", "strategy", "mode", "format", "reserve_output_tokens"}:
+    # A prefix_id grows with the payload's head; a long one goes in a body, not a URL.
+    short_echo = len(given.get("previous_prefix_id", "")) <= MAX_QUERY_PREFIX_ID
+    if short_echo and given.keys() <= {*QUERY_PARAMS, "previous_prefix_id"}:
         return _call("GET", path, _model(m.Context), params=given, idempotent=True)
     return _call("POST", path, _model(m.Context), body=given, idempotent=True)
 

@@ -22,6 +22,7 @@ from contextd_client._exceptions import (
     error_from_response,
 )
 from contextd_client._lease import HeldLease, renew_interval
+from contextd_client._prefix import REMEMBERED, PrefixMemory, PreviousPrefix
 from contextd_client._retry import Retry
 
 T = TypeVar("T")
@@ -47,9 +48,11 @@ class AsyncContextdClient:
         timeout: float | httpx.Timeout = 30.0,
         retry: Retry | None = None,
         headers: Mapping[str, str] | None = None,
+        echo_prefix_ids: bool = True,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.retry = retry or Retry()
+        self.prefix_ids = PrefixMemory(echo_prefix_ids)
         self._http = httpx.AsyncClient(
             base_url=_base_url(base_url),
             headers=_headers(api_key, headers),
@@ -113,6 +116,7 @@ class AsyncContextdClient:
     async def delete_session(self, session_id: str, *, lock_token: str | None = None) -> None:
         """Delete the session, its log and its settings (see `clear` to keep the settings)."""
         await self._send(_api.delete_session(session_id, lock_token))
+        self.prefix_ids.forget(session_id)
 
     # messages
 
@@ -194,15 +198,26 @@ class AsyncContextdClient:
         tools: list[dict[str, Any]] | None = None,
         dynamic_context: list[str | dict[str, Any]] | None = None,
         preview_limit_tokens: int | None = None,
+        previous_prefix_id: PreviousPrefix = REMEMBERED,
     ) -> m.Context:
         """The payload for the next model call. Per-call `system`, `tools` or
-        `dynamic_context` make it a POST; otherwise the session's stored ones apply."""
+        `dynamic_context` make it a POST; otherwise the session's stored ones apply.
+
+        `previous_prefix_id` defaults to the `prefix_id` this client got last for the
+        same session and parameters (`contextd_client._prefix.STREAM_PARAMS`), which
+        makes `usage.stable_prefix_tokens` exact; pass a string to send that one, or
+        None to send none (the server then assumes only the newest step is new).
+        `echo_prefix_ids=False` on the client turns the default off."""
         parts = dict(
             max_tokens=max_tokens, strategy=strategy, mode=mode, format=format,
             reserve_output_tokens=reserve_output_tokens, system=system, tools=tools,
             dynamic_context=dynamic_context, preview_limit_tokens=preview_limit_tokens,
         )  # fmt: skip
-        return await self._send(_api.context(session_id, parts))
+        stream = self.prefix_ids.key(session_id, parts)
+        parts["previous_prefix_id"] = self.prefix_ids.resolve(stream, previous_prefix_id)
+        payload = await self._send(_api.context(session_id, parts))
+        self.prefix_ids.remember(stream, payload.prefix_id)
+        return payload
 
     async def budget(self, session_id: str) -> m.Budget:
         return await self._send(_api.budget(session_id))

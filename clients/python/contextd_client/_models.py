@@ -200,6 +200,8 @@ class Context(_Model):
     strategy: str | None = None
     over_budget: bool = False
     warnings: list[Any] = Field(default_factory=list)
+    # Names this payload; the clients send it back as the stream's `previous_prefix_id`.
+    prefix_id: str | None = None
 
 
 class BudgetPreview(_Model):
