@@ -150,6 +150,31 @@ def assert_same_content(
     images = [b["source"]["type"] for b in blocks if b["type"] == "image"]
     assert images and set(images) == {"base64", "url"}
     assert len(breakpoints(claude)) == 1
+    assert_responses_content(sent, responses["input"])
+
+
+def assert_responses_content(sent: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+    """The Responses items carry every case of the Chat Completions payload, not just a
+    shape the SDK accepts: summary and pinned text, both image kinds, parallel calls
+    adjacent, failed outputs sent as logged (Responses has no error flag)."""
+    said = [(i["role"], i["content"]) for i in items if i["type"] == "message"]
+    assert ("user", PINNED) in said
+    assert any(r == "system" and "Summary of the conversation" in str(c) for r, c in said)
+    parts = [p for _, c in said if isinstance(c, list) for p in c]
+    images = {
+        (p["image_url"].split(":")[0], p["detail"]) for p in parts if p["type"] == "input_image"
+    }
+    assert images == {("data", "low"), ("https", "auto")}
+    kinds = [i["type"] for i in items]
+    for m in sent:
+        ids = [c["id"] for c in m.get("tool_calls") or []]
+        if len(ids) > 1:
+            at = next(n for n, i in enumerate(items) if i.get("call_id") == ids[0])
+            assert [i["call_id"] for i in items[at : at + len(ids)]] == ids
+            assert kinds[at : at + len(ids)] == ["function_call"] * len(ids)
+    outputs = {i["call_id"]: i["output"] for i in items if i["type"] == "function_call_output"}
+    assert outputs == {m["tool_call_id"]: m["content"] for m in sent if m["role"] == "tool"}
+    assert any(o == "grep: invalid regex" for o in outputs.values())
 
 
 async def test_post_context_takes_format_and_dynamic_context(
