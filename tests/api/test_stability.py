@@ -146,6 +146,35 @@ async def test_agent_loop_appends_and_trims_to_the_low_water_mark(
     assert appends >= 3 * trims  # 0.3 x 2500 tokens of room: ~4 steps between trims
 
 
+async def test_an_instance_started_after_the_trims_answers_the_same(
+    client: httpx.AsyncClient, settings: Settings, database_url: str, sid: str
+) -> None:
+    """A restart changes nothing: the selection a trim fixed is read from the database,
+    not from the process that trimmed."""
+    await start(client, sid)
+    calls: list[tuple[str | None, dict[str, Any]]] = []
+    for i in range(25):
+        await append(client, sid, step(i))
+        previous = calls[-1][1]["prefix_id"] if calls else None
+        calls.append((previous, await payload(client, sid, previous)))
+    trims = [
+        n for n in range(1, len(calls))
+        if not is_prefix(calls[n - 1][1]["messages"], calls[n][1]["messages"])
+    ]  # fmt: skip
+    assert trims and trims[-1] < len(calls) - 1  # the last call replays a stored trim
+    previous, last = calls[-1]
+    fresh: FastAPI = create_app(settings, database_url=database_url)
+    async with fresh.router.lifespan_context(fresh):
+        transport = httpx.ASGITransport(app=fresh)
+        async with httpx.AsyncClient(transport=transport, base_url="http://fresh.test") as c:
+            assert await payload(c, sid, previous) == last
+            await append(c, sid, step(25))
+            after = await payload(c, sid, last["prefix_id"])
+    # The new step appended to the replayed layout, and the first instance agrees.
+    assert is_prefix(last["messages"], after["messages"])
+    assert await payload(client, sid, last["prefix_id"]) == after
+
+
 async def test_a_trim_keeps_the_previous_payloads_leading_messages(
     client: httpx.AsyncClient, sid: str
 ) -> None:
