@@ -81,7 +81,7 @@ def extract_candidates(
     seen: set[str] = set()
     found: list[FlushCandidate] = []
     for m in messages:
-        if m.role not in ("user", "assistant") or not m.include_in_context:
+        if m.role not in ("user", "assistant") or not m.counts_in_context:
             continue
         for index, sentence in enumerate(split_sentences(m.text)):
             tags = classify(sentence)

@@ -99,7 +99,7 @@ def constraints_to_keep(
 
     found: list[str] = [p for p in previous_prefs if p.strip()]
     for m in range_messages:
-        if m.role != "user" or not m.include_in_context:
+        if m.role != "user" or not m.counts_in_context:
             continue
         for sentence in split_sentences(m.text):
             if {"constraint", "preference"} & classify(sentence):
@@ -123,7 +123,7 @@ def message_texts(messages: Iterable[LoggedMessage]) -> list[str]:
     """What a message shows the model: its text and its tool calls' names and arguments."""
     out: list[str] = []
     for m in messages:
-        if not m.include_in_context or m.role == "system":
+        if not m.counts_in_context:
             continue
         parts = [m.text]
         for call in m.body.get("tool_calls") or ():
@@ -141,7 +141,7 @@ def conversation_language(texts: Iterable[str]) -> str:
 
 def conversation_language_of(messages: Iterable[LoggedMessage]) -> str:
     return conversation_language(
-        m.text for m in messages if m.role in ("user", "assistant") and m.include_in_context
+        m.text for m in messages if m.role in ("user", "assistant") and m.counts_in_context
     )
 
 

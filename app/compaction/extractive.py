@@ -41,10 +41,6 @@ def _labels(lang: str) -> dict[str, str]:
     return _LABELS["zh"] if lang == "zh" else _LABELS["en"]
 
 
-def _visible(m: LoggedMessage) -> bool:
-    return m.include_in_context and m.role != "system"
-
-
 def tool_call_line(call: dict[str, object], result: str | None, lang: str = "en") -> str:
     """`called name(args-short) → result-short`, the one-line memory of a tool call."""
     fn = call.get("function")
@@ -95,7 +91,9 @@ def _argument_values(call: dict[str, Any]) -> str:
 def pinned_entries(messages: Sequence[LoggedMessage], lang: str = "en") -> tuple[str, ...]:
     """Pinned messages verbatim (tool-call-only messages as one-liners), for `pinned`."""
     results = tool_results(messages)
-    return tuple(message_gist(m, results, lang) for m in messages if m.pinned and _visible(m))
+    return tuple(
+        message_gist(m, results, lang) for m in messages if m.pinned and m.counts_in_context
+    )
 
 
 def _condense(text: str, key_lines: Sequence[str]) -> str:
@@ -115,7 +113,7 @@ def extractive_summary(messages: Sequence[LoggedMessage], *, lang: str) -> Struc
     prefs: list[str] = []
     timeline: list[str] = []
     for m in messages:
-        if not _visible(m):
+        if not m.counts_in_context:
             continue
         text = m.text
         calls = [c for c in m.body.get("tool_calls") or () if isinstance(c, dict)]

@@ -94,7 +94,7 @@ def render_range(
     }
     lines: list[str] = []
     for m in messages:
-        if not m.include_in_context or m.role == "system":
+        if not m.counts_in_context:
             continue
         if m.role == "tool":
             name = names.get(str(m.body.get("tool_call_id")), "?")

@@ -32,7 +32,8 @@ Definitions used throughout compaction:
 - Pinned messages inside the range are summarised *and* carried verbatim into
   the summary's `pinned` section.
 - Tokens are the cached `token_count` of messages that reach the model
-  (`include_in_context`, not historical `system` messages).
+  (`LoggedMessage.counts_in_context`: `include_in_context`, not historical
+  `system` messages).
 
 Everything here is pure: the runner and `dry_run` call it on the history read
 after the watermark.
@@ -51,13 +52,8 @@ NoopCode = Literal["empty_history", "nothing_compressible", "not_regrown", "too_
 TailLimit = Literal["min_preserved_turns", "keep_recent_ratio", "min_preserved_steps", "history"]
 
 
-def in_context(message: LoggedMessage) -> bool:
-    """Whether the message is part of what the model sees (and so of what compaction frees)."""
-    return message.include_in_context and message.role != "system"
-
-
 def _tokens(messages: Sequence[LoggedMessage]) -> int:
-    return sum(m.token_count for m in messages if in_context(m))
+    return sum(m.token_count for m in messages if m.counts_in_context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,20 +188,24 @@ class CompactionPlan:
 
     @property
     def pinned(self) -> tuple[LoggedMessage, ...]:
-        return tuple(m for m in self.range_messages if m.pinned and in_context(m))
+        return tuple(m for m in self.range_messages if m.pinned and m.counts_in_context)
 
     @property
     def summarized_count(self) -> int:
-        return sum(1 for m in self.range_messages if in_context(m))
+        return sum(1 for m in self.range_messages if m.counts_in_context)
 
     @property
     def preserved_count(self) -> int:
-        return sum(1 for m in self.preserved_messages if in_context(m))
+        return sum(1 for m in self.preserved_messages if m.counts_in_context)
 
     @property
     def anchor_tokens(self) -> int:
         """Tokens below the new watermark that stay in the effective history (the anchor)."""
-        return self.anchor.token_count if self.anchor is not None and in_context(self.anchor) else 0
+        return (
+            self.anchor.token_count
+            if self.anchor is not None and self.anchor.counts_in_context
+            else 0
+        )
 
     def report(self) -> dict[str, Any]:
         return {
@@ -415,7 +415,7 @@ def _why_empty(
     """A sentence for `dry_run` and the noop job: what kept everything out of the range."""
     if cut > 0:
         return "only the turn anchor, UI-only or system messages lie before the preserved tail"
-    if all(m.role == "user" or not in_context(m) for m in messages[: tail.start]):
+    if all(m.role == "user" or not m.counts_in_context for m in messages[: tail.start]):
         if tail.limited_by == "min_preserved_steps":
             return (
                 f"the current turn has {tail.current_turn_steps} complete step(s) after the "

@@ -39,7 +39,7 @@ def range_user_messages(messages: Sequence[LoggedMessage]) -> tuple[str, ...]:
     return tuple(
         m.text
         for m in messages
-        if m.role == "user" and m.include_in_context and not m.pinned and m.text.strip()
+        if m.role == "user" and m.counts_in_context and not m.pinned and m.text.strip()
     )
 
 

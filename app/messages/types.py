@@ -13,6 +13,22 @@ from typing import Any, Literal
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+def counts_in_context(role: str, include_in_context: bool) -> bool:
+    """Whether a logged message reaches the model, and so counts toward the context tokens.
+
+    The one statement of the rule: `include_in_context: false` messages are
+    UI-only, and historical `system` messages stay in the log but are left
+    out of the history sent (SPEC §4). The session's running `context_tokens`,
+    `context_tokens_through`, `watermark_context_tokens` and what compaction
+    counts as freed all sum the messages this is true of. (Summary-class
+    system messages, which assembly does send, `app/context/groups.py`, are
+    not counted here either; the payload counts its own tokens.) Takes plain
+    fields so the write path and the recount, which never build a
+    `LoggedMessage`, can use it too.
+    """
+    return include_in_context and role != "system"
+
+
 @dataclass(frozen=True, slots=True)
 class LoggedMessage:
     """One message of a session's log, as stored.
@@ -35,6 +51,11 @@ class LoggedMessage:
     error: dict[str, Any] | None = None
     created_at: datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def counts_in_context(self) -> bool:
+        """See `counts_in_context`: whether the model sees this message."""
+        return counts_in_context(self.role, self.include_in_context)
 
     @property
     def tool_call_ids(self) -> tuple[str, ...]:

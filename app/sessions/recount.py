@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.messages.types import counts_in_context
 from app.models import MessageRow, SessionRow
 from app.tokens import TokenCounter
 
@@ -35,9 +36,9 @@ async def recount_log(db: AsyncSession, row: SessionRow, counter: TokenCounter) 
         if not page:
             break
         params = []
-        for seq, body, role, in_context in page:
+        for seq, body, role, include in page:
             n = counter.count_message(body)
-            if in_context and role != "system":
+            if counts_in_context(role, include):
                 running += n
             if seq <= row.last_compaction_seq:
                 watermark_tokens = running

@@ -145,6 +145,29 @@ async def test_model_switch_recounts_the_log(client: httpx.AsyncClient, sid: str
     assert r.json()["stats"]["context_tokens"] == estimated
 
 
+async def test_recount_leaves_out_what_the_model_never_sees(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    # Historical system messages and UI-only ones are stored and recounted, but
+    # neither the append nor the recount adds them to the context tokens.
+    await client.put(f"/sessions/{sid}", json={"model": "gpt-4o"})
+    messages = [
+        {"role": "system", "content": "old instructions " * 40},
+        user("a note for the UI " * 40, include_in_context=False),
+        user("the real question " * 20),
+    ]
+    await client.post(f"/sessions/{sid}/messages", json={"messages": messages})
+    before = (await client.get(f"/sessions/{sid}")).json()["stats"]["context_tokens"]
+    assert before == (await client.get(f"/sessions/{sid}/messages/3")).json()["token_count"]
+    r = await client.put(f"/sessions/{sid}", json={"model": "some-local-llama"})
+    counts = [
+        (await client.get(f"/sessions/{sid}/messages/{seq}")).json()["token_count"]
+        for seq in (1, 2, 3)
+    ]
+    assert all(n > 0 for n in counts)
+    assert r.json()["stats"]["context_tokens"] == counts[2] != before
+
+
 async def test_list_is_cursor_paginated(client: httpx.AsyncClient, sid: str) -> None:
     ids = {f"{sid}-{i:02d}" for i in range(7)}
     for i in ids:
