@@ -6,10 +6,11 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, or_, select, text, update
+from sqlalchemy import ColumnElement, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.leases.fencing import store_admits
 from app.messages.types import LoggedMessage
 from app.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
 from app.models.job import ACTIVE
@@ -290,11 +291,6 @@ async def store_summary(
         )
         .scalar_subquery()
     )
-    lease_ok = or_(
-        SessionRow.lease_token.is_(None),
-        SessionRow.lease_expires_at <= func.now(),
-        SessionRow.lease_token == job.lock_token,
-    )
     stmt = (
         update(SessionRow)
         .where(
@@ -302,7 +298,7 @@ async def store_summary(
             SessionRow.id == job.session_id,
             SessionRow.last_compaction_seq < new_watermark,
             SessionRow.generation == generation,
-            lease_ok,
+            store_admits(job.lock_token),
         )
         .values(
             last_compaction_seq=new_watermark,

@@ -12,6 +12,8 @@ def check_write(session: SessionRow, lease_live: bool, lock_token: str | None) -
     A token that is still the session's latest is accepted even after expiry:
     nobody else has claimed since, so no newer writer can be overtaken. Any
     other token belongs to a lease someone has since replaced, or never existed.
+    The SQL forms of the rule (`lease_live`, a claim's `no_live_lease`, the
+    compaction store's `store_admits`) are in `app.leases.fencing`.
     """
     if lock_token is None:
         if lease_live:

@@ -10,10 +10,11 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, func, or_, update
+from sqlalchemy import ColumnElement, func, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.errors import Conflict, NotFound
+from app.leases.fencing import no_live_lease
 from app.models import SessionRow
 from app.sessions import repository as sessions
 
@@ -36,7 +37,7 @@ async def claim(db: AsyncSession, tenant: str, sid: str, owner: str, ttl_s: floa
         update(SessionRow)
         .where(
             *_key(tenant, sid),
-            or_(SessionRow.lease_token.is_(None), SessionRow.lease_expires_at <= func.now()),
+            no_live_lease(),
         )
         .values(
             lease_token=token,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.leases.fencing import lease_live
 from app.models import SessionRow
 
 
@@ -24,7 +25,7 @@ async def get_for_update(db: AsyncSession, tenant: str, sid: str) -> tuple[Sessi
     event inserted) against a request holding the session and waiting on that job
     deadlocked that way (found by schemathesis).
     """
-    live = func.coalesce(SessionRow.lease_expires_at > func.now(), False).label("lease_live")
+    live = lease_live().label("lease_live")
     stmt = (
         select(SessionRow, live)
         .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)

@@ -342,6 +342,24 @@ async def test_store_is_fenced_by_the_lease(
     assert s["last_compaction_seq"] == 0 and s["summary"]["text"] is None
 
 
+async def test_store_lands_after_its_holder_released_the_lease(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    # SPEC §5 fences the store only against a lease live at store time
+    # (app.leases.fencing.store_admits): a holder that asked for the job and
+    # then released its lease does not lose the summary.
+    await long_session(cclient, sid)
+    a = (await cclient.post(f"/sessions/{sid}/lock", json={"owner": "a", "ttl_s": 30})).json()
+    llm.behaviour = "slow"
+    r = await cclient.post(f"/sessions/{sid}/compact", json={"lock_token": a["lock_token"]})
+    assert r.status_code == 202
+    await asyncio.sleep(0.2)
+    await cclient.request("DELETE", f"/sessions/{sid}/lock", json={"lock_token": a["lock_token"]})
+    done = await compact_result(cclient, sid, r.json()["job_id"])
+    assert done["status"] == "success", done
+    assert (await state(cclient, sid))["last_compaction_seq"] > 0
+
+
 async def compact_result(c: httpx.AsyncClient, sid: str, job_id: str) -> dict[str, Any]:
     for _ in range(100):
         jobs = (await state(c, sid))["jobs"]
