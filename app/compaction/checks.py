@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from app.compaction.signals import cjk_counts, extract_identifiers, language_of, normalise
-from app.messages.types import LoggedMessage
+from app.messages.types import LoggedMessage, call_function
 
 FUZZY_MIN_TOKENS = 8
 FUZZY_THRESHOLD = 0.8
@@ -127,9 +127,10 @@ def message_texts(messages: Iterable[LoggedMessage]) -> list[str]:
             continue
         parts = [m.text]
         for call in m.body.get("tool_calls") or ():
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict):
-                parts.append(f"{fn.get('name', '')}({fn.get('arguments', '')})")
+            function = call_function(call)
+            if function is not None:
+                name, args = function
+                parts.append(f"{name}({args})")
         out.append("\n".join(p for p in parts if p))
     return out
 

@@ -23,7 +23,7 @@ from app.compaction.summary import (
     dedupe,
     render_summary,
 )
-from app.messages.types import LoggedMessage
+from app.messages.types import LoggedMessage, call_function
 
 _LABELS = {
     "en": {
@@ -43,10 +43,7 @@ def _labels(lang: str) -> dict[str, str]:
 
 def tool_call_line(call: dict[str, object], result: str | None, lang: str = "en") -> str:
     """`called name(args-short) → result-short`, the one-line memory of a tool call."""
-    fn = call.get("function")
-    name = str(fn.get("name", "?")) if isinstance(fn, dict) else "?"
-    raw = fn.get("arguments", "") if isinstance(fn, dict) else ""
-    args = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    name, args = call_function(call) or ("?", "")
     verb = "调用" if lang == "zh" else "called"
     line = f"{verb} {name}({shorten(args, 80)})"
     if result is not None:
@@ -69,12 +66,11 @@ def tool_results(messages: Sequence[LoggedMessage]) -> dict[str, str]:
 
 def _argument_values(call: dict[str, Any]) -> str:
     """The argument values of a call (not its JSON keys), where identifiers live."""
-    fn = call.get("function")
-    raw = fn.get("arguments", "") if isinstance(fn, dict) else ""
+    raw = (call_function(call) or ("", ""))[1]
     try:
-        parsed = json.loads(raw) if isinstance(raw, str) else raw
+        parsed = json.loads(raw)
     except ValueError:
-        return str(raw)
+        return raw
     values: list[str] = []
     stack = [parsed]
     while stack:

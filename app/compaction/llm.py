@@ -345,6 +345,8 @@ class ChatModelClient:
             )
         content = message.get("content")
         if isinstance(content, list):  # content parts, as some servers answer
+            # Joined with nothing, unlike a logged message's content_text: these
+            # are pieces of one answer (the summary's JSON), not separate texts.
             content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
         if not isinstance(content, str):
             raise ModelProtocolError("first choice has no text content")

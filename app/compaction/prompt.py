@@ -21,7 +21,7 @@ from typing import Any
 
 from app.compaction.signals import shorten
 from app.compaction.summary import SECTIONS, StructuredSummary
-from app.messages.types import LoggedMessage
+from app.messages.types import LoggedMessage, call_function
 
 ANCHORS_HEADER = "### Anchors (copy each one verbatim into the summary)"
 IDENTIFIERS_HEADER = "### Identifiers (keep each one verbatim)"
@@ -87,7 +87,7 @@ def render_range(
 ) -> str:
     """The compacted range as compact lines `[#seq role] text`; continuation lines indented."""
     names = {
-        str(c.get("id")): str((c.get("function") or {}).get("name", "?"))
+        str(c.get("id")): (call_function(c) or ("?",))[0]
         for m in messages
         for c in m.body.get("tool_calls") or ()
         if isinstance(c, dict)
@@ -106,9 +106,9 @@ def render_range(
             lines.append(f"[#{m.seq} {m.role}] {_indent(text)}")
         for call in m.body.get("tool_calls") or ():
             if isinstance(call, dict):
-                fn = call.get("function") or {}
-                args = shorten(str(fn.get("arguments", "")), 400, tail_chars=80)
-                lines.append(f"[#{m.seq} {m.role} call] {fn.get('name', '?')}({args})")
+                name, raw = call_function(call) or ("?", "")
+                args = shorten(raw, 400, tail_chars=80)
+                lines.append(f"[#{m.seq} {m.role} call] {name}({args})")
     return "\n".join(lines)
 
 

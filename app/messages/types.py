@@ -6,6 +6,8 @@ turn splitting, summaries) can be tested directly.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -27,6 +29,37 @@ def counts_in_context(role: str, include_in_context: bool) -> bool:
     `LoggedMessage`, can use it too.
     """
     return include_in_context and role != "system"
+
+
+def content_text(body: Mapping[str, Any]) -> str:
+    """The text of a message's `content`: the string, or its parts' `text` joined by newlines.
+
+    Parts with no `text` (images, audio, files, refusals) add nothing, not even
+    an empty line, so character offsets into this text agree wherever it is
+    taken (a context preview names offsets that `GET …/messages/{seq}` reads).
+    """
+    content = body.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return ""
+
+
+def call_function(call: object) -> tuple[str, str] | None:
+    """`(name, arguments)` of a Chat Completions tool call; None if it has no function object.
+
+    Appends are validated, so stored calls have both as strings; arguments that
+    are not (a body from elsewhere) come back as JSON text, never a Python repr.
+    """
+    fn = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(fn, Mapping):
+        return None
+    raw = fn.get("arguments", "")
+    args = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    return str(fn.get("name", "")), args
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +97,5 @@ class LoggedMessage:
 
     @property
     def text(self) -> str:
-        """The message's text content, content parts joined, for scoring and summaries."""
-        content = self.body.get("content")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "\n".join(
-                str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
-            )
-        return ""
+        """The message's text content (`content_text`), for scoring and summaries."""
+        return content_text(self.body)
