@@ -29,7 +29,6 @@ from app.compaction import (
     StructuredSummary,
     build_metadata,
     extract_candidates,
-    plan_for_settings,
     summarise,
 )
 from app.compaction import repository as repo
@@ -42,6 +41,7 @@ from app.compaction.metrics import (
     MODEL_TOKENS,
     TOKENS_FREED,
 )
+from app.compaction.service import plan_session
 from app.compaction.summary import summary_token_cap
 from app.context import summary_message
 from app.db import is_unavailable
@@ -309,16 +309,7 @@ class CompactionRunner:
             history = await repo.history_after(db, row.tenant_id, row.id, row.last_compaction_seq)
         c = session_compaction(row, self.settings)
         counter = get_counter(effective_model(row, self.settings))
-        plan = plan_for_settings(
-            history,
-            watermark=row.last_compaction_seq,
-            settings=c,
-            usable_budget=c.usable_budget,
-            tokens_at_last_compaction=row.compacted_history_tokens
-            if row.compaction_count
-            else None,
-            force=job.force,
-        )
+        plan = plan_session(history, row, c, force=job.force)
         if isinstance(plan, NoopReason):
             meta = build_metadata(plan, None, triggered_at=job.created_at)
             meta["state"] = noop_state(row)

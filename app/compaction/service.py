@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.deps import Database
-from app.compaction import NoopReason, plan_for_settings
+from app.compaction import CompactionPlan, NoopReason, plan_for_settings
 from app.compaction import repository as repo
 from app.context import summary_message
 from app.errors import NotFound
 from app.leases.guard import check_write
+from app.messages.types import LoggedMessage
+from app.models import SessionRow
 from app.models.job import ACTIVE
 from app.sessions import repository as sessions
 from app.sessions.service import get_session, session_compaction
-from app.settings import Settings
+from app.settings import CompactionSettings, Settings
 
 
 def job_view(job: repo.Job) -> dict[str, Any]:
@@ -34,6 +37,24 @@ def job_view(job: repo.Job) -> dict[str, Any]:
         "started_at": job.started_at,
         "finished_at": job.finished_at,
     }
+
+
+def plan_session(
+    history: Sequence[LoggedMessage], row: SessionRow, c: CompactionSettings, *, force: bool
+) -> CompactionPlan | NoopReason:
+    """The plan for a session's history after its watermark.
+
+    One function for the job and the dry run, so that a dry run answers what
+    the job would do.
+    """
+    return plan_for_settings(
+        history,
+        watermark=row.last_compaction_seq,
+        settings=c,
+        usable_budget=c.usable_budget,
+        tokens_at_last_compaction=row.compacted_history_tokens if row.compaction_count else None,
+        force=force,
+    )
 
 
 async def request(
@@ -55,17 +76,7 @@ async def request(
         check_write(row, lease_live, lock_token)
         if dry_run:
             history = await repo.history_after(s, tenant, sid, row.last_compaction_seq)
-            c = session_compaction(row, settings)
-            plan = plan_for_settings(
-                history,
-                watermark=row.last_compaction_seq,
-                settings=c,
-                usable_budget=c.usable_budget,
-                tokens_at_last_compaction=row.compacted_history_tokens
-                if row.compaction_count
-                else None,
-                force=force,
-            )
+            plan = plan_session(history, row, session_compaction(row, settings), force=force)
             report = plan.report()
             would = "noop" if isinstance(plan, NoopReason) else "compact"
             return {"dry_run": True, "would": would, **report}, False
