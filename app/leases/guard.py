@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from app.errors import Conflict
-from app.models import SessionRow
 
 
-def check_write(session: SessionRow, lease_live: bool, lock_token: str | None) -> None:
+class Leased(Protocol):
+    """A session row's lease columns (the ORM row, or the append path's SessionHead)."""
+
+    @property
+    def lease_token(self) -> str | None: ...
+
+    @property
+    def lease_owner(self) -> str | None: ...
+
+
+def check_write(session: Leased, lease_live: bool, lock_token: str | None) -> None:
     """Refuse a write that does not carry the live lease's token (SPEC §6).
 
     A token that is still the session's latest is accepted even after expiry:

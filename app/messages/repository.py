@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, insert, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.leases.fencing import lease_live
 from app.models import MessageRow, ToolCallRow
 
 
@@ -16,88 +17,132 @@ def _in_session(tenant: str, sid: str) -> tuple[Any, ...]:
     return (MessageRow.tenant_id == tenant, MessageRow.session_id == sid)
 
 
+# --- the append path, on the asyncpg connection itself (Database.driver) -------------------
+# Fixed SQL texts: asyncpg prepares each once per connection and runs it by name.
+# jsonb parameters are JSON text and jsonb results come back decoded (the codecs
+# SQLAlchemy's dialect installs on every connection).
+
+# The session row's columns an append decides on: budget, fencing, tokenizer; and
+# `lease_live` as app/leases/fencing.py states it, rendered once.
+_LEASE_LIVE = lease_live().compile(
+    dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]
+    compile_kwargs={"literal_binds": True},
+)
+_HEAD = f"""model, context_limit, compaction, token_calibration, tokenizer, auto_compact,
+    system_tokens, tools_tokens, summary_tokens, context_tokens, watermark_context_tokens,
+    last_seq, lease_token, lease_owner, {_LEASE_LIVE} AS lease_live"""
+
+# FOR NO KEY UPDATE, not FOR UPDATE: see app/sessions/repository.get_for_update.
+LOCK_SESSION = f"""
+SELECT {_HEAD} FROM sessions WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
+"""
+
+CREATE_SESSION = """
+INSERT INTO sessions (tenant_id, id, tokenizer) VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id, id) DO NOTHING
+"""
+
+# One round trip stores a whole batch: the session row's UPDATE takes the row lock
+# (FOR NO KEY UPDATE, as LOCK_SESSION) and hands its seq and token totals, as they
+# were before, to the inserts; it returns what the caller checks before it commits
+# (fencing, tokenizer, budget). Seqs are `base_seq + ordinal` and running token
+# totals `base_tokens + through`, so the values computed before the lock stay right
+# whatever committed meanwhile. Stored message ids and used call ids are skipped
+# (ON CONFLICT DO NOTHING) and an answer only lands on an open call: the counts
+# returned say whether the batch went in whole; when not, the caller rolls back and
+# appends again the careful way, which names the problem.
+WRITE_BATCH = f"""
+WITH s AS (
+    UPDATE sessions SET
+        last_seq = last_seq + $3,
+        context_tokens = context_tokens + $4,
+        count_system = count_system + $5,
+        count_user = count_user + $6,
+        count_assistant = count_assistant + $7,
+        count_tool = count_tool + $8,
+        updated_at = now()
+    WHERE tenant_id = $1 AND id = $2
+    RETURNING last_seq - $3 AS base_seq, context_tokens - $4 AS base_tokens, {_HEAD}
+), m AS (
+    INSERT INTO messages (tenant_id, session_id, seq, message_id, role, body, token_count,
+        context_tokens_through, pinned, include_in_context, mode, run_id, metadata, error)
+    SELECT $1, $2, s.base_seq + u.ord, u.message_id, u.role, u.body, u.token_count,
+        s.base_tokens + u.through, u.pinned, u.include_in_context, u.mode, u.run_id,
+        u.metadata, u.error
+    FROM s, unnest($9::text[], $10::text[], $11::jsonb[], $12::int[], $13::bigint[],
+                   $14::bool[], $15::bool[], $16::text[], $17::text[], $18::jsonb[],
+                   $19::jsonb[]) WITH ORDINALITY
+        AS u(message_id, role, body, token_count, through, pinned, include_in_context,
+             mode, run_id, metadata, error, ord)
+    ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING
+    RETURNING 1
+), c AS (
+    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq)
+    SELECT $1, $2, u.call_id, s.base_seq + u.ord, s.base_seq + u.answered_ord
+    FROM s, unnest($20::text[], $21::bigint[], $22::bigint[]) AS u(call_id, ord, answered_ord)
+    ON CONFLICT (tenant_id, session_id, call_id) DO NOTHING
+    RETURNING 1
+), a AS (
+    UPDATE tool_calls t SET answered_seq = s.base_seq + u.ord
+    FROM s, unnest($23::text[], $24::bigint[]) AS u(call_id, ord)
+    WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.call_id = u.call_id
+      AND t.answered_seq IS NULL
+    RETURNING 1
+)
+SELECT s.*, (SELECT count(*) FROM m) AS messages_in, (SELECT count(*) FROM c) AS calls_in,
+    (SELECT count(*) FROM a) AS answers_in
+FROM s
+"""
+
+INSERT_EVENT = """
+INSERT INTO events (tenant_id, session_id, type, data) VALUES ($1, $2, $3, $4)
+"""
+
 # One probe of the unique (message_id, tenant_id, session_id) key per id. With
 # `message_id IN (...)` and no statistics, PostgreSQL priced the primary key's
 # (tenant_id, session_id) prefix as cheap as the unique key (both "one row") and
 # walked the whole session to find the ids: 13 ms at 5k messages, growing with
 # the log. An equality on every column of a unique key is one row by construction.
-_MESSAGES_BY_ID = text(
-    """
-    SELECT m.* FROM unnest(CAST(:ids AS text[])) AS c(message_id)
-    CROSS JOIN LATERAL (
-        SELECT * FROM messages m
-        WHERE m.message_id = c.message_id AND m.tenant_id = :tenant AND m.session_id = :sid
-        OFFSET 0
-    ) AS m
-    """
-)
-
-
-async def by_message_ids(
-    db: AsyncSession, tenant: str, sid: str, ids: Sequence[str]
-) -> dict[str, MessageRow]:
-    if not ids:
-        return {}
-    stmt = select(MessageRow).from_statement(_MESSAGES_BY_ID)
-    rows = await db.scalars(stmt, {"ids": sorted(set(ids)), "tenant": tenant, "sid": sid})
-    return {m.message_id: m for m in rows}
-
+MESSAGES_BY_ID = """
+SELECT m.message_id, m.seq, m.role, m.body, m.token_count
+FROM unnest($3::text[]) AS c(message_id)
+CROSS JOIN LATERAL (
+    SELECT * FROM messages m
+    WHERE m.message_id = c.message_id AND m.tenant_id = $1 AND m.session_id = $2
+    OFFSET 0
+) AS m
+"""
 
 # One primary-key probe per id, whatever the planner knows. `call_id IN (...)`
 # over a table never analysed (a new deployment, a restore) plans as a scan of the
 # session's calls filtered afterwards: 44 ms at 100k messages instead of 0.03.
 # OFFSET 0 keeps PostgreSQL from flattening the lateral subquery into that plan.
-_CALLS_BY_ID = text(
-    """
-    SELECT t.* FROM unnest(CAST(:ids AS text[])) AS c(call_id)
-    CROSS JOIN LATERAL (
-        SELECT * FROM tool_calls t
-        WHERE t.tenant_id = :tenant AND t.session_id = :sid AND t.call_id = c.call_id
-        OFFSET 0
-    ) AS t
-    """
-)
+CALLS_BY_ID = """
+SELECT t.call_id, t.seq, t.answered_seq
+FROM unnest($3::text[]) AS c(call_id)
+CROSS JOIN LATERAL (
+    SELECT * FROM tool_calls t
+    WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.call_id = c.call_id
+    OFFSET 0
+) AS t
+"""
 
 
-async def tool_calls(
-    db: AsyncSession, tenant: str, sid: str, call_ids: Sequence[str]
-) -> dict[str, ToolCallRow]:
+async def by_message_ids(conn: Any, tenant: str, sid: str, ids: Sequence[str]) -> dict[str, Any]:
+    """The stored messages with these ids: records of message_id, seq, role, body, token_count."""
+    if not ids:
+        return {}
+    rows = await conn.fetch(MESSAGES_BY_ID, tenant, sid, sorted(set(ids)))
+    return {r["message_id"]: r for r in rows}
+
+
+async def tool_calls(conn: Any, tenant: str, sid: str, call_ids: Sequence[str]) -> dict[str, Any]:
+    """The recorded calls with these ids: records of call_id, seq, answered_seq."""
     ids = sorted(set(call_ids))
     if not ids:
         return {}
-    stmt = select(ToolCallRow).from_statement(_CALLS_BY_ID)
-    rows = await db.scalars(stmt, {"ids": ids, "tenant": tenant, "sid": sid})
-    return {c.call_id: c for c in rows}
-
-
-async def insert_batch(
-    db: AsyncSession,
-    messages: list[dict[str, Any]],
-    calls: list[dict[str, Any]],
-    answers: list[dict[str, Any]],
-    *,
-    skip_stored_ids: bool = False,
-) -> int:
-    """One multi-row INSERT per table, whatever the batch size; the messages inserted.
-
-    `skip_stored_ids`: a message whose id the session already has is not inserted
-    (and not counted) instead of failing the statement.
-    """
-    if skip_stored_ids:
-        stmt = (
-            pg_insert(MessageRow)
-            .on_conflict_do_nothing(index_elements=["message_id", "tenant_id", "session_id"])
-            .returning(MessageRow.message_id)
-        )
-        inserted = len((await db.scalars(stmt, messages)).all())
-    else:
-        await db.execute(insert(MessageRow), messages)
-        inserted = len(messages)
-    if calls:
-        await db.execute(insert(ToolCallRow), calls)
-    if answers:
-        await db.execute(update(ToolCallRow), answers)
-    return inserted
+    rows = await conn.fetch(CALLS_BY_ID, tenant, sid, ids)
+    return {r["call_id"]: r for r in rows}
 
 
 async def page(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Request, Response
@@ -34,14 +35,13 @@ MAX_BIGINT = 2**63 - 1
 async def append_messages(
     session_id: SessionId,
     request: Request,
-    response: Response,
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
     # Read as JSON and validated by hand (errors name the field, e.g.
     # messages[2].tool_call_id); the schema in the docs is AppendIn's.
     body: Annotated[dict[str, Any], Body()],
-) -> dict[str, Any]:
+) -> Response:
     """Messages are OpenAI chat messages with optional contextd flags inline
     (`id`, `pinned`, `include_in_context`, `mode`, `run_id`, `metadata`, `error`).
     Unknown fields are stored verbatim. A message whose `id` was stored before is
@@ -54,20 +54,17 @@ async def append_messages(
     unknown = sorted(set(body) - {"messages", "lock_token"})
     if unknown:
         raise invalid(unknown[0], "is not a field of an append")
-    messages = body.get("messages")
-    try:
-        async with db.transaction() as s:
-            result = await service.append(
-                s, tenant, session_id, messages, lock_token, settings, optimistic=True
-            )
-    except service.Replayed:  # rolled back: a stored id; again with the look-up
-        async with db.transaction() as s:
-            result = await service.append(s, tenant, session_id, messages, lock_token, settings)
-    response.status_code = 201 if result.created else 200
+    result = await service.append(
+        db, tenant, session_id, body.get("messages"), lock_token, settings
+    )
     runner = getattr(request.app.state, "compactions", None)
     if runner is not None and result.created and result.budget.status == "compact_needed":
         await runner.on_compact_needed(tenant, session_id, lock_token)
-    return {"messages": result.messages, "budget": result.budget.as_dict()}
+    # Plain ints and strings: encoded here, not walked by a response model.
+    content = json.dumps({"messages": result.messages, "budget": result.budget.as_dict()})
+    return Response(
+        content, status_code=201 if result.created else 200, media_type="application/json"
+    )
 
 
 @router.get(

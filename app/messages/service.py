@@ -1,43 +1,54 @@
 """Appending to the log: seq allocation, idempotent replays, tool-call bookkeeping.
 
 Appenders of one session serialise on that session's row lock, so seqs are
-gap-free and strictly increasing across any number of server processes. Token
-counting happens before the lock is taken, so a large batch never holds up
-other writers while it is being tokenised.
+gap-free and strictly increasing across any number of server processes.
+
+An append is one transaction of three round trips, the shape PostgreSQL's own
+ceiling is measured with (bench/throughput.py): BEGIN, one statement that updates
+the session row and inserts the batch (`repository.WRITE_BATCH`), COMMIT. Tokens
+are counted before it, outside the lock, with the tokenizer the session used
+last time in this process. What needs the locked row is decided on what that
+statement returns, before the commit: the lease (a refused write rolls back), the
+tokenizer (counted with the wrong one: roll back and count again), the budget
+transition event. A batch that did not go in whole (a replayed message id, a
+call id used before, an answer to no open call) is rolled back and appended again
+the careful way: lock, look up, check, then the same statement; that path names
+every problem and answers replays with their original seqs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncSession
+from typing import TYPE_CHECKING, Any
 
 from app.budget import Budget
 from app.errors import Conflict, ValidationFailed, invalid
-from app.events import record_event
 from app.leases.guard import check_write
 from app.messages import repository as repo
+from app.messages.types import counts_in_context
 from app.messages.validation import Incoming, parse_batch
 from app.models import MessageRow, SessionRow
 from app.observability import metrics
 from app.sessions import repository as sessions
 from app.sessions.recount import recount_log
-from app.sessions.service import budget_of, effective_model, new_session_values
+from app.sessions.service import budget_of, effective_model
 from app.settings import Settings
 from app.tokens import TokenCounter, get_counter
 
+if TYPE_CHECKING:
+    from app.api.deps import Database
+
 # Tokenising this many bytes in the event loop would stall other requests.
 THREAD_THRESHOLD_BYTES = 64 * 1024
-# Batches with more text than this are counted before the session lock is taken.
-COUNT_UNLOCKED_BYTES = 8 * 1024
-
-
-class Replayed(Exception):
-    """An optimistic append met a stored message id: run it again, not optimistic."""
+# The model each session was last seen with, so that the next append counts with
+# the right tokenizer before it reads the row. Only a guess: the write checks it
+# against the row it locked. Bounded; forgotten wholesale when full.
+_MODEL_HINTS: dict[tuple[str, str], str | None] = {}
+_MODEL_HINTS_MAX = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,92 +59,290 @@ class AppendResult:
     previous_status: str
 
 
+@dataclass(slots=True)
+class SessionHead:
+    """The session row's columns an append decides on (`repository._HEAD`)."""
+
+    model: str | None
+    context_limit: int | None
+    compaction: dict[str, Any]
+    token_calibration: dict[str, Any]
+    tokenizer: str
+    auto_compact: bool
+    system_tokens: int
+    tools_tokens: int
+    summary_tokens: int
+    context_tokens: int
+    watermark_context_tokens: int
+    last_seq: int
+    lease_token: str | None
+    lease_owner: str | None
+    lease_live: bool
+
+    @classmethod
+    def of(cls, record: Any, **changes: Any) -> SessionHead:
+        values = {name: record[name] for name in _HEAD_FIELDS}
+        values.update(changes)
+        return cls(**values)
+
+
+_HEAD_FIELDS = tuple(SessionHead.__dataclass_fields__)
+
+
+class _Careful(Exception):
+    """The optimistic write did not fit: roll back and append the careful way."""
+
+
+class _Recount(Exception):
+    """The session's stored counts are of another tokenizer: recount, then append."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+
 async def append(
-    db: AsyncSession,
+    database: Database,
     tenant: str,
     sid: str,
     raw: Any,
     lock_token: str | None,
     settings: Settings,
-    *,
-    optimistic: bool = False,
 ) -> AppendResult:
-    """Store the batch; with `optimistic`, may raise `Replayed` (nothing is written
-    then: roll the transaction back and call again without it)."""
     batch = parse_batch(
         raw,
         max_messages=settings.max_messages_per_append,
         max_message_bytes=settings.max_message_bytes,
     )
-    counter: TokenCounter | None = None
-    counts: list[int] = []
-    if _content_bytes(batch) > COUNT_UNLOCKED_BYTES:
-        # Counted before the lock, with the model of an unlocked read, so that other
-        # writers of the session do not wait on a large batch being tokenised.
-        existing_row = await sessions.get(db, tenant, sid)
-        model = effective_model(existing_row, settings) if existing_row else settings.default_model
-        counter = get_counter(model)
-        counts = await _count(counter, batch)
-    # A small batch is counted under the lock (tens of microseconds), which saves the
-    # unlocked read: one round trip of the few an append makes.
-    locked = await sessions.get_for_update(db, tenant, sid)
-    if locked is None:
-        await sessions.insert_if_missing(db, new_session_values(tenant, sid, settings))
-        locked = await sessions.get_for_update(db, tenant, sid)
-    assert locked is not None
-    row, lease_live = locked
-    check_write(row, lease_live, lock_token)
-    if counter is None or get_counter(effective_model(row, settings)).name != counter.name:
-        # Counted now, or the model changed between our read and the lock (rarely).
-        counter = get_counter(effective_model(row, settings))
-        counts = await _count(counter, batch)
-    if row.tokenizer != counter.name:
-        await recount_log(db, row, counter)
+    counter = get_counter(_MODEL_HINTS.get((tenant, sid), settings.default_model))
+    counts = await _count(counter, batch)
+    careful = not _fits_alone(batch)
+    for _ in range(3):
+        try:
+            async with database.driver() as conn:
+                if not careful:
+                    try:
+                        async with conn.transaction():
+                            return await _optimistic(
+                                conn, tenant, sid, batch, counter, counts, lock_token, settings
+                            )
+                    except _Careful:
+                        careful = True
+                async with conn.transaction():
+                    return await _careful(
+                        conn, tenant, sid, batch, counter, counts, lock_token, settings
+                    )
+        except _Recount as need:
+            await _recount(database, tenant, sid, need.counter)
+            counter, counts = need.counter, await _count(need.counter, batch)
+    raise RuntimeError(f"session {sid!r}: its tokenizer kept changing during the append")
 
-    before = budget_of(row, settings)
-    ids = [m.id for m in batch if m.id]
-    # Optimistic: most appends carry ids never seen before (a replay is a client's
-    # retry), so skip the look-up and let the insert find replays: a message id
-    # already stored makes the INSERT ... ON CONFLICT DO NOTHING return fewer rows,
-    # and the caller runs the whole append again the careful way (`Replayed`).
-    optimistic = optimistic and bool(ids)
-    stored = {} if optimistic else await repo.by_message_ids(db, tenant, sid, ids)
-    fresh = [m for m in batch if m.id is None or m.id not in stored]
+
+async def _optimistic(
+    conn: Any,
+    tenant: str,
+    sid: str,
+    batch: list[Incoming],
+    counter: TokenCounter,
+    counts: list[int],
+    lock_token: str | None,
+    settings: Settings,
+) -> AppendResult:
+    """The whole batch in one statement; raises `_Careful` when it did not fit."""
+    ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
+    result = await conn.fetchrow(repo.WRITE_BATCH, tenant, sid, *_write_args(batch, counts, ids))
+    if result is None:  # no such session yet
+        raise _Careful()
+    before = SessionHead.of(result, context_tokens=result["base_tokens"])
+    check_write(before, before.lease_live, lock_token)  # raises: rolled back
+    _remember(tenant, sid, before.model)
+    right = get_counter(effective_model(before, settings))
+    if right.name != counter.name:
+        raise _Careful()  # counted with another tokenizer: count again, under the lock
+    if before.tokenizer != right.name:
+        raise _Recount(right)
+    calls, answers = _tool_rows(batch)
+    if (result["messages_in"], result["calls_in"], result["answers_in"]) != (
+        len(batch),
+        len(calls),
+        len(answers),
+    ):
+        raise _Careful()
+    base = result["base_seq"]
+    acks = [_ack(mid, base + k, n) for k, (mid, n) in enumerate(zip(ids, counts, strict=True), 1)]
+    return await _finish(conn, tenant, sid, before, batch, counts, acks, settings)
+
+
+async def _careful(
+    conn: Any,
+    tenant: str,
+    sid: str,
+    batch: list[Incoming],
+    counter: TokenCounter,
+    counts: list[int],
+    lock_token: str | None,
+    settings: Settings,
+) -> AppendResult:
+    """Lock, look up what the batch refers to, check it, then write what is new."""
+    record = await conn.fetchrow(repo.LOCK_SESSION, tenant, sid)
+    if record is None:
+        tokenizer = get_counter(settings.default_model).name
+        await conn.execute(repo.CREATE_SESSION, tenant, sid, tokenizer)
+        record = await conn.fetchrow(repo.LOCK_SESSION, tenant, sid)
+    head = SessionHead.of(record)
+    check_write(head, head.lease_live, lock_token)
+    _remember(tenant, sid, head.model)
+    right = get_counter(effective_model(head, settings))
+    if head.tokenizer != right.name:
+        raise _Recount(right)
+    if right.name != counter.name:
+        counts = await _count(right, batch)
+
+    stored = await repo.by_message_ids(conn, tenant, sid, [m.id for m in batch if m.id])
     _check_replays([m for m in batch if m.id is not None and m.id in stored], stored)
-    try:
-        await _check_tool_calls(db, tenant, sid, fresh)
-    except ValidationFailed:
-        if optimistic:  # maybe a replay of a tool step: decide with the look-up
-            raise Replayed() from None
-        raise
-
-    assigned = _assign(row, fresh, counts)
+    fresh = [m for m in batch if m.id is None or m.id not in stored]
+    fresh_counts = [counts[m.index] for m in fresh]
+    await _check_tool_calls(conn, tenant, sid, fresh)
+    ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in fresh]
+    assigned: dict[int, dict[str, Any]] = {}
     if fresh:
-        inserted = await repo.insert_batch(
-            db, *_rows(row, fresh, assigned), skip_stored_ids=optimistic
+        result = await conn.fetchrow(
+            repo.WRITE_BATCH, tenant, sid, *_write_args(fresh, fresh_counts, ids)
         )
-        if optimistic and inserted < len(fresh):
-            raise Replayed()
-        await db.flush()
+        calls, answers = _tool_rows(fresh)
+        # Checked and locked: anything short of the whole batch is a bug, not a race.
+        got = (result["messages_in"], result["calls_in"], result["answers_in"])
+        assert got == (len(fresh), len(calls), len(answers)), got
+        for k, (m, mid, n) in enumerate(zip(fresh, ids, fresh_counts, strict=True), 1):
+            assigned[m.index] = _ack(mid, result["base_seq"] + k, n)
+    acks = [assigned[m.index] if m.index in assigned else _stored_ack(stored, m) for m in batch]
+    return await _finish(conn, tenant, sid, head, fresh, fresh_counts, acks, settings)
+
+
+async def _finish(
+    conn: Any,
+    tenant: str,
+    sid: str,
+    before: SessionHead,
+    fresh: Sequence[Incoming],
+    counts: Sequence[int],
+    acks: list[dict[str, Any]],
+    settings: Settings,
+) -> AppendResult:
+    """The budget before and after, the transition's event, the metrics."""
+    added = sum(n for m, n in zip(fresh, counts, strict=True) if _in_context(m))
+    was = budget_of(before, settings)
+    before.context_tokens += added
+    now = budget_of(before, settings)
+    if now.status != was.status and now.status != "ok":
+        await conn.execute(
+            repo.INSERT_EVENT, tenant, sid, f"budget.{now.status}", json.dumps(now.as_dict())
+        )
+    if fresh:
         metrics.MESSAGES_APPENDED.inc(len(fresh))
-        metrics.TOKENS_APPENDED.inc(sum(assigned[m.index][1] for m in fresh))
+        metrics.TOKENS_APPENDED.inc(sum(counts))
+    return AppendResult(bool(fresh), acks, now, was.status)
 
-    after = budget_of(row, settings)
-    if after.status != before.status and after.status != "ok":
-        await record_event(db, tenant, sid, f"budget.{after.status}", after.as_dict())
 
-    out = []
+def _write_args(batch: Sequence[Incoming], counts: Sequence[int], ids: Sequence[str]) -> list[Any]:
+    """WRITE_BATCH's parameters after tenant and session: totals, then one array per column."""
+    roles = {"system": 0, "user": 0, "assistant": 0, "tool": 0}
+    through: list[int] = []
+    running = 0
+    for m, n in zip(batch, counts, strict=True):
+        roles[m.role] += 1
+        if _in_context(m):
+            running += n
+        through.append(running)
+    calls, answers = _tool_rows(batch)
+    return [
+        len(batch),
+        running,
+        roles["system"],
+        roles["user"],
+        roles["assistant"],
+        roles["tool"],
+        list(ids),
+        [m.role for m in batch],
+        [json.dumps(m.body, ensure_ascii=False) for m in batch],
+        list(counts),
+        through,
+        [m.pinned for m in batch],
+        [m.include_in_context for m in batch],
+        [m.mode for m in batch],
+        [m.run_id for m in batch],
+        # JSON null, not SQL NULL, for unset flags: what every stored row holds.
+        [json.dumps(m.metadata, ensure_ascii=False) for m in batch],
+        [json.dumps(m.error, ensure_ascii=False) for m in batch],
+        [c[0] for c in calls],
+        [c[1] for c in calls],
+        [c[2] for c in calls],
+        [a[0] for a in answers],
+        [a[1] for a in answers],
+    ]
+
+
+def _tool_rows(
+    batch: Sequence[Incoming],
+) -> tuple[list[tuple[str, int, int | None]], list[tuple[str, int]]]:
+    """(call id, ordinal of its message, ordinal of its answer in this batch or None) per
+    call made, and (call id, ordinal) per answer to a call made before this batch."""
+    made: dict[str, list[Any]] = {}
+    answers: list[tuple[str, int]] = []
+    for k, m in enumerate(batch, 1):
+        for call_id in m.call_ids:
+            made[call_id] = [call_id, k, None]
+        if m.answers:
+            if m.answers in made:
+                made[m.answers][2] = k
+            else:
+                answers.append((m.answers, k))
+    return [(c[0], c[1], c[2]) for c in made.values()], answers
+
+
+def _fits_alone(batch: Sequence[Incoming]) -> bool:
+    """Whether the batch's tool calls are consistent among themselves (then only the
+    log can refuse it); the careful path names the problem of a batch that is not."""
+    made: set[str] = set()
+    answered: set[str] = set()
     for m in batch:
-        if m.id is not None and m.id in stored:
-            out.append(_ack(stored[m.id].message_id, stored[m.id].seq, stored[m.id].token_count))
-        else:
-            seq, tokens, mid = assigned[m.index]
-            out.append(_ack(mid, seq, tokens))
-    return AppendResult(bool(fresh), out, after, before.status)
+        if m.answers:
+            if m.answers in answered:
+                return False
+            answered.add(m.answers)
+        for call_id in m.call_ids:
+            if call_id in answered:  # answered before it was made
+                return False
+            made.add(call_id)
+    return True
+
+
+def _in_context(m: Incoming) -> bool:
+    return counts_in_context(m.role, m.include_in_context)
+
+
+def _remember(tenant: str, sid: str, model: str | None) -> None:
+    if len(_MODEL_HINTS) >= _MODEL_HINTS_MAX:
+        _MODEL_HINTS.clear()
+    _MODEL_HINTS[(tenant, sid)] = model
+
+
+async def _recount(database: Database, tenant: str, sid: str, counter: TokenCounter) -> None:
+    """Recount the log for the session's tokenizer, in a transaction of its own (a model
+    switch that app/sessions did not see: the default model changed meanwhile)."""
+    async with database.transaction() as db:
+        locked = await sessions.get_for_update(db, tenant, sid)
+        if locked is not None and locked[0].tokenizer != counter.name:
+            await recount_log(db, locked[0], counter)
+            await db.flush()
 
 
 def _ack(mid: str, seq: int, tokens: int) -> dict[str, Any]:
     return {"id": mid, "seq": seq, "token_count": tokens}
+
+
+def _stored_ack(stored: dict[str, Any], m: Incoming) -> dict[str, Any]:
+    prev = stored[m.id or ""]
+    return _ack(prev["message_id"], prev["seq"], prev["token_count"])
 
 
 async def _count(counter: TokenCounter, batch: Sequence[Incoming]) -> list[int]:
@@ -147,25 +356,23 @@ def _content_bytes(batch: Sequence[Incoming]) -> int:
     return sum(len(str(m.body.get("content") or "")) for m in batch)
 
 
-def _check_replays(replays: list[Incoming], stored: dict[str, MessageRow]) -> None:
+def _check_replays(replays: list[Incoming], stored: dict[str, Any]) -> None:
     for m in replays:
         assert m.id is not None
         prev = stored[m.id]
-        if prev.body != m.body or prev.role != m.role:
+        if prev["body"] != m.body or prev["role"] != m.role:
             raise Conflict(
                 "idempotency_conflict",
-                f"messages[{m.index}].id {m.id!r} was already stored as seq {prev.seq} "
+                f"messages[{m.index}].id {m.id!r} was already stored as seq {prev['seq']} "
                 "with different content",
-                seq=prev.seq,
+                seq=prev["seq"],
             )
 
 
-async def _check_tool_calls(
-    db: AsyncSession, tenant: str, sid: str, fresh: Sequence[Incoming]
-) -> None:
+async def _check_tool_calls(conn: Any, tenant: str, sid: str, fresh: Sequence[Incoming]) -> None:
     made = [c for m in fresh for c in m.call_ids]
     answered = [m.answers for m in fresh if m.answers]
-    known = await repo.tool_calls(db, tenant, sid, made + answered)
+    known = await repo.tool_calls(conn, tenant, sid, made + answered)
     errors: list[dict[str, str]] = []
     batch_calls: dict[str, int] = {}
     batch_answers: dict[str, int] = {}
@@ -176,7 +383,7 @@ async def _check_tool_calls(
                 errors.append(
                     {
                         "loc": f"{loc}.tool_calls[{j}].id",
-                        "msg": f"call id already used by seq {known[call_id].seq}",
+                        "msg": f"call id already used by seq {known[call_id]['seq']}",
                     }
                 )
             batch_calls[call_id] = m.index
@@ -187,65 +394,13 @@ async def _check_tool_calls(
                 errors.append(
                     {"loc": f"{loc}.tool_call_id", "msg": f"answers no tool call {ref!r}"}
                 )
-            elif (prior is not None and prior.answered_seq is not None) or ref in batch_answers:
+            elif (prior is not None and prior["answered_seq"] is not None) or ref in batch_answers:
                 errors.append(
                     {"loc": f"{loc}.tool_call_id", "msg": f"tool call {ref!r} is already answered"}
                 )
             batch_answers[ref] = m.index
     if errors:
         raise ValidationFailed(errors)
-
-
-def _assign(
-    row: SessionRow, fresh: Sequence[Incoming], counts: list[int]
-) -> dict[int, tuple[int, int, str]]:
-    """Give each new message its seq and id, and advance the row's running totals."""
-    assigned: dict[int, tuple[int, int, str]] = {}
-    role_counts = {"system": 0, "user": 0, "assistant": 0, "tool": 0}
-    for m in fresh:
-        row.last_seq += 1
-        tokens = counts[m.index]
-        if m.include_in_context and m.role != "system":
-            row.context_tokens += tokens
-        role_counts[m.role] += 1
-        assigned[m.index] = (row.last_seq, tokens, m.id or f"msg_{uuid.uuid4().hex}")
-    row.count_system += role_counts["system"]
-    row.count_user += role_counts["user"]
-    row.count_assistant += role_counts["assistant"]
-    row.count_tool += role_counts["tool"]
-    return assigned
-
-
-def _rows(
-    row: SessionRow, fresh: Sequence[Incoming], assigned: dict[int, tuple[int, int, str]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    key = {"tenant_id": row.tenant_id, "session_id": row.id}
-    messages: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    answers: list[dict[str, Any]] = []
-    running = row.context_tokens - sum(
-        assigned[m.index][1] for m in fresh if m.include_in_context and m.role != "system"
-    )
-    for m in fresh:
-        seq, tokens, mid = assigned[m.index]
-        if m.include_in_context and m.role != "system":
-            running += tokens
-        messages.append(
-            {
-                **key,
-                "seq": seq,
-                "message_id": mid,
-                "role": m.role,
-                "body": m.body,
-                "token_count": tokens,
-                "context_tokens_through": running,
-                **{("metadata_" if k == "metadata" else k): v for k, v in m.flags().items()},
-            }
-        )
-        calls.extend({**key, "call_id": c, "seq": seq} for c in m.call_ids)
-        if m.answers:
-            answers.append({**key, "call_id": m.answers, "answered_seq": seq})
-    return messages, calls, answers
 
 
 async def count_batch_for(row: SessionRow, raw: Any, settings: Settings) -> int:
@@ -256,9 +411,7 @@ async def count_batch_for(row: SessionRow, raw: Any, settings: Settings) -> int:
         max_message_bytes=settings.max_message_bytes,
     )
     counts = await _count(get_counter(effective_model(row, settings)), batch)
-    return sum(
-        n for m, n in zip(batch, counts, strict=True) if m.include_in_context and m.role != "system"
-    )
+    return sum(n for m, n in zip(batch, counts, strict=True) if _in_context(m))
 
 
 def message_view(m: MessageRow) -> dict[str, Any]:

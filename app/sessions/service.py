@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -31,11 +31,35 @@ SETTING_FIELDS = (
 )
 
 
-def effective_model(row: SessionRow, settings: Settings) -> str:
+class Budgeted(Protocol):
+    """The columns a session's budget is computed from (the ORM row, or the append
+    path's SessionHead read straight off its statement)."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def context_limit(self) -> int | None: ...
+    @property
+    def compaction(self) -> dict[str, Any]: ...
+    @property
+    def token_calibration(self) -> dict[str, Any]: ...
+    @property
+    def system_tokens(self) -> int: ...
+    @property
+    def tools_tokens(self) -> int: ...
+    @property
+    def summary_tokens(self) -> int: ...
+    @property
+    def context_tokens(self) -> int: ...
+    @property
+    def watermark_context_tokens(self) -> int: ...
+
+
+def effective_model(row: Budgeted, settings: Settings) -> str:
     return row.model or settings.default_model
 
 
-def session_compaction(row: SessionRow, settings: Settings) -> CompactionSettings:
+def session_compaction(row: Budgeted, settings: Settings) -> CompactionSettings:
     model = effective_model(row, settings)
     limit = budgets.resolve_context_limit(
         row.context_limit,
@@ -46,7 +70,7 @@ def session_compaction(row: SessionRow, settings: Settings) -> CompactionSetting
     return budgets.effective_compaction(settings.compaction, row.compaction, limit)
 
 
-def budget_of(row: SessionRow, settings: Settings, extra_tokens: int = 0) -> budgets.Budget:
+def budget_of(row: Budgeted, settings: Settings, extra_tokens: int = 0) -> budgets.Budget:
     """What the session would send now: system + tools + summary + effective history."""
     current = (
         row.system_tokens

@@ -6,6 +6,8 @@ from typing import Any
 
 import httpx
 
+from app.settings import Settings
+
 
 def user(text: Any, **extra: Any) -> dict[str, Any]:
     return {"role": "user", "content": text, **extra}
@@ -190,3 +192,87 @@ async def test_missing_session_and_message_are_404(client: httpx.AsyncClient, si
     await client.post(f"/sessions/{sid}/messages", json={"messages": [user("x")]})
     r = await client.get(f"/sessions/{sid}/messages/2")
     assert r.status_code == 404
+
+
+async def test_appends_are_counted_with_the_sessions_own_tokenizer(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """The append counts before it reads the row, with the tokenizer the session had last
+    time; a session on another model is counted again with its own, never stored wrong."""
+    from app.tokens import get_counter
+
+    text = "你好，世界。" * 50
+    await client.put(f"/sessions/{sid}", json={"model": "some-local-llama"})
+    want = get_counter("some-local-llama").count_message(user(text))
+    assert want != get_counter("gpt-4o").count_message(user(text))
+    for i in range(3):
+        r = await client.post(f"/sessions/{sid}/messages", json={"messages": [user(text)]})
+        assert r.status_code == 201
+        assert r.json()["messages"][0]["token_count"] == want
+        assert r.json()["budget"]["tokenizer_mode"] == "estimate"
+        assert r.json()["budget"]["current_tokens"] > want * (i + 1)
+    assert [m["token_count"] for m in await log_of(client, sid)] == [want] * 3
+    s = (await client.get(f"/sessions/{sid}")).json()
+    assert s["stats"]["context_tokens"] == 3 * want
+
+
+async def test_a_new_default_model_recounts_the_log_at_the_next_append(
+    settings: Settings, database_url: str, sid: str
+) -> None:
+    """Sessions without a model follow the server's default: a server started with a
+    default of another tokenizer recounts such a session's log before it appends."""
+    from app.main import create_app
+    from app.tokens import get_counter
+
+    text = "你好，世界。" * 50
+    for model in ("gpt-4o", "some-local-llama"):
+        app = create_app(settings.model_copy(update={"default_model": model}), database_url)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+                r = await c.post(f"/sessions/{sid}/messages", json={"messages": [user(text)]})
+                assert r.status_code == 201, r.text
+                want = get_counter(model).count_message(user(text))
+                assert r.json()["messages"][0]["token_count"] == want
+                log = await log_of(c, sid)
+                assert [m["token_count"] for m in log] == [want] * len(log)
+                s = (await c.get(f"/sessions/{sid}")).json()
+                assert s["tokenizer"] == get_counter(model).name
+                assert s["stats"]["context_tokens"] == want * len(log)
+
+
+async def test_tool_steps_in_one_batch_and_across_batches(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """A call answered in its own batch, a call answered in a later one, and batches whose
+    calls contradict themselves (answered before made, answered twice): 422, nothing stored."""
+    r = await client.post(
+        f"/sessions/{sid}/messages",
+        json={"messages": [user("go"), call("c1"), result("c1"), call("c2")]},
+    )
+    assert r.status_code == 201, r.text
+    assert [m["seq"] for m in r.json()["messages"]] == [1, 2, 3, 4]
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": [result("c2")]})
+    assert r.status_code == 201, r.text
+    assert r.json()["messages"][0]["seq"] == 5
+    early = await client.post(
+        f"/sessions/{sid}/messages", json={"messages": [result("c3"), call("c3")]}
+    )
+    assert early.status_code == 422
+    assert early.json()["errors"][0]["loc"] == "messages[0].tool_call_id"
+    twice = await client.post(
+        f"/sessions/{sid}/messages", json={"messages": [call("c4"), result("c4"), result("c4")]}
+    )
+    assert twice.status_code == 422
+    assert twice.json()["errors"][0]["loc"] == "messages[2].tool_call_id"
+    done = await client.post(f"/sessions/{sid}/messages", json={"messages": [result("c1")]})
+    assert done.status_code == 422 and "already answered" in done.json()["errors"][0]["msg"]
+    assert len(await log_of(client, sid)) == 5
+    ctx = (await client.get(f"/sessions/{sid}/context")).json()
+    assert [m["role"] for m in ctx["messages"]][-5:] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
