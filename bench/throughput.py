@@ -260,7 +260,7 @@ def pgbench(
         *("-n", "-M", "prepared", "-f", str(script)),
         *("-c", str(clients), "-j", str(min(clients, 2)), "-T", str(int(duration_s))),
         *("-l", "--log-prefix", str(logs / "pgbench")),
-        plain_url(url).replace("postgresql+asyncpg://", "postgresql://"),
+        plain_url(url),
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:

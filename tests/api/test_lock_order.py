@@ -21,6 +21,7 @@ from app.main import create_app
 from app.models import DEFAULT_TENANT
 from app.settings import load_settings
 from tests.api.test_compaction_http import SMALL, long_session
+from tests.support.databases import plain_url
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +40,6 @@ async def quiet_client(own_database: str) -> AsyncIterator[httpx.AsyncClient]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://lock.test") as c:
             yield c
-
-
-def _plain(url: str) -> str:
-    return url.replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
 async def _waiting_on_locks(conn: asyncpg.Connection, timeout_s: float = 10.0) -> int:
@@ -67,7 +64,7 @@ async def test_a_compact_request_never_deadlocks_with_a_runner_closing_the_job(
     assert first.status_code == 202, first.text
     job_id = first.json()["job_id"]
 
-    runner = await asyncpg.connect(_plain(own_database))
+    runner = await asyncpg.connect(plain_url(own_database))
     try:
         tx = runner.transaction()
         await tx.start()

