@@ -29,8 +29,10 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.support.databases import admin, with_database
-from tests.support.databases import plain_url as plain_url  # bench modules import it from here
+# Re-exported: the benches import these from here.
+from tests.support.databases import admin as admin
+from tests.support.databases import plain_url as plain_url
+from tests.support.databases import with_database as with_database
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATASET = REPO_ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
