@@ -225,21 +225,20 @@ def _problems(check: _Check) -> int:
     )
 
 
-async def summarise(
+def _prepare(
     plan: CompactionPlan,
     previous_summary: StructuredSummary | None,
     anchors: Sequence[str],
-    *,
-    client: ChatModelClient | None,
     settings: SummarySettings,
     counter: TextCounter,
-    system_texts: Sequence[str] = (),
-    options: SummaryOptions | None = None,
-) -> SummaryOutcome:
-    """Summarise `plan.range_messages` onto `previous_summary` (see the module docstring).
+    system_texts: Sequence[str],
+    options: SummaryOptions | None,
+) -> _Run:
+    """What any summary of `plan` must keep, model or not: read off the messages, not asked for.
 
-    `system_texts` are the other always-visible parts of the final context
-    (system prompt, dynamic context) in which anchors may already be visible.
+    The identifiers, constraints, pinned entries and user messages to carry, the
+    conversation's language and the output cap; `summarise` then only decides
+    who writes the prose.
     """
     opts = options or SummaryOptions()
     lang = conversation_language_of((*plan.range_messages, *plan.preserved_messages))
@@ -247,7 +246,7 @@ async def summarise(
         counter.count_text(render_summary(previous_summary, lang)) if previous_summary else 0
     )
     previous_pinned = previous_summary.pinned if previous_summary else ()
-    run = _Run(
+    return _Run(
         plan=plan,
         previous=previous_summary,
         anchors=[a for a in anchors if a.strip()],
@@ -278,6 +277,25 @@ async def summarise(
         ),
         input_tokens=plan.range_tokens + prev_tokens,
     )
+
+
+async def summarise(
+    plan: CompactionPlan,
+    previous_summary: StructuredSummary | None,
+    anchors: Sequence[str],
+    *,
+    client: ChatModelClient | None,
+    settings: SummarySettings,
+    counter: TextCounter,
+    system_texts: Sequence[str] = (),
+    options: SummaryOptions | None = None,
+) -> SummaryOutcome:
+    """Summarise `plan.range_messages` onto `previous_summary` (see the module docstring).
+
+    `system_texts` are the other always-visible parts of the final context
+    (system prompt, dynamic context) in which anchors may already be visible.
+    """
+    run = _prepare(plan, previous_summary, anchors, settings, counter, system_texts, options)
     if client is None:
         return run.extractive("success", None)
     request = build_summary_request(
@@ -285,10 +303,10 @@ async def summarise(
         previous=previous_summary,
         anchors=run.anchors,
         identifiers=run.identifiers,
-        lang=lang,
+        lang=run.lang,
         temperature=settings.summary_temperature,
         max_tokens=run.cap,
-        json_mode=opts.json_mode,
+        json_mode=run.options.json_mode,
     )
     try:
         first = await run.call(client, request, settings)
@@ -306,7 +324,7 @@ async def summarise(
             missing_anchors=check.missing_anchors,
             missing_identifiers=check.missing_identifiers,
             missing_constraints=check.missing_constraints,
-            wrong_language=None if check.language_ok else lang,
+            wrong_language=None if check.language_ok else run.lang,
         )
         try:
             second = run.check(parse_summary_output((await run.call(client, retry, settings)).text))
