@@ -35,7 +35,12 @@ from tests.support.databases import plain_url as plain_url
 from tests.support.databases import with_database as with_database
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DATASET = REPO_ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
+# CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET
+# (without the file the benches fall back to a synthetic dialogue, a different load).
+DATASET = Path(
+    os.environ.get("CONTEXTD_DATASET")
+    or REPO_ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
+)
 # One POST of the seed stays well under the default 8 MiB body limit.
 SEED_BATCH_BYTES = 4 * 1024 * 1024
 
