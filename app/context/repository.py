@@ -84,7 +84,11 @@ class _Known:
         hi = lo = max(rows)
         while lo - 1 in rows:
             lo -= 1
-        return cls(rows, lo, hi, [s for s in rows if s < lo])
+        # Older rows come back from the window statement only as user or pinned messages
+        # (a layout's other old units are read by seqs, which name the known ones
+        # themselves): the array every row of the window is tested against stays short.
+        extra = [s for s, m in rows.items() if s < lo and (m.role == "user" or m.pinned)]
+        return cls(rows, lo, hi, extra)
 
 
 _NOTHING_KNOWN = _Known({}, 0, -1, [])
@@ -363,7 +367,97 @@ async def window(db: AsyncSession, session: SessionRow, read_tokens: int) -> lis
     read), the latest user message (the turn anchor, even when a compaction moved
     the watermark past it),
     every pinned message, and whatever completes the tool groups among them."""
-    reader = _Reader(session)
+    read = LogRead(session)
+    await read.window(db, read_tokens)
+    read.keep()
+    return read.messages()
+
+
+class LogRead:
+    """One payload's reads of a session's log, sharing the bodies of the previous one.
+
+    `window()` first; `seqs()` then adds rows it did not reach (a stream's layout
+    keeps units older than the window); `keep()` remembers every row read for the
+    session's next call, so neither read sends or decodes those bodies again.
+    """
+
+    __slots__ = ("_reader", "_session")
+
+    def __init__(self, session: SessionRow) -> None:
+        self._session = session
+        self._reader = _Reader(session)
+
+    def messages(self) -> list[LoggedMessage]:
+        rows = self._reader.rows
+        return [rows[s] for s in sorted(rows)]
+
+    def keep(self) -> None:
+        self._reader.keep()
+
+    async def window(self, db: AsyncSession, read_tokens: int) -> None:
+        await _read_window(db, self._session, self._reader, read_tokens)
+
+    async def seqs(self, db: AsyncSession, seqs: Sequence[int]) -> None:
+        """Adds the rows of `seqs` (units whole: no group completion), by bounded
+        primary-key runs; bodies known from the previous read are not sent again."""
+        reader = self._reader
+        wanted = sorted({s for s in seqs if s not in reader.rows})
+        if not wanted:
+            return
+        runs = _runs(wanted)
+        params: dict[str, Any] = {
+            **reader.params,
+            "unknown": [s for s in wanted if s not in reader.known],
+        }
+        for i, run in enumerate(runs):
+            params[f"lo{i}"], params[f"hi{i}"], params[f"in{i}"] = run[0], run[-1], run
+        for r in await db.execute(_seq_runs(len(runs)), params):
+            reader.add(r)
+        await reader.fetch_missing(db)
+
+
+def _runs(seqs: Sequence[int], gap: int = 64) -> list[list[int]]:
+    """Sorted seqs split where two are more than `gap` apart."""
+    runs: list[list[int]] = []
+    for s in seqs:
+        if runs and s - runs[-1][-1] <= gap:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return runs
+
+
+# One bounded primary-key range per run of nearby seqs, each a UNION part with constant
+# bounds. A bare `seq = ANY(...)` on never-analysed tables (autovacuum off, a new
+# deployment) is planned as a bitmap scan of the whole session with the list as a
+# filter (60-80 ms at 100k messages): without statistics a session is estimated at a
+# few rows. So is a join of the messages to an array of runs (`unnest` + LATERAL):
+# the planner takes the bounds as a join filter, not an index condition. Built once
+# per number of runs; bench/plans.py explains the shape a replay uses.
+_SEQ_RUNS: dict[int, Any] = {}
+_UNKNOWN_BODY = case((_MSG.seq == any_(bindparam("unknown", type_=_SEQS)), _MSG.body), else_=null())
+
+
+def _seq_runs(n: int) -> Any:
+    stmt = _SEQ_RUNS.get(n)
+    if stmt is None:
+        columns = tuple(_UNKNOWN_BODY if c is _BODY else c for c in _COLUMNS)
+        parts = [
+            select(*columns).where(
+                *_IN_SESSION,
+                _MSG.seq >= bindparam(f"lo{i}", type_=BigInteger),
+                _MSG.seq <= bindparam(f"hi{i}", type_=BigInteger),
+                _MSG.seq == any_(bindparam(f"in{i}", type_=_SEQS)),
+            )
+            for i in range(n)
+        ]
+        stmt = _SEQ_RUNS[n] = parts[0] if n == 1 else union_all(*parts)
+    return stmt
+
+
+async def _read_window(
+    db: AsyncSession, session: SessionRow, reader: _Reader, read_tokens: int
+) -> None:
     params = reader.params
     window_params = {
         **params,
@@ -382,9 +476,6 @@ async def window(db: AsyncSession, session: SessionRow, read_tokens: int) -> lis
         reader.add(r)
     await reader.fetch_missing(db)
     await _complete_groups(db, reader, start, lead_in)
-    reader.keep()
-    rows = reader.rows
-    return [rows[s] for s in sorted(rows)]
 
 
 async def _complete_groups(

@@ -121,10 +121,14 @@ async def build(
     stored, replaced = await stability.load(db, row, key)
     in_force = stored if stored is not None and stored.holds_for(row) else None
     layout = in_force or stability.Layout.untrimmed(row)
-    history = await repo.window(db, row, HISTORY_READ_FACTOR * raw_budget)
+    read = repo.LogRead(row)
+    await read.window(db, HISTORY_READ_FACTOR * raw_budget)
+    history = read.messages()
     missing = stability.missing_seqs(layout, row, history)
     if missing:
-        history = [*history, *await stability.fetch(db, row, missing)]
+        await read.seqs(db, missing)
+        history = read.messages()
+    read.keep()
     stable = stability.StableStrategy.wrap(
         get_strategy(strategy_name),
         # None: too much of what the layout needs lies beyond the window, trim afresh.

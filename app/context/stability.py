@@ -62,7 +62,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sqlalchemy import select, tuple_, union_all
+from sqlalchemy import select, tuple_
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -70,7 +70,7 @@ from app.context.strategies.base import Selection, Strategy, hard_rule
 from app.context.types import TokenCounter
 from app.context.view import Form, HistoryView, Unit
 from app.messages.types import LoggedMessage
-from app.models import ContextLayoutRow, MessageRow, SessionRow
+from app.models import ContextLayoutRow, SessionRow
 
 # A stream with no layout row yet (or a stale one) starts from "everything after
 # the watermark"; if the window read did not reach that far back, more than this
@@ -413,41 +413,6 @@ def missing_seqs(
         return None
     need.update(s for s in range(layout.through_seq + 1, session.last_seq + 1) if s not in have)
     return sorted(need)
-
-
-async def fetch(db: AsyncSession, session: SessionRow, seqs: Sequence[int]) -> list[LoggedMessage]:
-    from app.context.repository import to_logged
-
-    if not seqs:
-        return []
-    # One bounded primary-key range per run of nearby seqs. A bare `seq IN (...)` on
-    # never-analysed tables (autovacuum off, a new deployment) was planned as a bitmap
-    # scan of the whole session with the list as a filter: 60-80 ms at 100k messages,
-    # where a range in the index condition reads only the run.
-    parts = [
-        select(MessageRow).where(
-            MessageRow.tenant_id == session.tenant_id,
-            MessageRow.session_id == session.id,
-            MessageRow.seq >= run[0],
-            MessageRow.seq <= run[-1],
-            MessageRow.seq.in_(run),
-        )
-        for run in _runs(sorted(set(seqs)))
-    ]
-    stmt = parts[0] if len(parts) == 1 else select(MessageRow).from_statement(union_all(*parts))
-    rows = await db.scalars(stmt)
-    return [to_logged(r) for r in rows]
-
-
-def _runs(seqs: Sequence[int], gap: int = 64) -> list[list[int]]:
-    """Sorted seqs split where two are more than `gap` apart."""
-    runs: list[list[int]] = []
-    for s in seqs:
-        if runs and s - runs[-1][-1] <= gap:
-            runs[-1].append(s)
-        else:
-            runs.append([s])
-    return runs
 
 
 # --- the previous payload and the shared prefix ------------------------------------------------

@@ -1,4 +1,5 @@
-"""The layout's missing units are read back by bounded primary-key runs (app/context/stability.py)."""
+"""A layout's units beyond the window are read back by bounded primary-key runs
+(app/context/repository.py `LogRead.seqs`), reusing the bodies of the previous read."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from app.context import stability
+from app.context import repository
 from app.db import session_factory
 from app.models import SessionRow
 from tests.api.test_messages import user
 
 
-async def test_fetch_reads_exactly_the_asked_seqs_across_far_apart_runs(
+async def test_seqs_reads_exactly_the_asked_seqs_across_far_apart_runs(
     app: FastAPI, client: httpx.AsyncClient, sid: str
 ) -> None:
     r = await client.post(
@@ -20,12 +21,25 @@ async def test_fetch_reads_exactly_the_asked_seqs_across_far_apart_runs(
     )
     assert r.status_code == 201, r.text
     wanted = [1, 2, 3, 60, 150, 151, 300, 399, 400]  # four runs, one of a single seq
-    assert stability._runs(wanted) == [[1, 2, 3, 60], [150, 151], [300], [399, 400]]
+    assert repository._runs(wanted) == [[1, 2, 3, 60], [150, 151], [300], [399, 400]]
+    repository.clear_cache()
     async with session_factory(app.state.engine)() as db:
         session = (await db.scalars(select(SessionRow).where(SessionRow.id == sid))).one()
-        got = await stability.fetch(db, session, wanted)
-        assert sorted(m.seq for m in got) == wanted
+        read = repository.LogRead(session)
+        await read.seqs(db, wanted)
+        got = read.messages()
+        assert [m.seq for m in got] == wanted
         assert {m.seq: m.body["content"] for m in got}[150] == "note 149"
-        one_run = await stability.fetch(db, session, [5, 6])
-        assert sorted(m.seq for m in one_run) == [5, 6]
-        assert await stability.fetch(db, session, []) == []
+        read.keep()
+
+        # The next read finds the bodies it kept: the very same objects, however the
+        # seqs are grouped, and the new ones read in full.
+        again = repository.LogRead(session)
+        await again.seqs(db, [5, 6, 150, 151])
+        by_seq = {m.seq: m for m in again.messages()}
+        assert sorted(by_seq) == [5, 6, 150, 151]
+        assert by_seq[150] is {m.seq: m for m in got}[150]
+        assert by_seq[5].body["content"] == "note 4"
+        empty = repository.LogRead(session)
+        await empty.seqs(db, [])
+        assert empty.messages() == []
