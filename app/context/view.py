@@ -71,11 +71,15 @@ class Unit:
         "index",
         "latest_user",
         "pinned",
+        "seqs",
     )
 
     def __init__(self, index: int, group: Group, limits: Limits, counter: TokenCounter) -> None:
         self.index = index
         self.group = group
+        # A unit's identity across calls (layouts store it): asked of every unit by
+        # every replay, so made once.
+        self.seqs = tuple(m.seq for m in group.messages)
         self.pinned = any(m.pinned for m in group.messages)
         self.latest_user = False
         self._limits = limits
@@ -99,7 +103,7 @@ class Unit:
 
     @property
     def first_seq(self) -> int:
-        return self.group.messages[0].seq
+        return self.seqs[0]
 
     @property
     def logged_tokens(self) -> int:
