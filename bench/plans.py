@@ -2,16 +2,19 @@
 
     python bench/plans.py [--database-url URL] [--small 1000] [--large 100000]
 
-Records, with a SQLAlchemy cursor hook, every statement an append (a tool
-step) and a `GET /context` (key_messages, 8,000 tokens) send, in an app built
-by `create_app()`; then, for each statement:
+Records, with a SQLAlchemy cursor hook, every statement two agent steps send
+(append a tool step, then `GET /context` key_messages 8,000 tokens), in an app
+built by `create_app()`: the first payload trims (a new layout is stored), the
+second replays it and reads the layout's units that lie beyond the window (it
+prints which of these happened). Then, for each statement:
 
 - the generic plan PostgreSQL caches after five executions, made while the
   session holds `--small` messages, and run (EXPLAIN ANALYZE EXECUTE of that
   cached plan) once the session holds `--large`: what a long-lived server runs
   with `plan_cache_mode = auto`;
 - a custom plan for the same parameters at `--large` (`force_custom_plan`):
-  its planning and execution times.
+  its planning and execution times (the only figure for a statement text seen
+  at `--large` only, such as a read of a different number of seq runs).
 
 Writes are EXPLAINed without ANALYZE (running them would store rows twice);
 their plans are primary-key probes either way. No statistics are gathered
@@ -111,11 +114,55 @@ async def grow(client: httpx.AsyncClient, sid: str, stream: Any, to: int, have: 
     return have
 
 
-async def hot_calls(client: httpx.AsyncClient, sid: str, stream: Any, captured: Captured) -> None:
-    """An agent's step (a call and its result, with message ids) and a payload request."""
+async def hot_calls(
+    client: httpx.AsyncClient, sid: str, stream: Any, captured: Captured
+) -> list[str]:
+    """Agent steps, each an append and a payload request: the first trims (the stream's
+    layout is missing or stale after the growth), the next ones replay the layout it
+    stored, until one reads the layout's units that lie beyond the window (as an agent's
+    window moves on between two trims). Returns what the payload requests did."""
     captured.clear()
+    await agent_step(client, sid)
+    done = ["trim" if _stored(captured) else "no trim"]
+    for n in range(1, MAX_REPLAY_STEPS + 1):
+        before = dict(captured)
+        captured.clear()
+        await append(client, sid, [next(stream) for _ in range(2)])
+        await context(client, sid)
+        replayed, beyond = not _stored(captured), _beyond(captured)
+        captured.update({**before, **captured})
+        if replayed and beyond:
+            done.append(f"replay reading layout units beyond the window (step {n})")
+            return done
+    done.append(f"no replay read beyond the window in {MAX_REPLAY_STEPS} steps")
+    return done
+
+
+MAX_REPLAY_STEPS = 60
+
+
+def _stored(captured: Captured) -> bool:
+    return any("INSERT INTO context_layouts" in sql for sql in captured)
+
+
+def _beyond(captured: Captured) -> bool:
+    # The read of listed seqs (app/context/repository.py `LogRead.seqs`).
+    return any("THEN messages.body ELSE NULL" in sql for sql in captured)
+
+
+async def append(client: httpx.AsyncClient, sid: str, messages: list[dict[str, Any]]) -> None:
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": messages})
+    assert r.status_code == 201, r.text
+
+
+async def context(client: httpx.AsyncClient, sid: str) -> None:
+    r = await client.get(f"/sessions/{sid}/context", params=QUERY)
+    assert r.status_code == 200, r.text
+
+
+async def agent_step(client: httpx.AsyncClient, sid: str) -> None:
     call = f"call_{uuid.uuid4().hex[:12]}"
-    step = [
+    step: list[dict[str, Any]] = [
         {
             "role": "assistant",
             "content": None,
@@ -131,10 +178,8 @@ async def hot_calls(client: httpx.AsyncClient, sid: str, stream: Any, captured: 
             "id": f"m_{uuid.uuid4().hex}",
         },
     ]
-    r = await client.post(f"/sessions/{sid}/messages", json={"messages": step})
-    assert r.status_code == 201, r.text
-    r = await client.get(f"/sessions/{sid}/context", params=QUERY)
-    assert r.status_code == 200, r.text
+    await append(client, sid, step)
+    await context(client, sid)
 
 
 async def run(args: argparse.Namespace, db: Throwaway) -> list[list[object]]:
@@ -150,7 +195,8 @@ async def run(args: argparse.Namespace, db: Throwaway) -> list[list[object]]:
             r = await client.put(f"/sessions/{sid}", json={"auto_compact": False})
             assert r.status_code == 201, r.text
             have = await grow(client, sid, stream, args.small, 0)
-            await hot_calls(client, sid, stream, captured)
+            done = await hot_calls(client, sid, stream, captured)
+            print(f"at {args.small:,}: {', '.join(done)}")
             small = dict(captured)
             names = {sql: f"s{i}" for i, sql in enumerate(small)}
             for sql, params in small.items():
@@ -162,12 +208,24 @@ async def run(args: argparse.Namespace, db: Throwaway) -> list[list[object]]:
                     # An executemany's statement is captured with one row's parameters.
                     out.append([short(sql), "–", "–", f"not explained: {e}"])
                     names.pop(sql)
-            await grow(client, sid, stream, args.large, have + 2)
-            await hot_calls(client, sid, stream, captured)
+            have = (await client.get(f"/sessions/{sid}")).json()["last_seq"]
+            await grow(client, sid, stream, args.large, have)
+            done = await hot_calls(client, sid, stream, captured)
+            print(f"at {args.large:,}: {', '.join(done)}")
             for sql, params in dict(captured).items():
-                if sql not in names:
-                    continue  # a statement text seen only at the large size (batch shapes)
                 write = not sql.lstrip().upper().startswith(("SELECT", "WITH"))
+                if sql not in names:
+                    # A shape seen only at the large size (a batch, a read of a number of
+                    # seq runs the small session did not need): its custom plan still counts.
+                    names[sql] = f"s{len(names) + len(small)}"
+                    try:
+                        await custom.execute(f"PREPARE {names[sql]} AS {sql}")
+                        c_ms, c_plan = await explain(custom, names[sql], params, not write)
+                    except asyncpg.PostgresError as e:
+                        out.append([short(sql), "–", "–", f"not explained: {e}"])
+                        continue
+                    out.append([short(sql), "(not run small)", c_ms, f"custom {c_plan}"])
+                    continue
                 g_ms, g_plan = await explain(generic, names[sql], params, analyze=not write)
                 c_ms, c_plan = await explain(custom, names[sql], params, analyze=not write)
                 plans = g_plan if g_plan == c_plan else f"generic {g_plan}; custom {c_plan}"
