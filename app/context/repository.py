@@ -34,7 +34,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, array
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.context import stability
 from app.context.lru import LRU
+from app.errors import NotFound
 from app.messages.types import LoggedMessage
 from app.models import CompactionJobRow, MessageRow, SessionRow, ToolCallRow
 
@@ -546,6 +548,22 @@ def _ids_of(messages: Iterable[LoggedMessage], made: set[str], answered: set[str
                 answered.add(str(call_id))
         elif m.role == "assistant":
             made.update(m.tool_call_ids)
+
+
+_PAYLOAD_SESSION = select(SessionRow, stability.STREAMS).where(
+    SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("sid")
+)
+
+
+async def payload_session(
+    db: AsyncSession, tenant: str, sid: str
+) -> tuple[SessionRow, dict[str, Any] | None]:
+    """The session's row and its stored payload streams (`stability.STREAMS`), in one
+    round trip; NotFound if there is no such session."""
+    row = (await db.execute(_PAYLOAD_SESSION, {"tenant": tenant, "sid": sid})).first()
+    if row is None:
+        raise NotFound(f"session {sid!r} does not exist")
+    return row[0], row[1]
 
 
 async def last_compaction_failure(db: AsyncSession, tenant: str, sid: str) -> str | None:

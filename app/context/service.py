@@ -26,7 +26,7 @@ from app.context.validation import validate_strategy
 from app.errors import Conflict, invalid
 from app.events import EventWriter
 from app.observability import metrics
-from app.sessions.service import budget_of, effective_model, get_session, session_compaction
+from app.sessions.service import budget_of, effective_model, session_compaction
 from app.settings import Settings
 from app.tokens import calibration, get_counter
 
@@ -85,7 +85,7 @@ async def build(
 ) -> dict[str, Any]:
     """The payload; an assembly that trimmed anything adds a `context.compressed` event
     to `events` (written in the background)."""
-    row = await get_session(db, tenant, sid)
+    row, streams = await repo.payload_session(db, tenant, sid)
     compaction = session_compaction(row, settings)
     if params.max_tokens is not None and params.max_tokens > compaction.context_limit:
         raise invalid(
@@ -118,7 +118,7 @@ async def build(
         preview=preview_limit,
         tokenizer=counter.name,
     )
-    stored, replaced = await stability.load(db, row, key)
+    stored, replaced = stability.stored(streams, key)
     in_force = stored if stored is not None and stored.holds_for(row) else None
     layout = in_force or stability.Layout.untrimmed(row)
     read = repo.LogRead(row)

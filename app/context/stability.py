@@ -63,7 +63,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -362,32 +362,45 @@ _CLASSES: dict[type[Strategy], type[StableStrategy]] = {}
 # --- storage ---------------------------------------------------------------------------------
 
 
-async def load(
-    db: AsyncSession, session: SessionRow, key: str
-) -> tuple[Layout | None, Layout | None]:
-    """The stream's stored layout and the one it replaced."""
-    stmt = select(
-        ContextLayoutRow.generation,
-        ContextLayoutRow.watermark,
-        ContextLayoutRow.through_seq,
-        ContextLayoutRow.kept,
-        ContextLayoutRow.replaced,
-    ).where(
-        ContextLayoutRow.tenant_id == session.tenant_id,
-        ContextLayoutRow.session_id == session.id,
-        ContextLayoutRow.params_key == key,
+# Every stored stream of a session, read along with its row (app/context/repository.py
+# `payload_session`): `{params_key: [generation, watermark, through_seq, kept, replaced]}`,
+# NULL when none. A session has a stream per parameter set its clients use, usually one;
+# reading them all with the row saves the round trip of reading the one asked for.
+STREAMS = (
+    select(
+        func.jsonb_object_agg(
+            ContextLayoutRow.params_key,
+            func.jsonb_build_array(
+                ContextLayoutRow.generation,
+                ContextLayoutRow.watermark,
+                ContextLayoutRow.through_seq,
+                ContextLayoutRow.kept,
+                ContextLayoutRow.replaced,
+            ),
+        )
     )
-    row = (await db.execute(stmt)).first()
+    .where(
+        ContextLayoutRow.tenant_id == SessionRow.tenant_id,
+        ContextLayoutRow.session_id == SessionRow.id,
+    )
+    .correlate(SessionRow)
+    .scalar_subquery()
+)
+
+
+def stored(streams: Mapping[str, Any] | None, key: str) -> tuple[Layout | None, Layout | None]:
+    """The stream's stored layout and the one it replaced, from the session's `STREAMS`."""
+    row = (streams or {}).get(key)
     if row is None:
         return None, None
-    stored = Layout.of_json(row[0], row[1], row[2], row[3])
+    layout = Layout.of_json(row[0], row[1], row[2], row[3])
     old = row[4]
     replaced = (
         Layout.of_json(old["generation"], old["watermark"], old["through_seq"], old["kept"])
         if isinstance(old, dict)
         else None
     )
-    return stored, replaced
+    return layout, replaced
 
 
 async def store(
