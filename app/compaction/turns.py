@@ -342,18 +342,7 @@ def plan_range(
     range_messages = tuple(messages[:cut])
     range_tokens = _tokens(range_messages)
     anchor_tokens = _tokens((anchor,)) if anchor is not None else 0
-    explanation: dict[str, Any] = {
-        "tail": {
-            "from_seq": messages[tail.start].seq if tail.start < len(messages) else None,
-            "tokens": tail.tokens,
-            "limited_by": tail.limited_by,
-            "current_turn_complete_steps": tail.current_turn_steps,
-            "kept_steps": tail.kept_steps,
-            "keep_recent_tokens": keep_recent_tokens,
-        },
-        "cut_moved_back": cut < tail.start,
-        "open_group_seqs": list(tail.open_seqs),
-    }
+    explanation = _explain(messages, tail, cut, keep_recent_tokens)
     if cut == 0 or range_tokens - anchor_tokens == 0:
         return NoopReason(
             "nothing_compressible",
@@ -362,29 +351,20 @@ def plan_range(
             history_tokens,
             explanation,
         )
-    if not force and tokens_at_last_compaction is not None:
-        needed = tokens_at_last_compaction * (1 + regrowth_ratio)
-        if history_tokens < needed:
-            return NoopReason(
-                "not_regrown",
-                f"history is {history_tokens} tokens; the last compaction left "
-                f"{tokens_at_last_compaction} and it must grow by {regrowth_ratio:.0%} first",
-                range_tokens,
-                history_tokens,
-                explanation,
-            )
     folded = range_tokens - anchor_tokens
-    summary_cap = min(folded, summary_token_cap(folded, summary_ratio, summary_floor_tokens))
-    freed = range_tokens - anchor_tokens - summary_cap
-    if not force and freed < min_free_tokens:
-        return NoopReason(
-            "too_little_to_free",
-            f"compacting {range_tokens} tokens would free about {freed}, "
-            f"less than the minimum of {min_free_tokens}",
-            range_tokens,
-            history_tokens,
-            explanation,
+    freed = folded - min(folded, summary_token_cap(folded, summary_ratio, summary_floor_tokens))
+    if not force:
+        guard = _thrash_guard(
+            history_tokens=history_tokens,
+            range_tokens=range_tokens,
+            freed=freed,
+            tokens_at_last_compaction=tokens_at_last_compaction,
+            regrowth_ratio=regrowth_ratio,
+            min_free_tokens=min_free_tokens,
         )
+        if guard is not None:
+            code, detail = guard
+            return NoopReason(code, detail, range_tokens, history_tokens, explanation)
     preserved = (*((anchor,) if anchor is not None else ()), *messages[cut:])
     range_turns = {u.turn for u in units if u.start < cut}
     kept_turns = {u.turn for u in units if u.start >= cut or u is anchor_unit}
@@ -402,6 +382,51 @@ def plan_range(
         anchor=anchor,
         explanation=explanation,
     )
+
+
+def _explain(
+    messages: Sequence[LoggedMessage], tail: Tail, cut: int, keep_recent_tokens: int | None
+) -> dict[str, Any]:
+    """How the tail and the cut were found, for `dry_run` and the job's metadata."""
+    return {
+        "tail": {
+            "from_seq": messages[tail.start].seq if tail.start < len(messages) else None,
+            "tokens": tail.tokens,
+            "limited_by": tail.limited_by,
+            "current_turn_complete_steps": tail.current_turn_steps,
+            "kept_steps": tail.kept_steps,
+            "keep_recent_tokens": keep_recent_tokens,
+        },
+        "cut_moved_back": cut < tail.start,
+        "open_group_seqs": list(tail.open_seqs),
+    }
+
+
+def _thrash_guard(
+    *,
+    history_tokens: int,
+    range_tokens: int,
+    freed: int,
+    tokens_at_last_compaction: int | None,
+    regrowth_ratio: float,
+    min_free_tokens: int,
+) -> tuple[NoopCode, str] | None:
+    """Why a compressible range is still not worth a compaction (unforced), or None."""
+    if tokens_at_last_compaction is not None:
+        needed = tokens_at_last_compaction * (1 + regrowth_ratio)
+        if history_tokens < needed:
+            return (
+                "not_regrown",
+                f"history is {history_tokens} tokens; the last compaction left "
+                f"{tokens_at_last_compaction} and it must grow by {regrowth_ratio:.0%} first",
+            )
+    if freed < min_free_tokens:
+        return (
+            "too_little_to_free",
+            f"compacting {range_tokens} tokens would free about {freed}, "
+            f"less than the minimum of {min_free_tokens}",
+        )
+    return None
 
 
 def _why_empty(
