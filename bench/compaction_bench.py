@@ -81,6 +81,7 @@ from app.compaction import summarise as engine_summarise
 from app.compaction.llm import ChatModelClient, ChatResult
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.runner import CompactionRunner
+from app.messages.types import content_text
 from app.tokens import get_counter
 from bench.common import (
     DATASET,
@@ -427,11 +428,7 @@ def payload_text(ctx: dict[str, Any]) -> tuple[str, str]:
     parts: list[str] = []
     summary = ""
     for m in ctx["messages"]:
-        content = m.get("content")
-        if isinstance(content, list):
-            text = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        else:
-            text = str(content or "")
+        text = content_text(m)
         if m.get("role") == "system" and text.startswith(SUMMARY_PREFIX):
             summary += text
         parts.append(text)

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.messages.types import content_text
+
 LANGS = ("en", "zh", "es", "de")
 
 
@@ -40,7 +42,7 @@ class Instruction:
     def visible_in(self, messages: Iterable[Mapping[str, Any]]) -> bool:
         """True when some message's text holds the marker (case, width, spaces ignored)."""
         needle = normalise(self.marker)
-        return any(needle in normalise(text_of(m)) for m in messages)
+        return any(needle in normalise(content_text(m)) for m in messages)
 
 
 def _i(key: str, text: str, marker: str) -> Instruction:
@@ -168,15 +170,6 @@ class Planted:
 
 def normalise(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def text_of(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
 
 
 def step_boundaries(messages: Sequence[Mapping[str, Any]]) -> list[int]:
