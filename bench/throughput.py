@@ -303,18 +303,34 @@ async def measure_workers(
         if workers == max(args.workers):
             await seed_pgbench_sessions(base, max(args.pgbench_clients, default=0))
     failures = sum(c.failures for c in group)
-    row: list[object] = [
-        f"contextd `serve --workers {workers}`",
-        args.clients,
+    label = f"contextd `serve --workers {workers}`"
+    row = _row(
+        label, args.clients, latencies, seconds, cpu_ms, failures, f"{lost} / {dup} / {extra}"
+    )
+    return row, lost + dup + extra
+
+
+def _row(
+    label: str,
+    clients: int,
+    latencies: list[float],
+    seconds: float,
+    cpu_ms: float,
+    failures: int,
+    integrity: str,
+) -> list[object]:
+    """One table row: requests/s, p50/p99/max ms, server CPU ms per request, failures."""
+    return [
+        label,
+        clients,
         round(len(latencies) / seconds),
         round(percentile(latencies, 50), 1),
         round(percentile(latencies, 99), 1),
         round(max(latencies, default=0), 1),
         round(cpu_ms, 2),
         failures,
-        f"{lost} / {dup} / {extra}",
+        integrity,
     ]
-    return row, lost + dup + extra
 
 
 async def measure_context(
@@ -335,18 +351,8 @@ async def measure_context(
         cpu_ms = 1000 * (server_cpu_s(port) - cpu_before[0]) / max(1, requests)
     latencies = [x * 1000 for c in group for x in c.latencies]
     failures = sum(c.failures for c in group)
-    row: list[object] = [
-        f"contextd `serve --workers {workers}`: GET /context (300 messages, 8k tokens)",
-        args.clients,
-        round(len(latencies) / seconds),
-        round(percentile(latencies, 50), 1),
-        round(percentile(latencies, 99), 1),
-        round(max(latencies, default=0), 1),
-        round(cpu_ms, 2),
-        failures,
-        "",
-    ]
-    return row, failures
+    label = f"contextd `serve --workers {workers}`: GET /context (300 messages, 8k tokens)"
+    return _row(label, args.clients, latencies, seconds, cpu_ms, failures, ""), failures
 
 
 def main() -> int:
