@@ -20,6 +20,7 @@ from typing import Any
 from app.context.lru import LRU
 from app.context.signals import key_line_starts
 from app.context.types import TokenCounter
+from app.messages.types import content_text
 
 _FIELDS: dict[str, frozenset[str]] = {
     "system": frozenset({"role", "content", "name"}),
@@ -37,17 +38,6 @@ _KEY_SCAN_CHARS = 4_000
 
 def message_path(session_id: str, seq: int) -> str:
     return f"/sessions/{session_id}/messages/{seq}"
-
-
-def content_text(body: Mapping[str, Any]) -> str:
-    content = body.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
-        )
-    return ""
 
 
 def _clean_call(call: Any) -> Any:

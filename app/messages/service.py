@@ -29,7 +29,7 @@ from app.budget import Budget
 from app.errors import Conflict, ValidationFailed, invalid
 from app.leases.guard import check_write
 from app.messages import repository as repo
-from app.messages.types import counts_in_context
+from app.messages.types import content_text, counts_in_context
 from app.messages.validation import Incoming, parse_batch
 from app.models import MessageRow, SessionRow
 from app.observability import metrics
@@ -454,12 +454,3 @@ def slice_text(
         raise invalid("char_end", "must not be before char_start")
     piece = text[start:end]
     return piece, {"unit": "char", "start": start, "end": max(end, start), "total": len(text)}
-
-
-def content_text(body: dict[str, Any]) -> str:
-    content = body.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
