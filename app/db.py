@@ -61,8 +61,14 @@ def create_engine(
 ) -> AsyncEngine:
     engine = create_async_engine(
         normalise_url(url),
-        pool_size=pool_size,
-        max_overflow=pool_size,
+        # Up to twice `pool_size` connections, as before, but every one opened stays in
+        # the pool. As overflow, the second half churned under steady load: several
+        # connections coming back in one loop iteration found the pool's queue full and
+        # were closed, and the next burst opened them again; one new connection per ~50
+        # appends at 50 clients, each a PostgreSQL backend start, the dialect's setup
+        # queries and every statement prepared again (bench/append_cpu.py counts them).
+        pool_size=2 * pool_size,
+        max_overflow=0,
         # An overloaded pool answers 503 in seconds rather than holding a client for 30.
         pool_timeout=pool_timeout_s,
         pool_recycle=1800,

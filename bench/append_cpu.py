@@ -35,6 +35,8 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/append_cpu.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sqlalchemy import event
+
 from bench.common import admin, load_average, plain_url, throwaway_database
 
 
@@ -121,6 +123,12 @@ async def run(url: str, args: argparse.Namespace) -> None:
         await drive(app, args.clients, max(args.clients * 4, 200), "warm")
         if args.statements:
             await statements_of_one_append(app, url)
+        connects = [0]
+
+        def connected(*_: Any) -> None:
+            connects[0] += 1
+
+        event.listen(app.state.engine.sync_engine, "connect", connected)
         profiler = cProfile.Profile() if args.profile else None
         cpu0 = time.process_time()
         if profiler:
@@ -133,7 +141,8 @@ async def run(url: str, args: argparse.Namespace) -> None:
     print(
         f"{args.appends} appends from {args.clients} tasks: "
         f"{1000 * cpu / args.appends:.3f} ms CPU per append in this process, "
-        f"{args.appends / wall:.0f}/s wall" + (" (under cProfile)" if profiler else "")
+        f"{args.appends / wall:.0f}/s wall, {connects[0]} connections opened"
+        + (" (under cProfile)" if profiler else "")
     )
     if profiler:
         profiler.dump_stats(args.profile)
