@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.settings import CompactionSettings, check_compaction
@@ -21,13 +21,53 @@ class Budget:
     tokenizer_mode: str
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Spelled out: dataclasses.asdict deep-copies every value (~20 us per budget).
+        return {
+            "status": self.status,
+            "current_tokens": self.current_tokens,
+            "usable_budget": self.usable_budget,
+            "warn_threshold": self.warn_threshold,
+            "compact_threshold": self.compact_threshold,
+            "context_limit": self.context_limit,
+            "tokenizer_mode": self.tokenizer_mode,
+        }
+
+
+# base's id -> (base, {(limit, overrides): settings}). The entry holds `base` itself,
+# so its id cannot be reused by another object while the entry exists.
+_EFFECTIVE: dict[int, tuple[CompactionSettings, dict[Any, CompactionSettings]]] = {}
 
 
 def effective_compaction(
     base: CompactionSettings, overrides: dict[str, Any], context_limit: int
 ) -> CompactionSettings:
-    """The session's settings: the service's, its overrides, and its resolved context limit."""
+    """The session's settings: the service's, its overrides, and its resolved context limit.
+
+    Every append's budget asks; the combinations in use are few, and the answer is
+    only read, so it is built once per combination (model_dump and model_construct
+    were ~30 us a time)."""
+    try:
+        key: Any = (context_limit, tuple(sorted(overrides.items())))
+        hash(key)
+    except TypeError:  # an unhashable override value: build it every time
+        return _effective(base, overrides, context_limit)
+    entry = _EFFECTIVE.get(id(base))
+    if entry is None or entry[0] is not base:
+        if len(_EFFECTIVE) >= 64:
+            _EFFECTIVE.clear()
+        entry = _EFFECTIVE[id(base)] = (base, {})
+    known = entry[1]
+    found = known.get(key)
+    if found is None:
+        if len(known) >= 1024:
+            known.clear()
+        found = known[key] = _effective(base, overrides, context_limit)
+    return found
+
+
+def _effective(
+    base: CompactionSettings, overrides: dict[str, Any], context_limit: int
+) -> CompactionSettings:
     merged = base.model_dump()
     merged.update(overrides)
     merged["context_limit"] = context_limit

@@ -38,6 +38,13 @@ def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
             ],
         )
     )
+    # The logging HOWTO's "Optimization": nothing renders the caller's file and line, the
+    # thread or the process, and finding the caller walks the stack on every line (the
+    # access log writes one per request).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

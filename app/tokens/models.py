@@ -8,6 +8,7 @@ marker (`ft:gpt-4o-mini:org::id`) is looked through.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Final, Literal, TypeVar
 
@@ -107,6 +108,9 @@ def _longest_prefix(table: Mapping[str, _V], name: str) -> _V | None:
     return None if best is None else table[best]
 
 
+# Both are pure functions of a model name over fixed tables, asked on every append
+# (a scan of every prefix each time); the names in use are few.
+@functools.lru_cache(maxsize=4096)
 def tokenizer_for_model(model: str | None) -> TokenizerName:
     """The tokenizer whose counts stand for `model`: an exact encoding, or "estimate".
 
@@ -132,6 +136,7 @@ def tokenizer_for_model(model: str | None) -> TokenizerName:
     return "estimate"
 
 
+@functools.lru_cache(maxsize=4096)
 def known_context_limit(model: str | None) -> int | None:
     """The model's context window in tokens, or None when contextd does not know it.
 
