@@ -18,6 +18,11 @@ an embedded PostgreSQL in a temporary folder), migrated to head:
    statements, from each `--pgbench-clients` count. That is the ceiling the
    database itself sets on this machine.
 
+Every row also gives the CPU milliseconds per request (or per pgbench transaction)
+of the server's processes, of the database's PostgreSQL backends and of the load
+generator (this process, or pgbench): where a core's time goes, whatever else the
+machine runs. Their sum bounds the rate two cores can reach.
+
 The load generator is a minimal HTTP/1.1 client on raw asyncio streams (uvloop
 when installed), so it costs the machine as little as a client can; it still
 shares the cores with the server and PostgreSQL, as the issue's figures do.
@@ -32,10 +37,12 @@ import contextlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +82,55 @@ def server_cpu_s(port: int) -> float:
             if needle in (proc / "cmdline").read_bytes() + b"\0":
                 roots.add(int(proc.name))
     return sum(cpu for pid, (ppid, cpu) in stats.items() if pid in roots or ppid in roots)
+
+
+class BackendCpu:
+    """CPU seconds of the PostgreSQL backends serving one database, while it runs.
+
+    Sampled from /proc every 0.2 s in a thread, per process: a backend already there
+    at the start counts from then, one that starts later counts whole (pgbench
+    connects its clients after the first sample). The WAL writer and the other
+    shared processes are not counted: they serve every database on the server.
+    """
+
+    def __init__(self, database: str) -> None:
+        self.needle = f" {database} ".encode()
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self, first: bool) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                cmd = (proc / "cmdline").read_bytes()
+                if not cmd.startswith(b"postgres: ") or self.needle not in cmd:
+                    continue
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                pid, cpu = int(proc.name), (int(fields[11]) + int(fields[12])) / tick
+                self.first.setdefault(pid, cpu if first else 0.0)
+                self.last[pid] = cpu
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._sample(first=False)
+
+    def __enter__(self) -> BackendCpu:
+        self._sample(first=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample(first=False)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.last[pid] - self.first[pid] for pid in self.last)
 
 
 def cpu_probe_s() -> float:
@@ -249,8 +305,9 @@ COMMIT;
 
 def pgbench(
     binary: str, url: str, clients: int, duration_s: float, folder: Path
-) -> tuple[float, float, float]:
-    """(transactions/s, latency p50 ms, p99 ms) of PGBENCH_SCRIPT from `clients` connections."""
+) -> tuple[float, float, float, float, float]:
+    """(transactions/s, latency p50 ms, p99 ms, PostgreSQL and pgbench CPU ms per
+    transaction) of PGBENCH_SCRIPT from `clients` connections."""
     script = folder / "append.sql"
     script.write_text(PGBENCH_SCRIPT)
     logs = folder / f"log-{clients}"
@@ -262,7 +319,11 @@ def pgbench(
         *("-l", "--log-prefix", str(logs / "pgbench")),
         plain_url(url),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    own = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with BackendCpu(url.rsplit("/", 1)[-1]) as backends:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client_s = after.ru_utime + after.ru_stime - own.ru_utime - own.ru_stime
     if done.returncode != 0:
         raise RuntimeError(f"pgbench failed: {done.stderr[-2000:]}")
     tps = float(re.search(r"tps = ([0-9.]+)", done.stdout).group(1))  # type: ignore[union-attr]
@@ -272,7 +333,14 @@ def pgbench(
         for line in f.read_text().splitlines()
         if line.strip()
     ]
-    return tps, percentile(lat, 50), percentile(lat, 99)
+    done_txns = max(1.0, tps * duration_s)
+    return (
+        tps,
+        percentile(lat, 50),
+        percentile(lat, 99),
+        1000 * backends.seconds / done_txns,
+        1000 * client_s / done_txns,
+    )
 
 
 async def seed_pgbench_sessions(base: str, clients: int) -> None:
@@ -296,17 +364,22 @@ async def measure_workers(
         progress(f"contextd serve --workers {workers}: {args.clients} clients, {args.duration}s")
         port = urlsplit(base).port or 80
         cpu_before = server_cpu_s(port)
-        group, seconds = await run_clients(base, workers, args.clients, args.warmup, args.duration)
-        cpu_ms = 1000 * (server_cpu_s(port) - cpu_before) / max(1, sum(c.sent for c in group))
+        own_before = time.process_time()
+        with BackendCpu(url.rsplit("/", 1)[-1]) as backends:
+            group, seconds = await run_clients(
+                base, workers, args.clients, args.warmup, args.duration
+            )
+        sent = max(1, sum(c.sent for c in group))
+        cpu_ms = 1000 * (server_cpu_s(port) - cpu_before) / sent
+        others = (1000 * backends.seconds / sent, 1000 * (time.process_time() - own_before) / sent)
         latencies = [x * 1000 for c in group for x in c.latencies]
         lost, dup, extra = await check(base, group)
         if workers == max(args.workers):
             await seed_pgbench_sessions(base, max(args.pgbench_clients, default=0))
     failures = sum(c.failures for c in group)
     label = f"contextd `serve --workers {workers}`"
-    row = _row(
-        label, args.clients, latencies, seconds, cpu_ms, failures, f"{lost} / {dup} / {extra}"
-    )
+    integrity = f"{lost} / {dup} / {extra}"
+    row = _row(label, args.clients, latencies, seconds, cpu_ms, failures, integrity, others)
     return row, lost + dup + extra
 
 
@@ -318,8 +391,10 @@ def _row(
     cpu_ms: float,
     failures: int,
     integrity: str,
+    others_ms: tuple[float, float] | None = None,
 ) -> list[object]:
-    """One table row: requests/s, p50/p99/max ms, server CPU ms per request, failures."""
+    """One table row: requests/s, p50/p99/max ms, server CPU ms per request (and
+    PostgreSQL's and the load generator's, when measured), failures."""
     return [
         label,
         clients,
@@ -328,6 +403,7 @@ def _row(
         round(percentile(latencies, 99), 1),
         round(max(latencies, default=0), 1),
         round(cpu_ms, 2),
+        *((round(others_ms[0], 2), round(others_ms[1], 2)) if others_ms else ("", "")),
         failures,
         integrity,
     ]
@@ -391,7 +467,9 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="contextd-pgbench-") as tmp:
             for c in args.pgbench_clients:
                 progress(f"pgbench: {c} connections, {args.duration}s")
-                tps, p50, p99 = pgbench(args.pgbench, db.url, c, args.duration, Path(tmp))
+                tps, p50, p99, pg_ms, bench_ms = pgbench(
+                    args.pgbench, db.url, c, args.duration, Path(tmp)
+                )
                 rows.append(
                     [
                         "PostgreSQL alone (pgbench, same transaction)",
@@ -401,6 +479,8 @@ def main() -> int:
                         round(p99, 1),
                         "",
                         "",
+                        round(pg_ms, 2),
+                        round(bench_ms, 2),
                         "",
                         "",
                     ]
@@ -420,6 +500,8 @@ def main() -> int:
                 "p99 ms",
                 "max ms",
                 "server CPU ms/request",
+                "PostgreSQL CPU ms/request",
+                "load generator CPU ms/request",
                 "non-2xx",
                 "lost / dup / unacked stored",
             ],
