@@ -6,7 +6,8 @@
 `--clients` tasks (one session each) send one-message appends, the request shape of
 `bench/throughput.py`, straight into the ASGI app of `create_app` on a throwaway
 database (no sockets, no HTTP parsing, no client library), until `--appends` were
-acknowledged. The app logs as `contextd serve` does (a JSON line per request, to
+acknowledged. Also reported: the CPU of the database's PostgreSQL backends per
+append. The app logs as `contextd serve` does (a JSON line per request, to
 stderr: send it to /dev/null). Reported: CPU milliseconds of this process per append
 (`time.process_time`: the app, SQLAlchemy, asyncpg and the event loop; PostgreSQL's
 own work is in its backends, not here) and the wall rate. On a shared machine the
@@ -39,6 +40,7 @@ if __package__ in (None, ""):  # `python bench/append_cpu.py` from anywhere
 from sqlalchemy import event
 
 from bench.common import admin, load_average, plain_url, throwaway_database
+from bench.throughput import BackendCpu
 
 
 class Asgi:
@@ -132,16 +134,18 @@ async def run(url: str, args: argparse.Namespace) -> None:
         event.listen(app.state.engine.sync_engine, "connect", connected)
         profiler = cProfile.Profile() if args.profile else None
         cpu0 = time.process_time()
-        if profiler:
-            profiler.enable()
-        wall = await drive(app, args.clients, args.appends, "run")
-        if profiler:
-            profiler.disable()
+        with BackendCpu(url.rsplit("/", 1)[-1]) as backends:
+            if profiler:
+                profiler.enable()
+            wall = await drive(app, args.clients, args.appends, "run")
+            if profiler:
+                profiler.disable()
         cpu = time.process_time() - cpu0
     print(f"load average: {load_average()}")
     print(
         f"{args.appends} appends from {args.clients} tasks: "
         f"{1000 * cpu / args.appends:.3f} ms CPU per append in this process, "
+        f"{1000 * backends.seconds / args.appends:.3f} ms in PostgreSQL's backends, "
         f"{args.appends / wall:.0f}/s wall, {connects[0]} connections opened"
         + (" (under cProfile)" if profiler else "")
     )

@@ -98,9 +98,39 @@ async def app_client(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Capture
             if not sql.lstrip().upper().startswith(("BEGIN", "COMMIT", "SELECT 1")):
                 captured[sql] = tuple((params[0] if many else params) or ())
 
+        # The append runs its statements on the asyncpg connection itself
+        # (Database.driver), past SQLAlchemy's hook: record those too.
+        database = app.state.database
+        driver = database.driver
+
+        @asynccontextmanager
+        async def recorded() -> AsyncIterator[Any]:
+            async with driver() as conn:
+                yield _Recording(conn, captured)
+
+        database.driver = recorded
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
             yield client, captured
+
+
+class _Recording:
+    """An asyncpg connection that notes each statement it runs with its parameters."""
+
+    def __init__(self, conn: Any, captured: Captured) -> None:
+        self._conn, self._captured = conn, captured
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._conn, name)
+        if name not in ("fetch", "fetchrow", "fetchval", "execute"):
+            return method
+
+        async def run(sql: str, *args: Any) -> Any:
+            if args:
+                self._captured[sql] = args
+            return await method(sql, *args)
+
+        return run
 
 
 async def grow(client: httpx.AsyncClient, sid: str, stream: Any, to: int, have: int) -> int:
@@ -213,7 +243,8 @@ async def run(args: argparse.Namespace, db: Throwaway) -> list[list[object]]:
             done = await hot_calls(client, sid, stream, captured)
             print(f"at {args.large:,}: {', '.join(done)}")
             for sql, params in dict(captured).items():
-                write = not sql.lstrip().upper().startswith(("SELECT", "WITH"))
+                # EXPLAIN only, never run: a data-modifying CTE counts too.
+                write = bool(re.search(r"\b(INSERT|UPDATE|DELETE)\b", _without_locking(sql)))
                 if sql not in names:
                     # A shape seen only at the large size (a batch, a read of a number of
                     # seq runs the small session did not need): its custom plan still counts.
@@ -277,6 +308,10 @@ def scans(node: dict[str, Any]) -> str:
     return ", ".join(sorted(set(found))) or node["Node Type"]
 
 
+def _without_locking(sql: str) -> str:
+    return re.sub(r"FOR (NO KEY )?UPDATE", "", sql, flags=re.IGNORECASE)
+
+
 def literal(v: Any) -> str:
     if v is None:
         return "NULL"
@@ -294,6 +329,8 @@ def literal(v: Any) -> str:
 
 
 def _element(x: Any) -> str:
+    if x is None:
+        return "NULL"
     return (
         str(x)
         if isinstance(x, int)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -121,13 +122,13 @@ async def append(
             async with database.driver() as conn:
                 if not careful:
                     try:
-                        async with conn.transaction():
+                        async with _transaction(conn, repo.BEGIN_GENERIC):
                             return await _optimistic(
                                 conn, tenant, sid, batch, counter, counts, lock_token, settings
                             )
                     except _Careful:
                         careful = True
-                async with conn.transaction():
+                async with _transaction(conn, "BEGIN"):
                     return await _careful(
                         conn, tenant, sid, batch, counter, counts, lock_token, settings
                     )
@@ -135,6 +136,21 @@ async def append(
             await _recount(database, tenant, sid, need.counter)
             counter, counts = need.counter, await _count(need.counter, batch)
     raise RuntimeError(f"session {sid!r}: its tokenizer kept changing during the append")
+
+
+@asynccontextmanager
+async def _transaction(conn: Any, begin: str) -> AsyncIterator[None]:
+    """BEGIN (and what rides along with it in the same round trip), COMMIT or ROLLBACK.
+    A rollback that fails leaves the connection in a transaction: Database.driver
+    then closes it instead of pooling it."""
+    await conn.execute(begin)
+    try:
+        yield
+    except BaseException:
+        if not conn.is_closed():
+            await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
 
 
 async def _optimistic(

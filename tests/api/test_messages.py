@@ -267,10 +267,20 @@ async def test_tool_steps_in_one_batch_and_across_batches(
     assert twice.json()["errors"][0]["loc"] == "messages[2].tool_call_id"
     done = await client.post(f"/sessions/{sid}/messages", json={"messages": [result("c1")]})
     assert done.status_code == 422 and "already answered" in done.json()["errors"][0]["msg"]
+    nowhere = await client.post(f"/sessions/{sid}/messages", json={"messages": [result("c9")]})
+    assert nowhere.status_code == 422 and "answers no tool call" in nowhere.text
     assert len(await log_of(client, sid)) == 5
+    # The refused answer left no trace: c9 is a new call, and then an open one.
+    later = await client.post(f"/sessions/{sid}/messages", json={"messages": [call("c9")]})
+    assert later.status_code == 201, later.text
+    answer = await client.post(f"/sessions/{sid}/messages", json={"messages": [result("c9")]})
+    assert answer.status_code == 201, answer.text
+    assert [m["seq"] for m in await log_of(client, sid)] == [1, 2, 3, 4, 5, 6, 7]
     ctx = (await client.get(f"/sessions/{sid}/context")).json()
-    assert [m["role"] for m in ctx["messages"]][-5:] == [
+    assert [m["role"] for m in ctx["messages"]][-7:] == [
         "user",
+        "assistant",
+        "tool",
         "assistant",
         "tool",
         "assistant",
