@@ -25,7 +25,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.context import decisions
+from app.context import counts, decisions
 from app.context.groups import SetAside, split_units
 from app.context.preview import sanitize
 from app.context.strategies.base import Selection, Strategy, get_strategy, hard_rule, is_builtin
@@ -106,15 +106,15 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
     head = _system_block(request.system)
     if request.mode:
         head.append(mode_banner(request.mode))
-    system_cost = counter.count_messages([]) + sum(counter.count_message(m) for m in head)
+    system_cost = counter.count_messages([]) + sum(counts.message_tokens(counter, m) for m in head)
     tools = tuple(dict(t) for t in request.tools)
-    tools_cost = counter.count_tools(tools)
+    tools_cost = counts.tools_tokens(counter, tools)
     left = limit - system_cost - tools_cost
 
     dynamic: list[tuple[int, dict[str, Any], int]] = []
     for i, item in enumerate(request.dynamic_context):
         msg = _dynamic(item)
-        cost = counter.count_message(msg)
+        cost = counts.message_tokens(counter, msg)
         if cost <= left:
             dynamic.append((i, msg, cost))
             left -= cost
@@ -126,7 +126,7 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
     summary_cost = 0
     if summary is not None:
         summary_msg = summary_message(summary.text, summary.through_seq)
-        summary_cost = counter.count_message(summary_msg)
+        summary_cost = counts.message_tokens(counter, summary_msg)
         if summary_cost <= left or strategy.summary_required:
             left -= summary_cost
         else:

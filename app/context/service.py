@@ -13,6 +13,7 @@ from app.context import (
     AssemblyRequest,
     SummaryBlock,
     assemble,
+    counts,
     formats,
     memo,
     preview,
@@ -39,6 +40,7 @@ def clear_caches() -> None:
     caches are correct across sessions, tenants and appends without it.
     """
     repo.clear_cache()
+    counts.clear_cache()
     memo.clear_cache()
     preview.clear_cache()
     signals.clear_cache()

@@ -63,7 +63,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import bindparam, func, select, tuple_
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -403,6 +403,38 @@ def stored(streams: Mapping[str, Any] | None, key: str) -> tuple[Layout | None, 
     return layout, replaced
 
 
+_STORED = (  # the key first
+    "tenant_id",
+    "session_id",
+    "params_key",
+    "generation",
+    "watermark",
+    "through_seq",
+    "kept",
+    "layout_id",
+    "replaced",
+)
+
+
+def _store_statement() -> Any:
+    # Built once: a statement made per call is compiled per call (SQLAlchemy caches by
+    # statement structure, and building `excluded` alone was ~4% of a trimming call).
+    t = ContextLayoutRow.__table__
+    stmt = insert(ContextLayoutRow).values({k: bindparam(k, type_=t.c[k].type) for k in _STORED})
+    excluded = stmt.excluded
+    return stmt.on_conflict_do_update(
+        index_elements=[t.c.tenant_id, t.c.session_id, t.c.params_key],
+        set_={
+            k: excluded[k] for k in _STORED if k not in ("tenant_id", "session_id", "params_key")
+        },
+        where=tuple_(t.c.generation, t.c.watermark, t.c.through_seq)
+        <= tuple_(excluded.generation, excluded.watermark, excluded.through_seq),
+    )
+
+
+_STORE = _store_statement()
+
+
 async def store(
     db: AsyncSession, session: SessionRow, key: str, layout: Layout, replaced: Layout
 ) -> None:
@@ -418,16 +450,7 @@ async def store(
         "layout_id": layout.id,
         "replaced": replaced.to_json(),
     }
-    stmt = insert(ContextLayoutRow).values(**values)
-    t = ContextLayoutRow
-    excluded = stmt.excluded
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[t.tenant_id, t.session_id, t.params_key],
-        set_={k: excluded[k] for k in values if k not in ("tenant_id", "session_id", "params_key")},
-        where=tuple_(t.generation, t.watermark, t.through_seq)
-        <= tuple_(excluded.generation, excluded.watermark, excluded.through_seq),
-    )
-    await db.execute(stmt)
+    await db.execute(_STORE, values)
     await db.commit()
 
 
