@@ -33,12 +33,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, array
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from app.context import stability
 from app.context.lru import LRU
 from app.errors import NotFound
 from app.messages.types import LoggedMessage
-from app.models import CompactionJobRow, MessageRow, SessionRow, ToolCallRow
+from app.models import CompactionJobRow, ContextLayoutRow, MessageRow, SessionRow, ToolCallRow
 
 
 def to_logged(m: MessageRow) -> LoggedMessage:
@@ -550,20 +551,30 @@ def _ids_of(messages: Iterable[LoggedMessage], made: set[str], answered: set[str
             made.update(m.tool_call_ids)
 
 
-_PAYLOAD_SESSION = select(SessionRow, stability.STREAMS).where(
-    SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("sid")
+_PAYLOAD_SESSION = (
+    select(SessionRow, *stability.STREAM_COLUMNS)
+    .outerjoin(ContextLayoutRow, stability.STREAM_JOIN)
+    .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("sid"))
+    # Compaction's JSON (the structured summary, up to 20 flush candidates of 2 KB) is
+    # never part of a payload: not sent, not decoded. Raising, should assembly need it.
+    .options(
+        defer(SessionRow.summary, raiseload=True),
+        defer(SessionRow.compaction_metadata, raiseload=True),
+        defer(SessionRow.memory_flush_candidates, raiseload=True),
+        defer(SessionRow.metadata_, raiseload=True),
+    )
 )
 
 
 async def payload_session(
     db: AsyncSession, tenant: str, sid: str
-) -> tuple[SessionRow, dict[str, Any] | None]:
-    """The session's row and its stored payload streams (`stability.STREAMS`), in one
-    round trip; NotFound if there is no such session."""
-    row = (await db.execute(_PAYLOAD_SESSION, {"tenant": tenant, "sid": sid})).first()
-    if row is None:
+) -> tuple[SessionRow, dict[str, Sequence[Any]]]:
+    """The session's row and its stored payload streams (params_key -> the rest of
+    `stability.STREAM_COLUMNS`), in one round trip; NotFound if there is no such session."""
+    rows = (await db.execute(_PAYLOAD_SESSION, {"tenant": tenant, "sid": sid})).all()
+    if not rows:
         raise NotFound(f"session {sid!r} does not exist")
-    return row[0], row[1]
+    return rows[0][0], {r[1]: tuple(r[2:]) for r in rows if r[1] is not None}
 
 
 async def last_compaction_failure(db: AsyncSession, tenant: str, sid: str) -> str | None:

@@ -63,7 +63,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sqlalchemy import bindparam, func, select, tuple_
+from sqlalchemy import and_, bindparam, tuple_
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -363,34 +363,27 @@ _CLASSES: dict[type[Strategy], type[StableStrategy]] = {}
 
 
 # Every stored stream of a session, read along with its row (app/context/repository.py
-# `payload_session`): `{params_key: [generation, watermark, through_seq, kept, replaced]}`,
-# NULL when none. A session has a stream per parameter set its clients use, usually one;
-# reading them all with the row saves the round trip of reading the one asked for.
-STREAMS = (
-    select(
-        func.jsonb_object_agg(
-            ContextLayoutRow.params_key,
-            func.jsonb_build_array(
-                ContextLayoutRow.generation,
-                ContextLayoutRow.watermark,
-                ContextLayoutRow.through_seq,
-                ContextLayoutRow.kept,
-                ContextLayoutRow.replaced,
-            ),
-        )
-    )
-    .where(
-        ContextLayoutRow.tenant_id == SessionRow.tenant_id,
-        ContextLayoutRow.session_id == SessionRow.id,
-    )
-    .correlate(SessionRow)
-    .scalar_subquery()
+# `payload_session`, a LEFT JOIN: one row per stream, usually one): params_key, then
+# what `stored` reads. The columns as stored, not aggregated into one JSON value:
+# building that value detoasts and re-serialises every layout (~0.3-0.5 ms here).
+STREAM_COLUMNS = (
+    ContextLayoutRow.params_key,
+    ContextLayoutRow.generation,
+    ContextLayoutRow.watermark,
+    ContextLayoutRow.through_seq,
+    ContextLayoutRow.kept,
+    ContextLayoutRow.replaced,
+)
+STREAM_JOIN = and_(
+    ContextLayoutRow.tenant_id == SessionRow.tenant_id,
+    ContextLayoutRow.session_id == SessionRow.id,
 )
 
 
-def stored(streams: Mapping[str, Any] | None, key: str) -> tuple[Layout | None, Layout | None]:
-    """The stream's stored layout and the one it replaced, from the session's `STREAMS`."""
-    row = (streams or {}).get(key)
+def stored(streams: Mapping[str, Sequence[Any]], key: str) -> tuple[Layout | None, Layout | None]:
+    """The stream's stored layout and the one it replaced; `streams` maps each stored
+    params_key to the rest of its `STREAM_COLUMNS`."""
+    row = streams.get(key)
     if row is None:
         return None, None
     layout = Layout.of_json(row[0], row[1], row[2], row[3])
