@@ -16,8 +16,10 @@ prints which of these happened). Then, for each statement:
   its planning and execution times (the only figure for a statement text seen
   at `--large` only, such as a read of a different number of seq runs).
 
-Writes are EXPLAINed without ANALYZE (running them would store rows twice);
-their plans are primary-key probes either way. No statistics are gathered
+Statements run on the asyncpg connection itself (the append's write, the
+payload's message reads) are recorded too. Writes (a data-modifying CTE
+included) are EXPLAINed without running them; every EXPLAIN ANALYZE runs in a
+transaction that is rolled back all the same. No statistics are gathered
 (the tables have autovacuum off): plans come from the tables' physical size
 and default selectivities, what a new deployment sees.
 """
@@ -32,8 +34,8 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -98,39 +100,36 @@ async def app_client(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Capture
             if not sql.lstrip().upper().startswith(("BEGIN", "COMMIT", "SELECT 1")):
                 captured[sql] = tuple((params[0] if many else params) or ())
 
-        # The append runs its statements on the asyncpg connection itself
-        # (Database.driver), past SQLAlchemy's hook: record those too.
-        database = app.state.database
-        driver = database.driver
-
-        @asynccontextmanager
-        async def recorded() -> AsyncIterator[Any]:
-            async with driver() as conn:
-                yield _Recording(conn, captured)
-
-        database.driver = recorded
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
-            yield client, captured
+        with driver_statements(captured):
+            async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+                yield client, captured
 
 
-class _Recording:
-    """An asyncpg connection that notes each statement it runs with its parameters."""
+@contextmanager
+def driver_statements(captured: Captured) -> Iterator[None]:
+    """Also record the statements the hot paths run on the asyncpg connection itself
+    (the append's write, the payload's message reads), which SQLAlchemy's cursor hook
+    never sees. Only statements with parameters: BEGIN, COMMIT and this script's own
+    PREPARE and EXPLAIN have none."""
+    cls = asyncpg.connection.Connection
+    originals = {name: getattr(cls, name) for name in ("execute", "fetch", "fetchrow", "fetchval")}
 
-    def __init__(self, conn: Any, captured: Captured) -> None:
-        self._conn, self._captured = conn, captured
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._conn, name)
-        if name not in ("fetch", "fetchrow", "fetchval", "execute"):
-            return method
-
-        async def run(sql: str, *args: Any) -> Any:
+    def recording(method: Any) -> Any:
+        async def run(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
             if args:
-                self._captured[sql] = args
-            return await method(sql, *args)
+                captured[query] = tuple(args)
+            return await method(self, query, *args, **kwargs)
 
         return run
+
+    for name, method in originals.items():
+        setattr(cls, name, recording(method))
+    try:
+        yield
+    finally:
+        for name, method in originals.items():
+            setattr(cls, name, method)
 
 
 async def grow(client: httpx.AsyncClient, sid: str, stream: Any, to: int, have: int) -> int:
@@ -230,9 +229,9 @@ async def run(args: argparse.Namespace, db: Throwaway) -> list[list[object]]:
             small = dict(captured)
             names = {sql: f"s{i}" for i, sql in enumerate(small)}
             for sql, params in small.items():
-                await generic.execute(f"PREPARE {names[sql]} AS {sql}")
-                await custom.execute(f"PREPARE {names[sql]} AS {sql}")
                 try:
+                    await generic.execute(f"PREPARE {names[sql]} AS {sql}")
+                    await custom.execute(f"PREPARE {names[sql]} AS {sql}")
                     await explain(generic, names[sql], params, analyze=False)  # caches it
                 except asyncpg.PostgresError as e:
                     # An executemany's statement is captured with one row's parameters.
@@ -280,8 +279,15 @@ async def explain(
     if not analyze:
         raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {call}")
         return "–", scans(json.loads(raw)[0]["Plan"])
+    # Rolled back: should a write ever slip past the caller's check, ANALYZE runs it
+    # for real and it must not store anything.
     for _ in range(3):
-        plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {call}"))[0]
+        tx = conn.transaction()
+        await tx.start()
+        try:
+            plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {call}"))[0]
+        finally:
+            await tx.rollback()
     return f"{plan['Planning Time']:.2f} + {plan['Execution Time']:.2f}", scans(plan["Plan"])
 
 
@@ -290,7 +296,12 @@ async def plan_text(
 ) -> str:
     args = ", ".join(literal(p) for p in params)
     options = "ANALYZE, " if analyze else ""
-    rows = await conn.fetch(f"EXPLAIN ({options}COSTS) EXECUTE {name}({args})")
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        rows = await conn.fetch(f"EXPLAIN ({options}COSTS) EXECUTE {name}({args})")
+    finally:
+        await tx.rollback()
     return "\n".join(r[0] for r in rows)
 
 
