@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Query, Request, Response
+from pydantic_core import to_json
 
-from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
+from app.api.deps import SessionId, get_tenant
 from app.api.openapi import answers, request_body
 from app.api.schemas import ContextIn, ContextPayload
 from app.context import service, validate_context_params
@@ -47,9 +48,6 @@ PREFIX_ID_DOC = (
 async def get_context(
     session_id: SessionId,
     request: Request,
-    db: DatabaseDep,
-    tenant: TenantDep,
-    settings: SettingsDep,
     max_tokens: Annotated[int | None, Query(ge=1, le=100_000_000)] = None,
     strategy: Annotated[str | None, Query(max_length=100)] = None,
     mode: Annotated[str | None, Query(max_length=20)] = None,
@@ -58,7 +56,7 @@ async def get_context(
     previous_prefix_id: Annotated[
         str | None, Query(max_length=PREFIX_ID_MAX, description=PREFIX_ID_DOC)
     ] = None,
-) -> dict[str, Any]:
+) -> Response:
     """From the session's stored system prompt and tools. `messages` goes straight to
     `chat.completions.create(messages=...)`; `decisions` say why each seq is kept,
     previewed, cut, dropped or excluded. `format` picks the provider's shape."""
@@ -76,7 +74,7 @@ async def get_context(
         format=format,
         previous_prefix_id=previous_prefix_id,
     )
-    return await service.payload(db, request.app.state.events, tenant, session_id, params, settings)
+    return await _answer(request, session_id, params)
 
 
 @router.post(
@@ -88,12 +86,9 @@ async def get_context(
 async def post_context(
     session_id: SessionId,
     request: Request,
-    db: DatabaseDep,
-    tenant: TenantDep,
-    settings: SettingsDep,
     # Validated by hand (validate_context_params); the documented schema is ContextIn's.
     body: Annotated[dict[str, Any], Body()],
-) -> dict[str, Any]:
+) -> Response:
     """Per-call `system` (string or system messages) and `tools` replace the session's;
     `dynamic_context` (strings or messages: task goal, retrieved knowledge) comes after
     the system block and before the summary and history."""
@@ -121,4 +116,16 @@ async def post_context(
         format=fmt,
         previous_prefix_id=previous,
     )
-    return await service.payload(db, request.app.state.events, tenant, session_id, params, settings)
+    return await _answer(request, session_id, params)
+
+
+async def _answer(request: Request, session_id: str, params: service.ContextParams) -> Response:
+    # What DatabaseDep, TenantDep and SettingsDep give, read directly (FastAPI's
+    # dependency solving is per request), and the payload encoded once by pydantic-core
+    # (the same encoder the dict response model used, without its validation pass).
+    state = request.app.state
+    tenant = await get_tenant(request)
+    body = await service.payload(
+        state.database, state.events, tenant, session_id, params, state.settings
+    )
+    return Response(to_json(body), media_type="application/json")
