@@ -8,7 +8,9 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 from fastapi.encoders import jsonable_encoder
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.util import greenlet_spawn
 
 from app.db import is_unavailable
 from app.models import DEFAULT_TENANT
@@ -40,24 +42,33 @@ class Database:
 
         An append through the ORM cost ~3 ms of CPU, most of it building, compiling and
         caching statements and loading rows into objects; asyncpg runs a prepared
-        statement in tens of microseconds. The caller opens its own transaction
-        (`conn.transaction()`). A connection that comes back still in a transaction
-        (its rollback failed) is closed, never pooled; one that failed as "database
-        away" invalidates the pool, as SQLAlchemy does on a disconnect, so the next
-        checkouts connect afresh.
+        statement in tens of microseconds. The caller opens its own transaction. A
+        connection that comes back still in a transaction (its rollback failed) is
+        closed, never pooled; one that failed as "database away" invalidates the
+        pool, as SQLAlchemy does on a disconnect, so the next checkouts connect
+        afresh.
         """
-        async with self.engine.connect() as conn:
-            raw: Any = (await conn.get_raw_connection()).driver_connection
-            try:
-                yield raw
-            except BaseException as exc:
-                if isinstance(exc, Exception) and is_unavailable(exc):
-                    self.engine.sync_engine.pool._invalidate(conn.sync_connection.connection, exc)  # type: ignore[union-attr]
-                    await conn.invalidate(exc)
-                raise
-            finally:
-                if not conn.invalidated and (raw.is_closed() or raw.is_in_transaction()):
-                    await conn.invalidate()
+        # The pool itself, not a Connection around it: checking out and in through
+        # engine.connect() built two wrappers and ran two greenlet hand-offs more.
+        pool = self.engine.sync_engine.pool
+        dialect = self.engine.dialect
+        try:
+            fairy = await greenlet_spawn(pool.connect)
+        except dialect.loaded_dbapi.Error as err:
+            # Wrapped as engine.connect() wraps it, so "database away" stays a 503.
+            raise DBAPIError.instance(None, None, err, dialect.loaded_dbapi.Error) from err
+        raw: Any = fairy.driver_connection
+        try:
+            yield raw
+        except BaseException as exc:
+            if isinstance(exc, Exception) and is_unavailable(exc):
+                pool._invalidate(fairy, exc)
+                fairy.invalidate(exc)
+            raise
+        finally:
+            if fairy.is_valid and (raw.is_closed() or raw.is_in_transaction()):
+                fairy.invalidate()
+            await greenlet_spawn(fairy.close)
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
