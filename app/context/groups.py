@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from app.context.types import Action
-from app.messages.types import LoggedMessage
+from app.messages.types import LoggedMessage, is_summary_class
 
 UnitKind = Literal["user", "assistant", "tool_group", "summary"]
 
@@ -47,7 +47,7 @@ class SetAside:
 
 
 def is_summary_message(message: LoggedMessage) -> bool:
-    return message.role == "system" and (message.metadata or {}).get("kind") == "summary"
+    return is_summary_class(message.role, message.metadata)
 
 
 class _Open:

@@ -333,7 +333,7 @@ def _fits_alone(batch: Sequence[Incoming]) -> bool:
 
 
 def _in_context(m: Incoming) -> bool:
-    return counts_in_context(m.role, m.include_in_context)
+    return counts_in_context(m.role, m.include_in_context, m.metadata)
 
 
 def _remember(tenant: str, sid: str, model: str | None) -> None:

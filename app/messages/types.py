@@ -15,20 +15,32 @@ from typing import Any, Literal
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-def counts_in_context(role: str, include_in_context: bool) -> bool:
+def is_summary_class(role: str, metadata: Mapping[str, Any] | None) -> bool:
+    """A `system` message the client logged as a summary (`metadata.kind == "summary"`).
+
+    Historical system messages are left out of the history sent, except these
+    (SPEC §3): assembly sends them as summary units (`app/context/groups.py`).
+    """
+    return role == "system" and (metadata or {}).get("kind") == "summary"
+
+
+def counts_in_context(
+    role: str, include_in_context: bool, metadata: Mapping[str, Any] | None = None
+) -> bool:
     """Whether a logged message reaches the model, and so counts toward the context tokens.
 
     The one statement of the rule: `include_in_context: false` messages are
     UI-only, and historical `system` messages stay in the log but are left
-    out of the history sent (SPEC §4). The session's running `context_tokens`,
+    out of the history sent (SPEC §3), except summary-class ones, which are
+    sent and so counted. The session's running `context_tokens`,
     `context_tokens_through`, `watermark_context_tokens` and what compaction
-    counts as freed all sum the messages this is true of. (Summary-class
-    system messages, which assembly does send, `app/context/groups.py`, are
-    not counted here either; the payload counts its own tokens.) Takes plain
-    fields so the write path and the recount, which never build a
-    `LoggedMessage`, can use it too.
+    counts as freed all sum the messages this is true of. Takes plain fields
+    so the write path and the recount, which never build a `LoggedMessage`,
+    can use it too.
     """
-    return include_in_context and role != "system"
+    if not include_in_context:
+        return False
+    return role != "system" or is_summary_class(role, metadata)
 
 
 def content_text(body: Mapping[str, Any]) -> str:
@@ -88,7 +100,7 @@ class LoggedMessage:
     @property
     def counts_in_context(self) -> bool:
         """See `counts_in_context`: whether the model sees this message."""
-        return counts_in_context(self.role, self.include_in_context)
+        return counts_in_context(self.role, self.include_in_context, self.metadata)
 
     @property
     def tool_call_ids(self) -> tuple[str, ...]:

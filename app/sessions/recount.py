@@ -23,7 +23,13 @@ async def recount_log(db: AsyncSession, row: SessionRow, counter: TokenCounter) 
     after = 0
     while True:
         stmt = (
-            select(MessageRow.seq, MessageRow.body, MessageRow.role, MessageRow.include_in_context)
+            select(
+                MessageRow.seq,
+                MessageRow.body,
+                MessageRow.role,
+                MessageRow.include_in_context,
+                MessageRow.metadata_,
+            )
             .where(
                 MessageRow.tenant_id == row.tenant_id,
                 MessageRow.session_id == row.id,
@@ -36,9 +42,9 @@ async def recount_log(db: AsyncSession, row: SessionRow, counter: TokenCounter) 
         if not page:
             break
         params = []
-        for seq, body, role, include in page:
+        for seq, body, role, include, metadata in page:
             n = counter.count_message(body)
-            if counts_in_context(role, include):
+            if counts_in_context(role, include, metadata):
                 running += n
             if seq <= row.last_compaction_seq:
                 watermark_tokens = running
