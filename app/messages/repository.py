@@ -28,7 +28,10 @@ _LEASE_LIVE = lease_live().compile(
     dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]
     compile_kwargs={"literal_binds": True},
 )
-_HEAD = f"""model, context_limit, compaction, token_calibration, tokenizer, auto_compact,
+# The two jsonb columns come back NULL when empty (most sessions), which saves
+# decoding '{}' twice per append; SessionHead.of reads NULL as {}.
+_HEAD = f"""model, context_limit, nullif(compaction, '{{}}') AS compaction,
+    nullif(token_calibration, '{{}}') AS token_calibration, tokenizer, auto_compact,
     system_tokens, tools_tokens, summary_tokens, context_tokens, watermark_context_tokens,
     last_seq, lease_token, lease_owner, {_LEASE_LIVE} AS lease_live"""
 

@@ -83,6 +83,8 @@ class SessionHead:
     @classmethod
     def of(cls, record: Any, **changes: Any) -> SessionHead:
         values = {name: record[name] for name in _HEAD_FIELDS}
+        values["compaction"] = values["compaction"] or {}
+        values["token_calibration"] = values["token_calibration"] or {}
         values.update(changes)
         return cls(**values)
 
