@@ -59,7 +59,12 @@ async def append_messages(
         state.database, tenant, session_id, body.get("messages"), lock_token, state.settings
     )
     runner = getattr(state, "compactions", None)
-    if runner is not None and result.created and result.budget.status == "compact_needed":
+    if (
+        runner is not None
+        and result.created
+        and result.auto_compact
+        and result.budget.status == "compact_needed"
+    ):
         await runner.on_compact_needed(tenant, session_id, lock_token)
     # Plain ints and strings: encoded here, not walked by a response model.
     content = json.dumps({"messages": result.messages, "budget": result.budget.as_dict()})

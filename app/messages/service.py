@@ -58,6 +58,9 @@ class AppendResult:
     messages: list[dict[str, Any]]
     budget: Budget
     previous_status: str
+    # The session's auto_compact as the append's statement read it: without it an
+    # append at compact_needed queues nothing, and need not ask the runner.
+    auto_compact: bool = True
 
 
 @dataclass(slots=True)
@@ -258,7 +261,7 @@ async def _finish(
     if fresh:
         metrics.MESSAGES_APPENDED.inc(len(fresh))
         metrics.TOKENS_APPENDED.inc(sum(counts))
-    return AppendResult(bool(fresh), acks, now, was.status)
+    return AppendResult(bool(fresh), acks, now, was.status, before.auto_compact)
 
 
 def _write_args(batch: Sequence[Incoming], counts: Sequence[int], ids: Sequence[str]) -> list[Any]:
