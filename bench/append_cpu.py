@@ -15,9 +15,11 @@ CPU per append is the stable figure; the rate is not.
 
 `--profile` runs the measured part under cProfile and prints the Python function
 calls per append (the same count however busy the machine: compare changes with it)
-and the top functions by own time and by cumulative time. `--statements` logs every statement of the
-throwaway database (`log_statement = all`, PostgreSQL's log must be readable:
-/var/log/postgresql) and prints the statements of one append: the round trips.
+and the top functions by own time and by cumulative time. `--statements`, after the
+measured run, prints how the statements of one pooled connection were run: on a
+cached generic plan or planned for the call (`pg_prepared_statements`), then logs every statement of the throwaway
+database (`log_statement = all`; PostgreSQL's log must be readable, under
+/var/log/postgresql) and prints those of one append: its round trips.
 """
 
 from __future__ import annotations
@@ -124,8 +126,6 @@ async def run(url: str, args: argparse.Namespace) -> None:
     app = create_app(settings, database_url=url)
     async with app.router.lifespan_context(app):
         await drive(app, args.clients, max(args.clients * 4, 200), "warm")
-        if args.statements:
-            await statements_of_one_append(app, url)
         connects = [0]
 
         def connected(*_: Any) -> None:
@@ -141,6 +141,9 @@ async def run(url: str, args: argparse.Namespace) -> None:
             if profiler:
                 profiler.disable()
         cpu = time.process_time() - cpu0
+        if args.statements:
+            await plans_of_one_connection(app)
+            await statements_of_one_append(app, url)
     print(f"load average: {load_average()}")
     print(
         f"{args.appends} appends from {args.clients} tasks: "
@@ -185,6 +188,21 @@ async def statements_of_one_append(app: Any, url: str) -> None:
     print(f"statements of one append ({len(mine)}):")
     for ln in mine:
         print("   ", ln.split(f"@{name} ", 1)[1][:200])
+
+
+async def plans_of_one_connection(app: Any) -> None:
+    """How each prepared statement of one pooled connection was run
+    (`pg_prepared_statements`): on its one cached generic plan, or on a plan made for
+    that execution (planning every time)."""
+    async with app.state.database.driver() as conn:
+        rows = await conn.fetch(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE NOT from_sql"
+        )
+    print("executions on one pooled connection: cached generic plan / planned for the call")
+    for r in rows:
+        text = " ".join(r["statement"].split())[:90]
+        print(f"    {r['generic_plans']:>5} / {r['custom_plans']:<5} {text}")
 
 
 def main() -> None:
