@@ -17,9 +17,10 @@ CPU per append is the stable figure; the rate is not.
 calls per append (the same count however busy the machine: compare changes with it)
 and the top functions by own time and by cumulative time. `--statements`, after the
 measured run, prints how the statements of one pooled connection were run: on a
-cached generic plan or planned for the call (`pg_prepared_statements`), then logs every statement of the throwaway
-database (`log_statement = all`; PostgreSQL's log must be readable, under
-/var/log/postgresql) and prints those of one append: its round trips.
+cached generic plan or planned for the call (`pg_prepared_statements`), then logs
+every statement of the throwaway database (`log_statement = all`; PostgreSQL's log
+must be readable, under /var/log/postgresql) and prints those of one append: its
+round trips.
 """
 
 from __future__ import annotations
