@@ -88,10 +88,13 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    # The append route first: routing tries each route in turn, and appends are the
+    # most frequent request (matching it behind the sessions routes was ~250 of an
+    # append's ~1,550 Python function calls). No other route's path overlaps these.
     for router in (
+        messages_router,
         health_router,
         sessions_router,
-        messages_router,
         leases_router,
         tokens_router,
         context_router,
