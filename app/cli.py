@@ -139,6 +139,7 @@ def _serve(
     if workers == 1:
         from app.main import create_app
 
+        _tune_gc()
         uvicorn.run(create_app(settings, database_url=url), host=host, port=port, **options)
         return 0
     return _serve_processes(settings, url, host, port, workers, options)
@@ -213,7 +214,26 @@ def worker_app() -> Any:
     from app.observability.logging import configure_logging
 
     configure_logging(settings.log_format, settings.log_level)
+    _tune_gc()
     return create_app(settings, database_url=settings.database_url)
+
+
+# Allocations (less deallocations) of container objects between two young-generation
+# collections; CPython's default is 700. A payload call builds a few thousand short-
+# lived objects that reference counting frees anyway, and at 700 the collector ran
+# about twice per context call and promoted enough to run a full collection every
+# ~140 calls, which walks every cached message body of the process (~95 ms each in
+# an in-process run at 20k messages: the context calls' mean went 7.4 -> 6.1 ms of
+# CPU with this threshold). Cycles are still collected, less often.
+GC_YOUNG_THRESHOLD = 50_000
+
+
+def _tune_gc() -> None:
+    """For a serving process only (tests and benches keep the interpreter's defaults)."""
+    import gc
+
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
 def _exit_with_parent() -> None:
