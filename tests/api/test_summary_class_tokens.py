@@ -12,6 +12,7 @@ from alembic import command
 
 from app.db import alembic_config, run_migrations
 from app.settings import load_settings
+from tests.api.test_messages import log_of
 from tests.support.apps import app_client
 from tests.support.databases import plain_url
 
@@ -38,12 +39,6 @@ async def stats(client: httpx.AsyncClient, sid: str) -> tuple[int, int]:
     return body["stats"]["context_tokens"], body["budget"]["current_tokens"]
 
 
-async def logged_tokens(client: httpx.AsyncClient, sid: str) -> list[dict[str, Any]]:
-    r = await client.get(f"/sessions/{sid}/messages", params={"limit": 100})
-    assert r.status_code == 200, r.text
-    return list(r.json()["messages"])
-
-
 async def test_a_summary_class_system_message_counts_and_a_plain_one_does_not(
     client: httpx.AsyncClient, sid: str
 ) -> None:
@@ -53,8 +48,8 @@ async def test_a_summary_class_system_message_counts_and_a_plain_one_does_not(
             f"/sessions/{one}/messages", json={"messages": [*turn(1), middle, *turn(2)]}
         )
         assert r.status_code == 201, r.text
-    summary_msgs = await logged_tokens(client, with_summary)
-    note_msgs = await logged_tokens(client, with_note)
+    summary_msgs = await log_of(client, with_summary)
+    note_msgs = await log_of(client, with_note)
     summary_tokens = next(m["token_count"] for m in summary_msgs if m["role"] == "system")
     assert summary_tokens > 50
     history_summary, current_summary = await stats(client, with_summary)
@@ -88,7 +83,7 @@ async def test_migration_0011_counts_summaries_already_logged(
             json={"messages": [*turn(1), SUMMARY, *turn(2), PLAIN_SYSTEM, *turn(3)]},
         )
         assert r.status_code == 201, r.text
-        expected_msgs = await logged_tokens(c, sid)
+        expected_msgs = await log_of(c, sid)
         expected_stats = await stats(c, sid)
 
     # Put the database back in the state the older code left: running sums without
