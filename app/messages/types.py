@@ -25,7 +25,7 @@ def is_summary_class(role: str, metadata: Mapping[str, Any] | None) -> bool:
 
 
 def counts_in_context(
-    role: str, include_in_context: bool, metadata: Mapping[str, Any] | None = None
+    role: str, include_in_context: bool, metadata: Mapping[str, Any] | None
 ) -> bool:
     """Whether a logged message reaches the model, and so counts toward the context tokens.
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 from app.messages.types import call_function, content_text, counts_in_context
 
 
-def test_only_included_non_system_messages_count_in_context() -> None:
-    assert counts_in_context("user", True) and counts_in_context("tool", True)
-    assert not counts_in_context("system", True)
-    assert not counts_in_context("assistant", False)
+def test_included_messages_count_except_non_summary_system_ones() -> None:
+    assert counts_in_context("user", True, None) and counts_in_context("tool", True, None)
+    assert not counts_in_context("system", True, None)
+    assert not counts_in_context("system", True, {"kind": "note"})
+    assert counts_in_context("system", True, {"kind": "summary"})
+    assert not counts_in_context("system", False, {"kind": "summary"})
+    assert not counts_in_context("assistant", False, None)
 
 
 def test_content_text_joins_text_parts_and_adds_nothing_for_others() -> None:
