@@ -153,6 +153,15 @@ class _Run:
             summary = replace(summary, user_prefs=prefs)
         if check.missing_anchors:
             summary = replace(summary, carried_anchors=tuple(check.missing_anchors))
+        # What was patched in may not push the summary past its cap: a summary larger
+        # than the window it is for is left out of every payload whole.
+        summary = fit_to_tokens(
+            summary,
+            lang=self.lang,
+            max_tokens=self.cap,
+            counter=self.counter,
+            through_seq=self.plan.new_watermark,
+        )
         rendered = render_summary(summary, self.lang, through_seq=self.plan.new_watermark)
         return SummaryOutcome(
             status=status,
@@ -260,7 +269,10 @@ def _prepare(
             limit=opts.max_identifiers,
         ),
         constraints=constraints_to_keep(
-            plan.range_messages, previous_summary.user_prefs if previous_summary else ()
+            plan.range_messages,
+            previous_summary.user_prefs if previous_summary else (),
+            max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
+            counter=counter,
         ),
         pinned=dedupe((*previous_pinned, *pinned_entries(plan.range_messages, lang))),
         user_messages=roll_user_messages(
@@ -269,8 +281,11 @@ def _prepare(
             max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
             counter=counter,
         )[0],
+        # A share of what is folded, and never more than that share of the window the
+        # summary is sent in: a range larger than the window (long tool outputs) would
+        # otherwise buy a summary that does not fit it.
         cap=summary_token_cap(
-            plan.range_tokens + prev_tokens,
+            min(plan.range_tokens + prev_tokens, settings.usable_budget),
             opts.output_ratio,
             opts.min_output_tokens,
             opts.max_output_tokens,

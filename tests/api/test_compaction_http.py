@@ -768,3 +768,31 @@ async def test_a_lease_taken_mid_job_fences_a_single_turn_compaction(
     ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
     assert 1 in ctx["kept_seqs"]
     assert next(m["content"] for m in ctx["messages"] if m["role"] == "user") == task
+
+
+async def test_a_summary_of_a_range_larger_than_the_window_still_fits_the_window(
+    cclient: httpx.AsyncClient, sid: str
+) -> None:
+    # Forty turns of "must" sentences and tool output folded at once into a
+    # 2,000-token window: the model's cap followed the range (0.3 of ~5,000 tokens)
+    # and the summary (1,878 tokens) outgrew the window, so every payload left it out.
+    await cclient.put(f"/sessions/{sid}", json={**SMALL, "context_limit": 2000})
+    msgs: list[dict[str, Any]] = []
+    for i in range(40):
+        tag = f"{sid}/w{i}"
+        msgs += [
+            user(f"{tag}: the build must stay green."),
+            call(f"c{i}", args='{"path": "app.py"}'),
+            result(f"c{i}", "x " * 40),
+            {"role": "assistant", "content": f"{tag}: done, tests pass."},
+        ]
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    assert r.status_code == 201, r.text
+    done = await compact(cclient, sid)
+    assert done["status"] == "success", done
+    ctx = (await cclient.post(f"/sessions/{sid}/context", json={})).json()
+    assert ctx["summary"] == {"included": True, "through_seq": done["watermark_after"]}
+    usage = ctx["usage"]
+    # At most the cap's share of the window plus the user's words under theirs.
+    assert usage["breakdown"]["summary"] <= 0.5 * usage["budget"], usage
+    assert "must stay green" in payload_text(ctx)
