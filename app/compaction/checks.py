@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from app.compaction.signals import cjk_counts, extract_identifiers, language_of, normalise
+from app.compaction.summary import TextCounter
 from app.messages.types import LoggedMessage, call_function
 
 FUZZY_MIN_TOKENS = 8
@@ -87,13 +88,18 @@ def constraints_to_keep(
     *,
     limit: int = 40,
     max_chars: int = 300,
+    max_tokens: int | None = None,
+    counter: TextCounter | None = None,
 ) -> list[str]:
     """The user's constraints and preferences a summary of this range must keep.
 
     The previous summary's `user_prefs` plus every user sentence of the range the
     rule-based classifier tags as a constraint or preference. Checking for them,
     instead of only asking for them in the prompt, is what keeps a model that
-    drops them from having its summary stored as a success.
+    drops them from having its summary stored as a success. With `max_tokens`
+    (and its `counter`) the newest that fit are kept: the summary must fit the
+    window it is for, and the user's words themselves are carried verbatim by
+    the `user_messages` section, under the same share of the window.
     """
     from app.compaction.signals import classify, split_sentences
 
@@ -111,7 +117,17 @@ def constraints_to_keep(
         if key not in seen:
             seen.add(key)
             out.append(item)
-    return out[-limit:]
+    out = out[-limit:]
+    if max_tokens is None or counter is None:
+        return out
+    kept: list[str] = []
+    used = 0
+    for item in reversed(out):
+        used += counter.count_text(item)
+        if used > max_tokens:
+            break
+        kept.append(item)
+    return kept[::-1]
 
 
 def missing_identifiers(identifiers: Iterable[str], summary_text: str) -> list[str]:

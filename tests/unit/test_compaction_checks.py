@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from app.compaction.checks import (
+    constraints_to_keep,
     conversation_language,
     identifiers_to_keep,
     is_visible,
@@ -10,7 +11,10 @@ from app.compaction.checks import (
     missing_identifiers,
 )
 from app.compaction.signals import extract_identifiers, truncate_utf8
+from app.tokens import get_counter
 from tests.unit.compaction_helpers import call, log_of
+
+TOKENS = get_counter("gpt-4o")
 
 
 def test_anchor_match_ignores_case_width_and_whitespace() -> None:
@@ -111,3 +115,21 @@ def test_language_check_is_lenient_with_code_and_quoted_names() -> None:
     )
     assert language_matches("The user wants to visit 北京 and 上海 next week", "en")
     assert not language_matches("", "zh")
+
+
+def test_constraints_to_keep_fit_their_share_of_a_small_window_newest_first() -> None:
+    # A small window and a long run of "must" sentences: every one of them in the
+    # summary would not fit the window the summary is for (it was then left out of
+    # the payload whole). Under `max_tokens` the newest stay, in log order.
+    words = TOKENS.count_text
+    log = log_of(
+        [{"role": "user", "content": f"job-{i:02d}: the build must stay green."} for i in range(40)]
+    )
+    every = constraints_to_keep(log)
+    assert len(every) == 40
+    budget = 250
+    kept = constraints_to_keep(log, max_tokens=budget, counter=TOKENS)
+    assert 0 < len(kept) < 40
+    assert kept == every[-len(kept) :]
+    assert sum(words(k) for k in kept) <= budget
+    assert sum(words(k) for k in every[-len(kept) - 1 :]) > budget
