@@ -943,7 +943,8 @@ async def run_bounded(
 # POST /compact {wait, force} once per round; after compactions 1, 2, 3 and 5 the bench
 # counts the instructions visible (planted marker, verbatim) in GET /context at the
 # session's usable budget (8,000-token context): only instructions already below the
-# watermark count, so a visible one was carried by the summary (or is the turn anchor).
+# watermark count, so a visible one was carried by the summary (or is the turn anchor);
+# and whether that payload sent the summary at all (one larger than its window is not).
 
 AGENT_CONTEXT = 8000
 AGENT_ROUNDS = 5
@@ -989,8 +990,10 @@ def dialogue_turns(first: int, n: int) -> list[dict[str, Any]]:
 
 async def agent_session(
     h: Harness, shape: str, offset: int
-) -> tuple[dict[int, tuple[int, int]], list[str]]:
-    """{compaction k: (visible, compacted instructions)} and the keys lost."""
+) -> tuple[dict[int, tuple[int, int]], list[str], int]:
+    """{compaction k: (visible, compacted instructions)}, the keys lost, and how many of
+    the payloads read after a compaction sent its summary (a summary larger than the
+    window it is for is left out whole: the instructions it carries would go with it)."""
     from tests.support.planted import choose
 
     c = h.client
@@ -1019,6 +1022,7 @@ async def agent_session(
                 seq_of[ins.key] = m["seq"]
     out: dict[int, tuple[int, int]] = {}
     lost: list[str] = []
+    summary_sent = 0
     for k in range(1, AGENT_ROUNDS + 1):
         more = agent_steps(step, 30) if shape == "agent" else dialogue_turns(step, 12)
         step += 30 if shape == "agent" else 12
@@ -1030,9 +1034,10 @@ async def agent_session(
         below = [i for i in planted if seq_of[i.key] <= wm]
         visible = [i for i in below if i.visible_in(ctx["messages"])]
         out[k] = (len(visible), len(below))
+        summary_sent += bool(ctx["summary"]["included"])
         if k == AGENT_ROUNDS:
             lost = [i.key for i in below if i not in visible]
-    return out, lost
+    return out, lost, summary_sent
 
 
 async def agent_freed(h: Harness, steps: int, context: int) -> tuple[int, int, int, int, int]:
@@ -1097,9 +1102,11 @@ async def agent_run_all(url: str, sessions: int) -> list[str]:
                 h.runner.client = h.model if use_model else None
                 h.llm.behaviour = behaviour or "normal"
                 totals = {k: [0, 0] for k in AGENT_REPORT_AT}
+                summary_sent = 0
                 for n in range(sessions):
                     progress(f"agent retention: {label}, {name}, session {n + 1}/{sessions}")
-                    got, lost = await agent_session(h, shape, offset=n)
+                    got, lost, sent = await agent_session(h, shape, offset=n)
+                    summary_sent += sent
                     for k in AGENT_REPORT_AT:
                         totals[k][0] += got[k][0]
                         totals[k][1] += got[k][1]
@@ -1110,13 +1117,21 @@ async def agent_run_all(url: str, sessions: int) -> list[str]:
                         f"{pct(v, t) or 0:.1f}% ({v}/{t})" if t else "–"
                         for v, t in (totals[k] for k in AGENT_REPORT_AT)
                     ]
+                    + [f"{summary_sent} of {sessions * AGENT_ROUNDS}"]
                 )
         out += [
             "Planted instructions (tests/support/planted.py: en, zh, es, de; 8 per session) "
-            "visible in GET /context after compaction k, among those below the watermark",
+            "visible in GET /context after compaction k, among those below the watermark; "
+            "summary sent: payloads read after a compaction that included its summary",
             "",
             markdown_table(
-                ["session shape", "summariser", *(f"after {k}" for k in AGENT_REPORT_AT)], rows
+                [
+                    "session shape",
+                    "summariser",
+                    *(f"after {k}" for k in AGENT_REPORT_AT),
+                    "summary sent",
+                ],
+                rows,
             ),
             "",
             "Lost after 5: " + (", ".join(losses) if losses else "none"),
