@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
@@ -15,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import db as database
 from app.api.deps import Database
+from app.api.errors import domain_response, error_response, problem_response
 from app.api.openapi import install as install_openapi
 from app.api.problems import ERROR_RESPONSES
 from app.auth.keys import Keyring, parse_env_keys
@@ -24,10 +24,11 @@ from app.compaction.router import router as compaction_router
 from app.compaction.runner import CompactionRunner
 from app.console.router import router as console_router
 from app.context.router import router as context_router
-from app.errors import ContextdError, Unavailable, problem, problem_of
+from app.errors import ContextdError, problem
 from app.events import EventWriter
 from app.health import router as health_router
 from app.leases.router import router as leases_router
+from app.messages.lane import AppendLane
 from app.messages.router import router as messages_router
 from app.observability.middleware import BodyLimit, RequestContext
 from app.sessions.router import router as sessions_router
@@ -108,17 +109,13 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         parse_env_keys(settings.api_keys.get_secret_value()) if settings.api_keys else {}
     )
     app.state.keyring = keyring
-    # Outermost first: request context, then authentication, then the body limit.
+    # Outermost first: request context, then authentication, then the body limit, then
+    # the append lane (innermost: it needs the tenant and the body read).
+    app.add_middleware(AppendLane, api=app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(Authenticate, keyring=keyring)
     app.add_middleware(RequestContext)
     return app
-
-
-def _problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(
-        body, status_code=body["status"], media_type="application/problem+json", headers=headers
-    )
 
 
 def format_loc(loc: tuple[int | str, ...] | list[int | str]) -> str:
@@ -135,14 +132,14 @@ def format_loc(loc: tuple[int | str, ...] | list[int | str]) -> str:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ContextdError)
     async def domain_error(request: Request, exc: ContextdError) -> JSONResponse:
-        return _problem_response(problem_of(exc), exc.headers())
+        return domain_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{"loc": format_loc(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
         detail = f"{errors[0]['loc']}: {errors[0]['msg']}" if errors else "invalid request"
         body = problem(422, "validation_error", "Validation failed", detail, errors=errors)
-        return _problem_response(body)
+        return problem_response(body)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -157,26 +154,13 @@ def _install_error_handlers(app: FastAPI) -> None:
                 "body: " + errors[0]["msg"],
                 errors=errors,
             )
-            return _problem_response(body)
+            return problem_response(body)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         body = problem(exc.status_code, code, str(exc.detail), str(exc.detail))
-        return _problem_response(body, dict(exc.headers or {}))
+        return problem_response(body, dict(exc.headers or {}))
 
     async def driver_error(request: Request, exc: Exception) -> JSONResponse:
-        if database.is_unavailable(exc):
-            log.warning("database unavailable", error=type(exc).__name__)
-            return await domain_error(request, Unavailable("the database is unreachable; retry"))
-        if database.is_rolled_back(exc):
-            # Lock order is meant to make this impossible; if it still happens the request
-            # wrote nothing and may simply be sent again.
-            log.warning("transaction rolled back by the database", error=type(exc).__name__)
-            return await domain_error(
-                request, Unavailable("a concurrent write conflicted; retry", retry_after_s=1)
-            )
-        log.exception("unhandled error")
-        return _problem_response(
-            problem(500, "internal_error", "Internal error", "an unexpected error occurred")
-        )
+        return error_response(exc)
 
     # Registered per class, not for `Exception`: Starlette runs a catch-all handler in
     # its outermost middleware, which answers and then re-raises, so the 503 would

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Request, Response
@@ -10,9 +9,8 @@ from app.api.openapi import answers, request_body
 from app.api.schemas import AppendIn, AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
 from app.api.types import StoredStr
 from app.errors import NotFound, invalid
-from app.jsonsafe import storable_problem
+from app.messages import lane, service, tail
 from app.messages import repository as repo
-from app.messages import service, tail
 from app.sessions.schemas import LockTokenIn
 from app.sessions.service import get_session
 
@@ -43,34 +41,11 @@ async def append_messages(
     (`id`, `pinned`, `include_in_context`, `mode`, `run_id`, `metadata`, `error`).
     Unknown fields are stored verbatim. A message whose `id` was stored before is
     not stored again: its original seq is returned."""
-    lock_token = body.get("lock_token")
-    if lock_token is not None and not isinstance(lock_token, str):
-        raise invalid("lock_token", "must be a string")
-    if isinstance(lock_token, str) and storable_problem(lock_token, "lock_token"):
-        raise invalid("lock_token", "must not contain NUL characters or lone surrogates")
-    unknown = sorted(set(body) - {"messages", "lock_token"})
-    if unknown:
-        raise invalid(unknown[0], "is not a field of an append")
-    # What DatabaseDep, TenantDep and SettingsDep give, read directly: FastAPI's
-    # dependency solving was a tenth of an append's CPU.
-    state = request.app.state
-    tenant = await get_tenant(request)
-    result = await service.append(
-        state.database, tenant, session_id, body.get("messages"), lock_token, state.settings
+    # Most appends never get here: app/messages/lane.py answers them ahead of the router.
+    status, content = await lane.answer(
+        request.app.state, await get_tenant(request), session_id, body
     )
-    runner = getattr(state, "compactions", None)
-    if (
-        runner is not None
-        and result.created
-        and result.auto_compact
-        and result.budget.status == "compact_needed"
-    ):
-        await runner.on_compact_needed(tenant, session_id, lock_token)
-    # Plain ints and strings: encoded here, not walked by a response model.
-    content = json.dumps({"messages": result.messages, "budget": result.budget.as_dict()})
-    return Response(
-        content, status_code=201 if result.created else 200, media_type="application/json"
-    )
+    return Response(content, status_code=status, media_type="application/json")
 
 
 @router.get(

@@ -1,0 +1,185 @@
+"""The append lane (app/messages/lane.py) answers appends ahead of the router, and
+answers them exactly as the route does; what the route must judge reaches it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
+
+from app.main import create_app
+from app.messages.lane import AppendLane
+from app.settings import Settings
+from tests.api.test_messages import call, log_of, result, user
+
+
+class Downstream:
+    """Stands in for the router: records what reaches it and answers 418."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, bytes]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        self.seen.append((scope["path"], body))
+        await send({"type": "http.response.start", "status": 418, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.fixture
+async def lane(app: FastAPI) -> AsyncIterator[tuple[httpx.AsyncClient, Downstream]]:
+    downstream = Downstream()
+    transport = httpx.ASGITransport(app=AppendLane(downstream, api=app))
+    async with httpx.AsyncClient(transport=transport, base_url="http://contextd.test") as c:
+        yield c, downstream
+
+
+async def test_the_lane_stores_appends_without_the_router(
+    lane: tuple[httpx.AsyncClient, Downstream], client: httpx.AsyncClient, sid: str
+) -> None:
+    c, downstream = lane
+    batch = [user("hi", id="u1"), call("c1"), result("c1", "done")]
+    r = await c.post(f"/sessions/{sid}/messages", json={"messages": batch})
+    assert r.status_code == 201, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert [a["seq"] for a in r.json()["messages"]] == [1, 2, 3]
+    # A replay of a stored id: its seq again, nothing stored twice.
+    again = await c.post(f"/sessions/{sid}/messages", json={"messages": [batch[0]]})
+    assert again.status_code == 200, again.text
+    assert again.json()["messages"][0]["seq"] == 1
+    assert downstream.seen == []
+    stored = await log_of(client, sid)
+    assert [(m["seq"], m["role"]) for m in stored] == [(1, "user"), (2, "assistant"), (3, "tool")]
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "body"),
+    [
+        ("/sessions/{sid}/messages", {"content-type": "text/plain"}, b'{"messages": []}'),
+        ("/sessions/{sid}/messages", {"content-type": "application/x-www-form-urlencoded"}, b"a=1"),
+        ("/sessions/{sid}/messages", {"content-type": "application/json"}, b'{"messages": ['),
+        ("/sessions/{sid}/messages", {"content-type": "application/json"}, b"[]"),
+        ("/sessions/{sid}/messages", {"content-type": "application/json"}, b""),
+        ("/sessions/{sid}/messages", {"content-type": "application/json"}, b"\xff\xfe{"),
+        ("/sessions/" + "x" * 129 + "/messages", {}, b'{"messages": []}'),
+        ("/sessions/a b/messages", {}, b'{"messages": []}'),
+        ("/sessions/{sid}/messages/", {}, b'{"messages": []}'),
+    ],
+)
+async def test_what_the_route_must_judge_reaches_it_unchanged(
+    lane: tuple[httpx.AsyncClient, Downstream],
+    sid: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+) -> None:
+    c, downstream = lane
+    r = await c.post(path.format(sid=sid), content=body, headers=headers)
+    assert r.status_code == 418
+    assert downstream.seen == [(path.format(sid=sid), body)]
+
+
+async def test_other_methods_and_paths_pass_through(
+    lane: tuple[httpx.AsyncClient, Downstream], sid: str
+) -> None:
+    c, downstream = lane
+    assert (await c.get(f"/sessions/{sid}/messages")).status_code == 418
+    assert (await c.post(f"/sessions/{sid}/context", json={})).status_code == 418
+    assert [p for p, _ in downstream.seen] == [f"/sessions/{sid}/messages"] * 1 + [
+        f"/sessions/{sid}/context"
+    ]
+
+
+@pytest.fixture(scope="module")
+async def routed(settings: Settings, database_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The same app without the lane: every append goes through the router."""
+    app = create_app(settings, database_url=database_url)
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not AppendLane]  # type: ignore[comparison-overlap]
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://contextd.test") as c:
+            yield c
+
+
+CASES: list[tuple[str, list[dict[str, Any]]]] = [
+    ("a user message", [{"messages": [user("hello", id="m1")]}]),
+    ("a tool step", [{"messages": [user("go"), call("k1"), result("k1", "ok")]}]),
+    ("a replay", [{"messages": [user("once", id="r1")]}, {"messages": [user("once", id="r1")]}]),
+    (
+        "a replay with other content",
+        [{"messages": [user("once", id="r1")]}, {"messages": [user("twice", id="r1")]}],
+    ),
+    ("an unknown field", [{"messages": [user("x")], "note": 1}]),
+    ("a lock token that is not a string", [{"messages": [user("x")], "lock_token": 5}]),
+    ("a message without a role", [{"messages": [{"content": "x"}]}]),
+    ("no messages", [{}]),
+    ("an answer to no call", [{"messages": [result("nobody")]}]),
+    (
+        "an answered call answered again",
+        [{"messages": [call("d1"), result("d1")]}, {"messages": [result("d1")]}],
+    ),
+    (
+        "a lease's write without its token",
+        [{"messages": [user("a")]}, {"lease": True}, {"messages": [user("x")]}],
+    ),
+]
+
+
+def _comparable(response: httpx.Response, sid: str) -> tuple[int, str, Any]:
+    # Message ids contextd generates and request ids differ from run to run.
+    text = re.sub(r"msg_[0-9a-f]{32}", "msg_*", response.text.replace(sid, "SID"))
+    return response.status_code, response.headers["content-type"], json.loads(text)
+
+
+@pytest.mark.parametrize(("name", "steps"), CASES, ids=[c[0] for c in CASES])
+async def test_the_lane_answers_as_the_route_does(
+    client: httpx.AsyncClient,
+    routed: httpx.AsyncClient,
+    name: str,
+    steps: list[dict[str, Any]],
+    sid: str,
+) -> None:
+    answers: list[list[tuple[int, str, Any]]] = []
+    for via, prefix in ((client, "lane"), (routed, "route")):
+        session = f"{prefix}-{sid}"
+        got = []
+        for step in steps:
+            if step.get("lease"):
+                r = await via.post(f"/sessions/{session}/lock", json={"owner": "a", "ttl_s": 60})
+                assert r.status_code < 300, r.text
+                continue
+            r = await via.post(f"/sessions/{session}/messages", json=step)
+            got.append(_comparable(r, session))
+        answers.append(got)
+    assert answers[0] == answers[1]
+    assert any(status >= 400 for status, _, _ in answers[0]) == (
+        name not in ("a user message", "a tool step", "a replay")
+    )
+
+
+async def test_a_lane_append_is_labelled_with_the_route_in_metrics(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    def count(text: str) -> float:
+        pattern = (
+            r'contextd_request_duration_seconds_count\{method="POST",'
+            r'route="/sessions/\{session_id\}/messages",status="201"\} (\S+)'
+        )
+        found = re.search(pattern, text)
+        return float(found[1]) if found else 0.0
+
+    before = count((await client.get("/metrics")).text)
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": [user("x")]})
+    assert r.status_code == 201
+    assert count((await client.get("/metrics")).text) == before + 1
