@@ -1,8 +1,8 @@
 """Load: many simulated agents against real `contextd serve` processes, then a checker.
 
     python bench/load.py [--agents 10,50,200] [--duration 20] [--servers 1|2] [--workers N]
-                         [--database-url URL] [--max-turns 400] [--max-seconds 900]
-                         [--json results.json]
+                         [--think-ms 0] [--database-url URL] [--max-turns 400]
+                         [--max-seconds 900] [--json results.json]
 
 For each agent count the script creates a throwaway database (on `--database-url`,
 else `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL in a temporary folder),
@@ -17,6 +17,23 @@ by the assistant's answer and the next user message. Every message carries a
 client `id`; a request that fails with 503, 5xx or a transport error is retried
 with the same ids (appends are idempotent). With two servers, each request goes
 to either of them at random.
+
+`--think-ms` is the model's time per step, between `POST /context` and the append
+it leads to: drawn per step uniformly from 0.5x-1.5x the mean (its own seeded
+stream, so the messages are the same as without it), and each agent starts at a
+random point of its first think (no synchronised first burst). A think that would
+end after `--duration` ends the agent instead. The default, 0, is a closed loop
+with no think time: every agent sends its next request as soon as the previous is
+answered, so the figures are those of a saturated server (queueing), kept
+comparable with earlier runs. Real agents call a model between the two requests
+(0.5-10 s a step), so with a think time the rows say how many agents the machine
+serves at that model latency. Each row gives the offered request rate (agents x 2
+requests per step / mean think: what the agents would send if every answer were
+instant; unbounded at 0) and the achieved rate: achieved / offered near 1 means
+the server kept up, lower means the agents spent that share of their time
+waiting on it. It also gives the load generator's own CPU per request (process
+time of this process during the load / requests), which is taken from the same
+cores as the server's.
 
 Each payload served is checked against SPEC §3: tool groups whole, log order
 kept (the payload's messages map back to increasing seqs equal to `kept_seqs`),
@@ -42,6 +59,7 @@ import collections
 import contextlib
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -113,6 +131,7 @@ class Stats:
     contexts_with_summary: int = 0
     over_budget: int = 0
     abandoned_agents: int = 0
+    think_s: float = 0.0  # model time slept by all agents together
 
     def violation(self, agent: str, text: str) -> None:
         self.violations.append(f"{agent}: {text}")
@@ -167,6 +186,7 @@ class Agent:
         texts: Texts,
         stats: Stats,
         seed: int,
+        think_ms: float = 0.0,
     ) -> None:
         self.n = n
         self.name = f"a{n}"
@@ -176,6 +196,9 @@ class Agent:
         self.texts = texts
         self.stats = stats
         self.rng = random.Random(seed * 100_003 + n)
+        # Its own stream: with or without think time the agent sends the same messages.
+        self.think_rng = random.Random(f"think-{seed}-{n}")
+        self.think_mean_s = think_ms / 1000
         self.strategy = STRATEGIES[n % len(STRATEGIES)]
         self.sent: dict[str, Sent] = {}  # every id ever sent, acked or not
         self.acked: list[Sent] = []  # in acknowledgement order
@@ -384,15 +407,34 @@ class Agent:
         self.alive = bool(ok) and await self.append(messages)
         self.seeding = False
 
+    async def think(self, deadline: float) -> bool:
+        """The model call between a context and its append; False: it would outlast the run."""
+        if self.think_mean_s <= 0:
+            return True
+        seconds = self.think_rng.uniform(0.5, 1.5) * self.think_mean_s
+        if time.monotonic() + seconds >= deadline:
+            return False
+        self.stats.think_s += seconds
+        await asyncio.sleep(seconds)
+        return True
+
     async def run(self, deadline: float, max_turns: int) -> None:
         ok = self.alive
+        if ok and self.think_mean_s > 0:
+            # As if the agent were somewhere in its first model call when the run starts.
+            start_in = self.think_rng.uniform(0, self.think_mean_s)
+            await asyncio.sleep(max(0.0, min(start_in, deadline - time.monotonic())))
         turns = 0
         while ok and time.monotonic() < deadline and turns < max_turns:
-            ok = await self.context() and await self.append(self.tool_step())
+            ok = await self.context()
+            if ok and not await self.think(deadline):
+                break
+            ok = ok and await self.append(self.tool_step())
             if ok and self.rng.random() < 0.4:  # the model answers; the user says the next thing
-                ok = await self.context() and await self.append(
-                    [self.assistant_text(), self.user_message()]
-                )
+                ok = await self.context()
+                if ok and not await self.think(deadline):
+                    break
+                ok = ok and await self.append([self.assistant_text(), self.user_message()])
                 turns += 1
         if not ok:
             self.alive = False
@@ -667,7 +709,9 @@ def server_log_problems(path: Path) -> list[str]:
 class Level:
     agents: int
     servers: int
+    think_ms: float
     seconds: float
+    generator_cpu_s: float
     stats: Stats
     check: CheckResult
     jobs: dict[str, int]
@@ -682,6 +726,11 @@ class Level:
         return [
             self.agents,
             self.servers,
+            self.think_ms,
+            self.offered_rate if self.think_ms > 0 else "closed loop",
+            self.achieved_rate,
+            self.achieved_rate / self.offered_rate if self.think_ms > 0 else "–",
+            self.generator_cpu_ms_per_request,
             s.acked_messages / self.seconds,
             s.append_requests / self.seconds,
             s.contexts / self.seconds,
@@ -697,10 +746,32 @@ class Level:
             "ok" if self.check.ok and not self.left_active else "FAILED",
         ]
 
+    @property
+    def requests(self) -> int:
+        return self.stats.contexts + self.stats.append_requests
+
+    @property
+    def achieved_rate(self) -> float:
+        return self.requests / self.seconds
+
+    @property
+    def offered_rate(self) -> float:
+        """Requests/s if every answer were instant: 2 requests per step per mean think."""
+        return self.agents * 2 / (self.think_ms / 1000) if self.think_ms > 0 else math.inf
+
+    @property
+    def generator_cpu_ms_per_request(self) -> float:
+        return self.generator_cpu_s * 1000 / self.requests if self.requests else math.nan
+
 
 HEADERS = [
     "agents",
     "servers",
+    "think ms",
+    "offered req/s",
+    "achieved req/s",
+    "achieved / offered",
+    "generator CPU ms/req",
     "appends/s (msgs)",
     "append req/s",
     "context req/s",
@@ -735,7 +806,8 @@ async def run_level(
             )
             async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S, limits=limits) as client:
                 crew = [
-                    Agent(n, run, bases, client, texts, stats, args.seed) for n in range(agents)
+                    Agent(n, run, bases, client, texts, stats, args.seed, args.think_ms)
+                    for n in range(agents)
                 ]
                 sem = asyncio.Semaphore(16)
 
@@ -746,9 +818,11 @@ async def run_level(
                 await asyncio.gather(*(seeded(a) for a in crew))
                 progress(f"  {agents} agents: sessions seeded; {args.duration:.0f}s of load")
                 start = time.monotonic()
+                cpu_start = time.process_time()
                 deadline = start + args.duration
                 await asyncio.gather(*(a.run(deadline, args.max_turns) for a in crew))
                 seconds = time.monotonic() - start
+                generator_cpu_s = time.process_time() - cpu_start
                 progress(f"  {agents} agents: load done in {seconds:.1f}s; draining compactions")
                 left_active = await drain_jobs(url, args.drain_seconds)
                 check = CheckResult()
@@ -761,7 +835,17 @@ async def run_level(
             jobs, job_problems = await job_counts(url)
         log_problems = [p for s in servers for p in server_log_problems(s.log_path)]
     return Level(
-        agents, args.servers, seconds, stats, check, jobs, job_problems, left_active, log_problems
+        agents,
+        args.servers,
+        args.think_ms,
+        seconds,
+        generator_cpu_s,
+        stats,
+        check,
+        jobs,
+        job_problems,
+        left_active,
+        log_problems,
     )
 
 
@@ -778,6 +862,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=20, help="seconds of load per agent count")
     p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="contextd servers")
     p.add_argument("--workers", type=int, default=1, help="`serve --workers` of each server")
+    p.add_argument(
+        "--think-ms",
+        type=float,
+        default=0,
+        help="mean model time per step, between a context and its append (0: closed loop)",
+    )
     p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
     p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
     p.add_argument("--max-turns", type=int, default=400, help="turns per agent at most")
@@ -819,7 +909,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {machine_info()}; load average after: {load_average()}")
     print(
         f"duration {args.duration:.0f}s per row; {args.servers} contextd server(s),"
-        f" serve --workers {args.workers} each"
+        f" serve --workers {args.workers} each; think {args.think_ms:.0f} ms"
+        f" (uniform 0.5x-1.5x per step{'' if args.think_ms > 0 else ': closed loop'})"
     )
     print()
     print(markdown_table(HEADERS, [lv.row() for lv in levels]))
@@ -854,6 +945,9 @@ def _as_json(level: Level) -> dict[str, Any]:
     return {
         **dict(zip(HEADERS, level.row(), strict=True)),
         "seconds": level.seconds,
+        "requests": level.requests,
+        "generator_cpu_s": level.generator_cpu_s,
+        "think_s": level.stats.think_s,
         "acked_messages": level.stats.acked_messages,
         "contexts": level.stats.contexts,
         "over_budget_payloads": level.stats.over_budget,
