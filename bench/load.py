@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpcore
 import httpx
 
 if __package__ in (None, ""):  # `python bench/load.py`: make `bench` and `app` importable
@@ -152,6 +153,66 @@ def digest(m: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps([m.get(k) for k in keys], sort_keys=True).encode()).hexdigest()
 
 
+# --- the agents' HTTP ---------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """An answer, its body read whole."""
+
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+TRANSPORT_ERRORS = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError)
+JSON_HEADERS = [(b"content-type", b"application/json")]
+TIMEOUTS = {"timeout": dict.fromkeys(("connect", "read", "write", "pool"), REQUEST_TIMEOUT_S)}
+
+
+class Http:
+    """One agent's connections: httpcore's pool, one keep-alive connection per server.
+
+    The generator shares the cores with the server, so its CPU per request is taken
+    from the server's. One httpx client shared by all agents scanned every pooled
+    connection, with a socket probe each, for every request (O(agents) per request:
+    ~60% of this process's samples at 50 agents); httpx's layers over httpcore
+    (request building, cookie extraction, auth and redirect hooks, decoders) were
+    about half of what remained. An agent sends one request at a time.
+    """
+
+    def __init__(self, servers: int) -> None:
+        self.pool = httpcore.AsyncConnectionPool(
+            max_connections=servers, max_keepalive_connections=servers
+        )
+
+    async def request(self, method: str, url: str, body: dict[str, Any] | None) -> Reply:
+        content = (
+            None
+            if body is None
+            else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        )
+        r = await self.pool.request(
+            method,
+            url,
+            headers=JSON_HEADERS if content is not None else [],
+            content=content,
+            extensions=TIMEOUTS,
+        )
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in r.headers}
+        return Reply(r.status, headers, r.content)
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
 # --- texts -------------------------------------------------------------------------------------
 
 
@@ -182,7 +243,7 @@ class Agent:
         n: int,
         run: str,
         bases: Sequence[str],
-        client: httpx.AsyncClient,
+        http: Http,
         texts: Texts,
         stats: Stats,
         seed: int,
@@ -192,7 +253,7 @@ class Agent:
         self.name = f"a{n}"
         self.sid = f"load-{run}-a{n}"
         self.bases = list(bases)
-        self.client = client
+        self.http = http
         self.texts = texts
         self.stats = stats
         self.rng = random.Random(seed * 100_003 + n)
@@ -214,15 +275,15 @@ class Agent:
 
     async def request(
         self, kind: str, method: str, path: str, body: dict[str, Any] | None
-    ) -> httpx.Response | None:
+    ) -> Reply | None:
         """The first 2xx answer, retrying 503/5xx/transport errors; None after giving up."""
         for attempt in range(MAX_ATTEMPTS):
             # Each request, retries included, to any of the servers: they must act as one.
             base = self.rng.choice(self.bases) if len(self.bases) > 1 else self.bases[0]
             start = time.perf_counter()
             try:
-                r = await self.client.request(method, base + path, json=body)
-            except httpx.TransportError as exc:
+                r = await self.http.request(method, base + path, body)
+            except TRANSPORT_ERRORS as exc:
                 self.stats.errors[f"{kind} {type(exc).__name__}"] += 1
                 await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
                 continue
@@ -801,14 +862,15 @@ async def run_level(
         }
         async with contextd_servers(url, args.servers, env, 180, args.workers) as servers:
             bases = [s.base for s in servers]
-            limits = httpx.Limits(
-                max_connections=agents + 10, max_keepalive_connections=agents + 10
-            )
-            async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S, limits=limits) as client:
-                crew = [
-                    Agent(n, run, bases, client, texts, stats, args.seed, args.think_ms)
-                    for n in range(agents)
-                ]
+            async with contextlib.AsyncExitStack() as stack:
+                client = await stack.enter_async_context(
+                    httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S)
+                )  # the checker's
+                crew = []
+                for n in range(agents):
+                    http = Http(len(bases))
+                    stack.push_async_callback(http.aclose)
+                    crew.append(Agent(n, run, bases, http, texts, stats, args.seed, args.think_ms))
                 sem = asyncio.Semaphore(16)
 
                 async def seeded(a: Agent) -> None:
