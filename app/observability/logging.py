@@ -7,6 +7,8 @@ import sys
 
 import structlog
 
+from app.observability import access
+
 
 def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
     json_output = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
@@ -45,6 +47,8 @@ def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
+    # The access line skips the chain above when the output is JSON (app/observability/access.py).
+    access.write_json_to(handler.stream.write if json_output else None)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -10,9 +10,7 @@ import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import problem
-from app.observability import metrics
-
-log = structlog.get_logger("contextd.http")
+from app.observability import access, metrics
 
 
 class BodyLimit:
@@ -110,13 +108,7 @@ class RequestContext:
             route = _route_template(scope)
             metrics.REQUEST_LATENCY.labels(scope["method"], route, str(status)).observe(elapsed)
             if route not in ("/healthz", "/readyz", "/metrics"):
-                log.info(
-                    "request",
-                    method=scope["method"],
-                    route=route,
-                    status=status,
-                    ms=round(elapsed * 1000, 2),
-                )
+                access.request(scope["method"], route, status, round(elapsed * 1000, 2))
 
 
 def _route_template(scope: Scope) -> str:
