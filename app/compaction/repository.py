@@ -222,6 +222,19 @@ async def extend_lease(db: AsyncSession, job: Job, worker: str, lease_s: float) 
     return (await db.execute(stmt)).first() is not None
 
 
+async def give_back(db: AsyncSession, job: Job, worker: str) -> bool:
+    """Return a running job to the queue (pending, no worker, no lease), unless another
+    worker took it over meanwhile. Its attempts stay counted."""
+    stmt = (
+        update(Job)
+        .where(*_job_key(job), Job.worker == worker, Job.status == "running")
+        .values(status="pending", worker=None, lease_expires_at=None)
+        .returning(Job.id)
+        .execution_options(synchronize_session=False)
+    )
+    return (await db.execute(stmt)).first() is not None
+
+
 async def hold_session(db: AsyncSession, job: Job) -> bool:
     """KEY SHARE on the job's session, False if it is gone.
 

@@ -54,6 +54,7 @@ from app.tokens import get_counter
 log = structlog.get_logger("contextd.compaction")
 
 MAX_ATTEMPTS = 3
+GIVE_BACK_MAX_PAUSE_S = 5.0
 
 
 class JobTakenOver(Exception):
@@ -254,7 +255,7 @@ class CompactionRunner:
     # -- one job ---------------------------------------------------------
 
     async def run_once(self) -> bool:
-        """Claim and run one job; False when there was none."""
+        """Claim and run one job; False when there was none, or it went back to the queue."""
         lease_s = self.settings.job_lease_s
         async with self.database.transaction() as db:
             job = await repo.claim_next(
@@ -269,6 +270,7 @@ class CompactionRunner:
         structlog.contextvars.bind_contextvars(session_id=job.session_id, job_id=job.id)
         heartbeat = asyncio.create_task(self._heartbeat(job, lease_s))
         start = time.perf_counter()
+        gave_back = False
         try:
             if job.attempts > MAX_ATTEMPTS:
                 await self._fail(job, f"abandoned after {MAX_ATTEMPTS} attempts")
@@ -282,15 +284,21 @@ class CompactionRunner:
         except TimeoutError:
             await self._fail(job, "compaction timed out")
         except Exception as exc:
-            log.exception("compaction job crashed")
-            await self._fail(job, f"compaction crashed: {type(exc).__name__}")
+            if is_unavailable(exc):
+                await self._give_back(job, exc)
+                gave_back = True
+            else:
+                log.exception("compaction job crashed")
+                await self._fail(job, f"compaction crashed: {type(exc).__name__}")
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             COMPACTION_DURATION.observe(time.perf_counter() - start)
             structlog.contextvars.unbind_contextvars("job_id")
-        return True
+        # After a give-back, as after an empty claim, the loop waits before claiming again:
+        # the database that was busy a moment ago gets the moment.
+        return not gave_back
 
     async def _heartbeat(self, job: repo.Job, lease_s: float) -> None:
         while True:
@@ -426,6 +434,32 @@ class CompactionRunner:
                 raise JobTakenOver
             await record_event(db, job.tenant_id, job.session_id, f"compaction.{status}", meta)
         COMPACTION_JOBS.labels(status).inc()
+
+    async def _give_back(self, job: repo.Job, exc: Exception) -> None:
+        """The database was away or busy (a pool wait timed out under load): not the job's
+        fault, and nothing of it was stored. It goes back to the queue; a claim counts an
+        attempt, so a database that stays away still ends it after MAX_ATTEMPTS.
+
+        Until the give-back is written the job is this runner's, and no runner takes
+        over its own jobs (a late heartbeat is not a death): with no other process it
+        would stay "running" for good. So the write is retried, backing off, until it
+        lands, the job turns out to be someone else's, or the runner stops."""
+        log.warning(
+            "compaction job: database unavailable; back in the queue",
+            error=type(exc).__name__,
+        )
+        pause = 0.25
+        while not self._stopping:
+            try:
+                async with self.database.transaction() as db:
+                    await repo.give_back(db, job, self.worker_id)
+                return
+            except Exception as again:
+                if not is_unavailable(again):
+                    log.exception("could not put the compaction job back in the queue")
+                    return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, GIVE_BACK_MAX_PAUSE_S)
 
     async def _fail(self, job: repo.Job, reason: str) -> None:
         meta = build_metadata(None, None, triggered_at=job.created_at, failed_reason=reason)
