@@ -17,7 +17,8 @@ copy them, and they count as visible for the anchor and constraint checks.
   missing (if `anchor_retry_enabled`); anchors still missing → `degraded`,
   with the missing anchors carried verbatim. Identifiers still missing are
   appended verbatim to `facts` and do not degrade: the summary is otherwise
-  the model's and good;
+  the model's and good. All of this is checked again after the summary is
+  fitted to its cap, and what the fit took away is patched back in (`_Run.fit`);
 - timeout, HTTP error, dropped connection, refusal, unparseable or
   schema-violating output, or a summary in the wrong language after the retry
   → the extractive summary of the range, `degraded`;
@@ -42,7 +43,12 @@ from app.compaction.checks import (
     missing_anchors,
     missing_identifiers,
 )
-from app.compaction.extractive import extractive_summary, fit_to_tokens, pinned_entries
+from app.compaction.extractive import (
+    extractive_summary,
+    fit_to_tokens,
+    pinned_entries,
+    tokens_over_cap,
+)
 from app.compaction.llm import ChatModelClient, ChatResult, ModelError, ModelTimeout
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.prompt import SummaryRequest, build_retry_request, build_summary_request
@@ -98,6 +104,20 @@ class _Check:
     missing_constraints: list[str]
 
 
+@dataclass(frozen=True, slots=True)
+class _Patch:
+    """What contextd adds to a summary so that nothing it must keep is lost."""
+
+    identifiers: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    anchors: tuple[str, ...] = ()
+
+
+# Fit, re-check and patch at most this often; each round trims by what the last overshot
+# (one or two rounds in practice).
+_FIT_ROUNDS = 6
+
+
 @dataclass(slots=True)
 class _Run:
     plan: CompactionPlan
@@ -113,6 +133,7 @@ class _Run:
     user_messages: tuple[str, ...]
     cap: int
     input_tokens: int
+    preserved_texts: list[str] | None = None
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -142,26 +163,7 @@ class _Run:
         retried: bool,
         reason: str | None,
     ) -> SummaryOutcome:
-        summary = check.summary
-        if check.missing_identifiers:
-            label = "涉及的标识：" if self.lang == "zh" else "Identifiers: "
-            extra = label + ", ".join(check.missing_identifiers)
-            summary = replace(summary, facts=(*summary.facts, extra))
-        if check.missing_constraints:
-            # Still missing after the retry: carried verbatim rather than lost.
-            prefs = (*summary.user_prefs, *check.missing_constraints)
-            summary = replace(summary, user_prefs=prefs)
-        if check.missing_anchors:
-            summary = replace(summary, carried_anchors=tuple(check.missing_anchors))
-        # What was patched in may not push the summary past its cap: a summary larger
-        # than the window it is for is left out of every payload whole.
-        summary = fit_to_tokens(
-            summary,
-            lang=self.lang,
-            max_tokens=self.cap,
-            counter=self.counter,
-            through_seq=self.plan.new_watermark,
-        )
+        summary, patch = self.fit(check.summary)
         rendered = render_summary(summary, self.lang, through_seq=self.plan.new_watermark)
         return SummaryOutcome(
             status=status,
@@ -172,15 +174,86 @@ class _Run:
             language=self.lang,
             anchor_validation_passed=not check.missing_anchors,
             anchor_retry_used=retried,
-            missing_anchors=tuple(check.missing_anchors),
-            patched_identifiers=tuple(check.missing_identifiers),
-            patched_constraints=tuple(check.missing_constraints),
+            missing_anchors=patch.anchors,
+            patched_identifiers=patch.identifiers,
+            patched_constraints=patch.constraints,
             model_calls=self.calls,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             input_tokens=self.input_tokens,
             reason=reason,
         )
+
+    def missing(self, summary: StructuredSummary) -> _Patch:
+        """What `summary` must show and does not: anchors and constraints in the final context,
+        identifiers in the summary itself."""
+        rendered = render_summary(summary, self.lang, through_seq=self.plan.new_watermark)
+        if self.preserved_texts is None:
+            self.preserved_texts = message_texts(self.plan.preserved_messages)
+        visible = [*self.system_texts, rendered, *self.preserved_texts]
+        return _Patch(
+            identifiers=tuple(missing_identifiers(self.identifiers, rendered)),
+            constraints=tuple(missing_anchors(self.constraints, visible)),
+            anchors=tuple(missing_anchors(self.anchors, visible)),
+        )
+
+    def patched(self, summary: StructuredSummary, patch: _Patch) -> StructuredSummary:
+        if patch.identifiers:
+            label = "涉及的标识：" if self.lang == "zh" else "Identifiers: "
+            extra = label + ", ".join(patch.identifiers)
+            summary = replace(summary, facts=(*summary.facts, extra))
+        if patch.constraints:
+            # Missing after the retry, or trimmed by the fit: carried verbatim rather than lost.
+            summary = replace(summary, user_prefs=(*summary.user_prefs, *patch.constraints))
+        return replace(summary, carried_anchors=patch.anchors)
+
+    def over_cap(self, summary: StructuredSummary) -> int:
+        return tokens_over_cap(
+            summary,
+            lang=self.lang,
+            max_tokens=self.cap,
+            counter=self.counter,
+            through_seq=self.plan.new_watermark,
+        )
+
+    def fit(self, summary: StructuredSummary) -> tuple[StructuredSummary, _Patch]:
+        """`summary` fitted to the cap with what it must keep patched in after the fit.
+
+        Checking before the fit is not enough: an identifier, constraint or anchor the
+        check saw in an old timeline entry is gone once the fit drops that entry. So
+        the summary is fitted first, what is then missing is patched in, and when the
+        patch pushes it past the cap the rest is fitted to the cap less the overshoot
+        and checked again. Only a patch larger than the whole cap is itself trimmed
+        (facts before constraints: the cap of SPEC §5 holds over both); carried anchors
+        are outside the cap, like pinned messages.
+        """
+        limit = self.cap
+        for _ in range(_FIT_ROUNDS):
+            fitted = fit_to_tokens(
+                summary,
+                lang=self.lang,
+                max_tokens=limit,
+                counter=self.counter,
+                through_seq=self.plan.new_watermark,
+            )
+            patch = self.missing(fitted)
+            result = self.patched(fitted, patch)
+            over = self.over_cap(result)
+            if over <= 0:
+                return result, patch
+            # Room for the patch: the rest shrinks below its own size by the overshoot
+            # (below `limit` is not enough: it may already fit well under it).
+            limit = self.cap + self.over_cap(fitted) - over
+            if limit < 0:
+                break
+        last = fit_to_tokens(
+            result,
+            lang=self.lang,
+            max_tokens=self.cap,
+            counter=self.counter,
+            through_seq=self.plan.new_watermark,
+        )
+        return last, patch
 
     def extractive(
         self, status: Literal["success", "degraded"], reason: str | None, retried: bool = False

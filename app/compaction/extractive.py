@@ -145,6 +145,31 @@ def extractive_summary(messages: Sequence[LoggedMessage], *, lang: str) -> Struc
 Stage = Callable[[StructuredSummary, int], StructuredSummary]
 
 
+def _fixed_tokens(
+    summary: StructuredSummary, lang: str, counter: TextCounter, through_seq: int | None
+) -> int:
+    """Tokens of the parts outside the cap (pinned, carried anchors, the user's messages)."""
+    fixed = StructuredSummary(
+        pinned=summary.pinned,
+        carried_anchors=summary.carried_anchors,
+        user_messages=summary.user_messages,
+    )
+    return counter.count_text(render_summary(fixed, lang, through_seq=through_seq))
+
+
+def tokens_over_cap(
+    summary: StructuredSummary,
+    *,
+    lang: str,
+    max_tokens: int,
+    counter: TextCounter,
+    through_seq: int | None = None,
+) -> int:
+    """How far `summary` is over `max_tokens` as `fit_to_tokens` counts it (<= 0: it fits)."""
+    total = counter.count_text(render_summary(summary, lang, through_seq=through_seq))
+    return total - _fixed_tokens(summary, lang, counter, through_seq) - max_tokens
+
+
 def _drop_oldest(name: str) -> Stage:
     def stage(s: StructuredSummary, k: int) -> StructuredSummary:
         items: tuple[str, ...] = getattr(s, name)
@@ -172,14 +197,7 @@ def fit_to_tokens(
     def cost(s: StructuredSummary) -> int:
         return counter.count_text(render_summary(s, lang, through_seq=through_seq))
 
-    def fixed(s: StructuredSummary) -> int:
-        return cost(
-            StructuredSummary(
-                pinned=s.pinned, carried_anchors=s.carried_anchors, user_messages=s.user_messages
-            )
-        )
-
-    budget = max_tokens + fixed(summary)
+    budget = max_tokens + _fixed_tokens(summary, lang, counter, through_seq)
     if cost(summary) <= budget:
         return summary
 

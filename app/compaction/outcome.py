@@ -13,8 +13,10 @@ class SummaryOutcome:
     """The summary to store and how it came about.
 
     `input_tokens` is SPEC's `rolling_summary_input_tokens` (range plus previous
-    summary); `missing_anchors` were carried verbatim; `patched_identifiers`
-    were appended to `facts`; `reason` is a stable code when not a clean success.
+    summary); `missing_anchors` were carried verbatim (left out by the model, or
+    trimmed by the fit to the cap: `anchor_validation_passed` is about the model's
+    answer); `patched_identifiers` were appended to `facts`; `reason` is a stable
+    code when not a clean success.
     """
 
     status: Literal["success", "degraded"]

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
 import pytest
 
 from app.compaction.engine import summarise
+from app.compaction.extractive import tokens_over_cap
 from app.compaction.outcome import SummaryOutcome
-from app.compaction.summary import StructuredSummary, summary_token_cap
+from app.compaction.summary import StructuredSummary, render_summary, summary_token_cap
 from app.compaction.turns import CompactionPlan, plan_range
 from app.messages.types import LoggedMessage
-from tests.fakellm import FakeLLM
+from tests.fakellm import FakeLLM, Raw
 from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, log_of
 
 ANCHOR = "The production database is called orders_prod and must never be dropped."
@@ -287,3 +290,115 @@ async def test_identifiers_missing_after_retry_are_patched_into_facts(
     assert "deploy/billing.yaml" in outcome.patched_identifiers
     assert "deploy/billing.yaml" in outcome.summary.facts[-1]
     assert "deploy/billing.yaml" in llm.calls[1].body["messages"][-1]["content"]
+
+
+def _answer(summary: dict[str, list[str]]) -> Raw:
+    content = json.dumps(summary)
+    return Raw(
+        200,
+        {
+            "id": "chatcmpl-fit",
+            "object": "chat.completion",
+            "model": "fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 100, "completion_tokens": len(content) // 4},
+        },
+    )
+
+
+async def test_what_the_check_saw_is_still_there_after_the_fit_to_the_cap(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    # The model names the identifier and the anchor only in its oldest timeline entries,
+    # then writes far more than its cap: the check sees both, the fit to the cap drops
+    # those entries. Both must be in the summary that is stored, and it must still fit.
+    filler = [
+        f"Step {i}: " + "the assistant reviewed more of the service code. " * 12 for i in range(12)
+    ]
+    llm.script(
+        _answer(
+            {
+                "timeline": [
+                    "Read deploy/billing.yaml for the cluster settings.",
+                    ANCHOR,
+                    *filler,
+                ]
+            }
+        )
+    )
+    # A `user_messages` share too small for any message (cap at its 256-token floor): the
+    # identifier is then only where the model put it.
+    outcome = await _run(llm, http, usable_budget=10)
+    assert llm.call_count == 1 and not outcome.anchor_retry_used
+    assert outcome.status == "success" and outcome.anchor_validation_passed
+    assert "deploy/billing.yaml" in outcome.rendered_text
+    assert ANCHOR in outcome.rendered_text
+    trimmable = replace(outcome.summary, pinned=(), user_messages=(), carried_anchors=())
+    fixed_only = StructuredSummary(
+        pinned=outcome.summary.pinned,
+        user_messages=outcome.summary.user_messages,
+        carried_anchors=outcome.summary.carried_anchors,
+    )
+    assert not trimmable.timeline[0].startswith("Read deploy/billing.yaml")  # it was trimmed
+    assert outcome.patched_identifiers == ("deploy/billing.yaml",)
+    assert outcome.summary.carried_anchors == (ANCHOR,) == outcome.missing_anchors
+    budget = 256 + COUNTER.count_text(
+        render_summary(fixed_only, "en", through_seq=_plan().new_watermark)
+    )
+    assert outcome.summary_tokens <= budget
+
+
+async def test_identifiers_the_patch_pushes_out_are_patched_in_too(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    # The model's summary fits its cap and names src/alpha_io.py only in its oldest timeline
+    # entry; five other files it leaves out. Patching them in pushes the summary a few tokens
+    # past the cap (from well under it), and the fit that follows drops the entry with alpha:
+    # alpha must come back too, and the cap still hold.
+    others = [f"src/{name}_io.py" for name in ("beta", "gamma", "delta", "epsilon", "zeta")]
+    files = ["src/alpha_io.py", *others]
+    log = log_of(
+        [
+            {"role": "user", "content": f"Read {', '.join(files)}. " + "x " * 300},
+            {"role": "assistant", "content": "Read them all. " + "y " * 300},
+            {"role": "user", "content": "Thanks."},
+            {"role": "assistant", "content": "You are welcome."},
+            {"role": "user", "content": f"Now change {', '.join(files)}."},
+        ]
+    )
+    plan = plan_range(log, watermark=0, min_preserved_turns=1)
+    assert isinstance(plan, CompactionPlan)
+
+    def over(summary: StructuredSummary) -> int:
+        return tokens_over_cap(
+            summary, lang="en", max_tokens=256, counter=COUNTER, through_seq=plan.new_watermark
+        )
+
+    def patched_over(timeline: tuple[str, ...]) -> int:
+        return over(
+            StructuredSummary(facts=("Identifiers: " + ", ".join(others),), timeline=timeline)
+        )
+
+    timeline: tuple[str, ...] = ("Read src/alpha_io.py for the readers.",)
+    while patched_over((*timeline, "Step.")) <= 0:
+        longer = (*timeline, f"Step {len(timeline)}: checked one more reader.")
+        timeline = longer if patched_over(longer) <= 0 else (*timeline, "Step.")
+    while patched_over(timeline) <= 0:  # grow the last entry to just past the cap
+        timeline = (*timeline[:-1], timeline[-1] + " Done.")
+    assert len(timeline) > 4 and over(StructuredSummary(timeline=timeline)) < -20
+    assert 0 < patched_over(timeline) <= 3
+    llm.script(_answer({"timeline": list(timeline)}))
+    outcome = await _run(
+        llm, http, plan=plan, anchors=(), usable_budget=10, anchor_retry_enabled=False
+    )
+    assert llm.call_count == 1 and outcome.summarizer == "model"
+    assert not outcome.summary.timeline[0].startswith("Read src/alpha_io.py")  # trimmed
+    for name in files:
+        assert name in outcome.rendered_text, name
+    assert over(outcome.summary) <= 0
