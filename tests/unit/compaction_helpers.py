@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -14,7 +15,11 @@ import pytest
 
 from app.messages.types import LoggedMessage, Role
 
-DATASET = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "sessions.jsonl"
+# CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET.
+DATASET = Path(
+    os.environ.get("CONTEXTD_DATASET")
+    or Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "sessions.jsonl"
+)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
