@@ -54,8 +54,14 @@ _IDENTIFIER_PATTERNS = (
     re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"),  # snake_case
     re.compile(r"`([^`\n]{2,80})`"),
     re.compile(r"[“「《]([^”」》\n]{1,40})[”」》]"),
-    re.compile(r"\"([^\"\n]{2,40})\"(?!\s*:)"),  # not a JSON key
+    # Not a JSON key, and not the gap between two strings: a quote followed by space or by
+    # JSON structure (`": {"`, `"}], "`) closes a string rather than opening one, and taking
+    # it for an opening quote also swallowed the quote of the value after it.
+    re.compile(r"\"(?![\s:,\]}])([^\"\n]{2,40})(?<!\s)\"(?!\s*:)"),
 )
+# An identifier has at least one letter or digit (any script); punctuation alone is
+# structure, never a name.
+_WORDISH = re.compile(r"[^\W_]")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(`\[])|(?<=[。！？；])|\n+")
 _WS = re.compile(r"\s+")
@@ -92,7 +98,7 @@ def extract_identifiers(text: str) -> list[str]:
     for pattern in _IDENTIFIER_PATTERNS:
         for m in pattern.finditer(text):
             value = (m.group(1) if m.groups() else m.group(0)).strip().rstrip(".,;:")
-            if len(value) >= 2 and value not in found:
+            if len(value) >= 2 and value not in found and _WORDISH.search(value):
                 found[value] = m.start()
     # Drop values contained in a longer identifier (a file name inside its path).
     values = sorted(found, key=lambda v: found[v])

@@ -74,6 +74,24 @@ def test_identifiers_are_extracted() -> None:
     ]
 
 
+def test_json_structure_is_not_an_identifier_and_its_values_are() -> None:
+    # A closing quote taken for an opening one paired `"a": {"` into `: {` and hid the
+    # next value; tool results and arguments are JSON, so this was most of them.
+    text = (
+        '{"name": "Project Phoenix", "a": {"b": [1, 2]}, "flights": [{"origin": "JFK", '
+        '"flight_number": "HAT170"}], "status": "ok!", "tags": ["blue", "green"], "n": 3}'
+    )
+    ids = extract_identifiers(text)
+    for fragment in (": {", ": [", "}]", ": [{", ": [1, 2]}", ","):
+        assert fragment not in ids, fragment
+    assert all(any(c.isalnum() for c in i) for i in ids), ids
+    for value in ("Project Phoenix", "JFK", "HAT170", "flight_number", "blue", "green"):
+        assert value in ids, value
+    assert "origin" not in ids and "name" not in ids  # keys are not names
+    assert extract_identifiers('the "--" flag and `->` and "..." and "…"') == []
+    assert extract_identifiers('said "hello!", then "world"') == ["hello!", "world"]
+
+
 def test_identifiers_to_keep_are_those_mentioned_again_later() -> None:
     range_texts = ["Look at src/db.py and src/api.py; the id is 7f3e2a91c."]
     later = ["Now fix the bug in src/db.py"]
