@@ -16,10 +16,14 @@ planted turn. For k = 1, 2, 3 the bench appends chunk k over HTTP, reads
 the whole session, so the payload is never trimmed: a constraint that is not
 in it was lost by compaction.
 
-A session qualifies when all three compactions can have a non-empty range:
-the first chunk needs the current turn, `--preserved-turns` turns and at
-least one more; the others one turn each. Agent traces that are one long user
-turn never qualify (the current turn is never compacted).
+A session qualifies when the planner finds a range at each of the three
+compactions: `select_cases` runs the app's own `session_compaction` and
+`plan_session` (what the job and `dry_run` call) over the chunks with the
+session's settings, moving the watermark as the job would, so a session whose
+tail the planner keeps whole (it fits `keep_recent_ratio` of the window) is
+left out rather than counted as an error; each run then checks that the job
+moved the watermark where the selection said. Agent traces that are one long
+user turn never qualify (the current turn is never compacted).
 
 Configurations, on the app in-process (`create_app` + `httpx.ASGITransport`,
 one compaction worker), each for every `--preserved-turns` value:
@@ -67,7 +71,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +80,17 @@ import httpx
 if __package__ in (None, ""):  # `python bench/compaction_bench.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.compaction import NoopReason
 from app.compaction import runner as runner_module
 from app.compaction import summarise as engine_summarise
 from app.compaction.llm import ChatModelClient, ChatResult
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.runner import CompactionRunner
-from app.messages.types import content_text
+from app.compaction.service import plan_session
+from app.messages.types import LoggedMessage, content_text
+from app.models import SessionRow
+from app.sessions.service import session_compaction
+from app.settings import CompactionSettings, Settings, load_settings
 from app.tokens import get_counter
 from bench.common import (
     DATASET,
@@ -142,6 +151,7 @@ class Case:
     chunks: list[list[dict[str, Any]]]  # COMPACTIONS chunks of whole turns
     turns: int
     tokens: int  # messages only, planted included
+    watermarks: tuple[int, ...] = ()  # after each compaction, as the planner places them
 
     @property
     def context_limit(self) -> int:
@@ -245,21 +255,119 @@ def prepare(source: Source, codes: Sequence[str], preserved_turns: int) -> Case 
     return Case(source, planted, chunks, n, total)
 
 
+def bench_settings(database_url: str | None = None, model_url: str | None = None) -> Settings:
+    """The app's settings in this bench: one compaction worker, the model if any."""
+    return load_settings(
+        database_url=database_url,
+        llm_base_url=model_url,
+        llm_model="fake" if model_url else None,
+        llm_api_key=None,
+        api_keys=None,
+        compaction_workers=1,
+        job_lease_s=30.0,
+        compaction=CompactionSettings(compact_timeout_s=30.0),
+    )
+
+
+def session_body(case: Case, preserved_turns: int) -> dict[str, Any]:
+    """The PUT /sessions body of a run: no automatic compaction, the whole window usable."""
+    return {
+        "context_limit": case.context_limit,
+        "system_prompt": case.source.system,
+        "auto_compact": False,
+        "compaction": {
+            "min_preserved_turns": preserved_turns,
+            "reserved_output_tokens": 0,
+            "safety_margin_tokens": 0,
+        },
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerNoop:
+    k: int  # which compaction, from 1
+    reason: NoopReason
+
+
+def planned_watermarks(
+    case: Case, preserved_turns: int, settings: Settings
+) -> tuple[int, ...] | PlannerNoop:
+    """Where the watermark lands after each `POST /compact {force}`, or the planner's noop.
+
+    The app's own planning (`session_compaction`, `plan_session`) over the chunks as
+    they are appended: the plan does not depend on the summary, so no summariser runs.
+    """
+    body = session_body(case, preserved_turns)
+    row = SessionRow(
+        model=None,
+        context_limit=body["context_limit"],
+        compaction=body["compaction"],
+        last_compaction_seq=0,
+        compacted_history_tokens=0,
+        compaction_count=0,
+    )
+    counter = get_counter(settings.default_model)
+    log: list[LoggedMessage] = []
+    watermarks: list[int] = []
+    for chunk in case.chunks:
+        for m in chunk:
+            seq = len(log) + 1
+            log.append(
+                LoggedMessage(
+                    seq=seq,
+                    id=f"m{seq}",
+                    role=m["role"],
+                    body=m,
+                    token_count=counter.count_message(m),
+                )
+            )
+        watermark = row.last_compaction_seq
+        history = [m for m in log if m.seq > watermark]
+        plan = plan_session(history, row, session_compaction(row, settings), force=True)
+        if isinstance(plan, NoopReason):
+            return PlannerNoop(len(watermarks) + 1, plan)
+        row.last_compaction_seq = plan.new_watermark
+        row.compaction_count += 1
+        watermarks.append(plan.new_watermark)
+    return tuple(watermarks)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    cases: list[Case]  # the longest qualifying sessions, at most `limit`
+    qualified: int
+    too_few_turns: int
+    # (session id, compaction k, the planner's noop reason) of sessions left out
+    planner_noops: list[tuple[str, int, str]]
+
+
 def select_cases(
-    sources: Sequence[Source], limit: int | None, preserved_turns: int
-) -> tuple[list[Case], int]:
-    """The longest qualifying sessions (at most `limit`), and how many qualified in all."""
+    sources: Sequence[Source],
+    limit: int | None,
+    preserved_turns: int,
+    settings: Settings | None = None,
+) -> Selection:
+    """Sessions that compact three times by the planner's own rule (see the module docstring)."""
+    settings = settings or bench_settings()
     corpus = "\n".join(
         f"{s.system or ''}\n{json.dumps(s.messages, ensure_ascii=False)}" for s in sources
     )
     codes = unique_codes(corpus, 3 * len(sources))
     cases = []
+    few = 0
+    noops: list[tuple[str, int, str]] = []
     for i, s in enumerate(sources):
         case = prepare(s, codes[3 * i : 3 * i + 3], preserved_turns)
-        if case is not None:
-            cases.append(case)
+        if case is None:
+            few += 1
+            continue
+        planned = planned_watermarks(case, preserved_turns, settings)
+        if isinstance(planned, PlannerNoop):
+            noops.append((s.id, planned.k, planned.reason.code))
+            continue
+        cases.append(replace(case, watermarks=planned))
     cases.sort(key=lambda c: c.tokens, reverse=True)
-    return (cases[:limit] if limit else cases), len(cases)
+    return Selection(cases[:limit] if limit else cases, len(cases), few, noops)
 
 
 # --- instrumentation ----------------------------------------------------------------------------
@@ -444,19 +552,8 @@ async def app_client(
     url: str, model_url: str | None
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
     from app.main import create_app
-    from app.settings import CompactionSettings, load_settings
 
-    settings = load_settings(
-        database_url=url,
-        llm_base_url=model_url,
-        llm_model="fake" if model_url else None,
-        llm_api_key=None,
-        api_keys=None,
-        compaction_workers=1,
-        job_lease_s=30.0,
-        compaction=CompactionSettings(compact_timeout_s=30.0),
-    )
-    app = create_app(settings, database_url=url)
+    app = create_app(bench_settings(url, model_url), database_url=url)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
@@ -495,14 +592,13 @@ async def harness(url: str) -> AsyncIterator[Harness]:
             clocks.close()
 
 
-async def run_all(
-    url: str, plans: dict[int, tuple[list[Case], int]], configs: Sequence[Config]
-) -> Results:
+async def run_all(url: str, plans: dict[int, Selection], configs: Sequence[Config]) -> Results:
     """Every session under every variant; the two configurations alternate session by session
     (first one, then the other, swapping each time) so background load hits both alike."""
     results: Results = {}
     async with harness(url) as h:
-        for preserved, (cases, _) in plans.items():
+        for preserved, selection in plans.items():
+            cases = selection.cases
             for config in configs:
                 results[Variant(config, preserved)] = []
             for i, case in enumerate(cases):
@@ -525,21 +621,7 @@ async def run_session(h: Harness, case: Case, variant: Variant, run: Run) -> Non
     c = h.client
     sid = f"cbench-{variant.config.key}-{variant.preserved_turns}-{uuid.uuid4().hex[:10]}"
     check(
-        await c.put(
-            f"/sessions/{sid}",
-            json={
-                "context_limit": case.context_limit,
-                "system_prompt": case.source.system,
-                "auto_compact": False,
-                "compaction": {
-                    "min_preserved_turns": variant.preserved_turns,
-                    "reserved_output_tokens": 0,
-                    "safety_margin_tokens": 0,
-                },
-            },
-        ),
-        200,
-        201,
+        await c.put(f"/sessions/{sid}", json=session_body(case, variant.preserved_turns)), 200, 201
     )
     compacted = 0
     patterns = [code_pattern(p.code) for p in case.planted]
@@ -557,6 +639,13 @@ async def run_session(h: Harness, case: Case, variant: Variant, run: Run) -> Non
         ctx = check(await c.get(f"/sessions/{sid}/context"), 200)
         state = check(await c.get(f"/sessions/{sid}/compaction"), 200)
         meta = done.get("compaction_metadata") or {}
+        if done.get("watermark_after") != case.watermarks[k - 1]:
+            # The selection planned this session with the app's planner: a different
+            # watermark means the bench's copy of the session's settings has drifted.
+            raise RuntimeError(
+                f"compaction {k}: {done['status']} to watermark {done.get('watermark_after')}, "
+                f"the selection planned {case.watermarks[k - 1]}"
+            )
         await h.clocks.wait_job()
         if len(h.clocks.jobs) != jobs + 1 or len(h.clocks.engine) != engines + 1:
             raise RuntimeError(
@@ -845,7 +934,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.agent:
         return agent_main(args)
     if not DATASET.exists():
-        print(f"dataset {DATASET} not found", file=sys.stderr)
+        # No synthetic fallback here: the planted constraints need the real sessions.
+        print(f"dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET)", file=sys.stderr)
         return 2
     server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
     from app.db import run_migrations
@@ -853,7 +943,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     sources = load_sources()
     plans = {p: select_cases(sources, args.sessions, p) for p in args.preserved_turns}
-    if not any(cases for cases, _ in plans.values()):
+    if not any(selection.cases for selection in plans.values()):
         print("no session qualifies", file=sys.stderr)
         return 2
     started = time.perf_counter()
@@ -867,11 +957,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"contextd compaction bench: {machine_info()}; PostgreSQL {version} ({db.server}); "
         f"dataset {DATASET.name}: {len(sources)} sessions"
     )
-    for p, (cases, qualified) in plans.items():
+    for p, selection in plans.items():
+        cases = selection.cases
         kinds = sorted({c.source.source for c in cases})
+        noops = "; ".join(
+            f"{sid} at compaction {k}: {code}" for sid, k, code in selection.planner_noops
+        )
         print(
-            f"- min_preserved_turns={p}: {qualified} sessions qualify for {COMPACTIONS} "
-            f"compactions (the others have too few user turns), {len(cases)} used "
+            f"- min_preserved_turns={p}: {selection.qualified} sessions qualify for "
+            f"{COMPACTIONS} compactions ({selection.too_few_turns} have too few user turns, "
+            f"{len(selection.planner_noops)} the planner would not compact "
+            f"{COMPACTIONS} times{': ' + noops if noops else ''}), {len(cases)} used "
             f"({sum(c.source.lang == 'zh' for c in cases)} Chinese; {', '.join(kinds)}), "
             f"{sum(c.turns for c in cases)} turns, {sum(c.tokens for c in cases):,} tokens "
             "with the planted ones"
@@ -918,7 +1014,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def run_bounded(
-    args: argparse.Namespace, db: Throwaway, plans: dict[int, tuple[list[Case], int]]
+    args: argparse.Namespace, db: Throwaway, plans: dict[int, Selection]
 ) -> tuple[Results, str]:
     async with asyncio.timeout(args.max_seconds):
         version = await server_version(db.url)
