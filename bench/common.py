@@ -41,6 +41,21 @@ DATASET = Path(
     os.environ.get("CONTEXTD_DATASET")
     or REPO_ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
 )
+
+
+def dataset_warning() -> str:
+    """A header line for benches that fall back to the synthetic dialogue ("" with the dataset).
+
+    The fallback is a different load: figures from it must not pass for the dataset's.
+    """
+    if DATASET.exists():
+        return ""
+    return (
+        f"\nWARNING: dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET): "
+        "these figures are from a synthetic dialogue, not comparable with the dataset's"
+    )
+
+
 # One POST of the seed stays well under the default 8 MiB body limit.
 SEED_BATCH_BYTES = 4 * 1024 * 1024
 

@@ -64,6 +64,7 @@ from bench.common import (
     Throwaway,
     contextd_server,
     cycled,
+    dataset_warning,
     load_average,
     load_messages,
     machine_info,
@@ -216,7 +217,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
         f"(exact o200k_base counts); budget {args.budget:,} tokens; strategy "
         f"{args.strategy or 'session default (key_messages)'}; {args.repeat} warm calls per "
         f"size in-process and over HTTP, {args.cold_repeat} cold, in {args.rounds} interleaved "
-        f"rounds"
+        f"rounds{dataset_warning()}"
     )
     params = service.ContextParams(max_tokens=args.budget, strategy=args.strategy)
     query: dict[str, Any] = {"max_tokens": args.budget}

@@ -56,6 +56,7 @@ from bench.common import (
     Throwaway,
     clone_session,
     contextd_server,
+    dataset_warning,
     load_average,
     load_messages,
     machine_info,
@@ -226,7 +227,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
         f"contextd log bench: {machine_info()}; PostgreSQL {version} ({db.server}); "
         f"seed data: {source}; {args.appends} measured requests per figure, sizes "
         f"interleaved, {_count(args.clients, 'client')} at once for throughput; "
-        f"planner statistics: {STATS_LABEL[args.stats]}"
+        f"planner statistics: {STATS_LABEL[args.stats]}{dataset_warning()}"
     )
     from app.models import DEFAULT_TENANT
 
