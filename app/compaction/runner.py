@@ -15,6 +15,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -54,7 +55,7 @@ from app.tokens import get_counter
 log = structlog.get_logger("contextd.compaction")
 
 MAX_ATTEMPTS = 3
-GIVE_BACK_MAX_PAUSE_S = 5.0
+CLOSING_WRITE_MAX_PAUSE_S = 5.0
 
 
 class JobTakenOver(Exception):
@@ -438,35 +439,44 @@ class CompactionRunner:
     async def _give_back(self, job: repo.Job, exc: Exception) -> None:
         """The database was away or busy (a pool wait timed out under load): not the job's
         fault, and nothing of it was stored. It goes back to the queue; a claim counts an
-        attempt, so a database that stays away still ends it after MAX_ATTEMPTS.
-
-        Until the give-back is written the job is this runner's, and no runner takes
-        over its own jobs (a late heartbeat is not a death): with no other process it
-        would stay "running" for good. So the write is retried, backing off, until it
-        lands, the job turns out to be someone else's, or the runner stops."""
+        attempt, so a database that stays away still ends it after MAX_ATTEMPTS."""
         log.warning(
             "compaction job: database unavailable; back in the queue",
             error=type(exc).__name__,
         )
-        pause = 0.25
-        while not self._stopping:
-            try:
-                async with self.database.transaction() as db:
-                    await repo.give_back(db, job, self.worker_id)
-                return
-            except Exception as again:
-                if not is_unavailable(again):
-                    log.exception("could not put the compaction job back in the queue")
-                    return
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, GIVE_BACK_MAX_PAUSE_S)
+
+        async def write() -> None:
+            async with self.database.transaction() as db:
+                await repo.give_back(db, job, self.worker_id)
+
+        await self._until_written(write, "could not put the compaction job back in the queue")
 
     async def _fail(self, job: repo.Job, reason: str) -> None:
         meta = build_metadata(None, None, triggered_at=job.created_at, failed_reason=reason)
-        try:
-            await self._finish(job, "failed", meta, reason)
-        except JobTakenOver:
-            pass
-        except Exception:
-            log.exception("could not record compaction failure")
+
+        async def write() -> None:
+            with contextlib.suppress(JobTakenOver):
+                await self._finish(job, "failed", meta, reason)
+
+        await self._until_written(write, "could not record compaction failure")
         log.warning("compaction failed", reason=reason)
+
+    async def _until_written(self, write: Callable[[], Awaitable[None]], failed: str) -> None:
+        """Run a job's closing write until it lands, backing off while the database is
+        unavailable. Until it lands the job is this runner's, and no runner takes over
+        its own jobs (a late heartbeat is not a death): with no other process, a job
+        whose closing write was lost would stay "running" for good. Gives up on another
+        error (logged) or when the runner stops (then the lease runs out and a runner of
+        another process, or of this one restarted, takes the job over)."""
+        pause = 0.25
+        while not self._stopping:
+            try:
+                await write()
+                return
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    log.exception(failed)
+                    return
+                log.warning(failed + "; retrying", error=type(exc).__name__)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, CLOSING_WRITE_MAX_PAUSE_S)

@@ -13,8 +13,13 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
+from app import db as database
+from app.api.deps import Database
+from app.compaction import repository as repo
+from app.compaction.runner import CompactionRunner
 from app.main import create_app
 from app.models import CompactionJobRow
+from app.settings import load_settings
 from tests.api.test_compaction_http import SMALL_COMPACTION, long_session, state
 from tests.fakellm import FakeLLM
 from tests.support.apps import model_settings
@@ -77,3 +82,48 @@ async def _job_states(engine: object, sid: str, job_id: str) -> tuple[str, int]:
     finally:
         await side.dispose()
     return str(row[0]), int(row[1])
+
+
+async def test_a_failure_recorded_while_the_pool_is_exhausted_lands_when_it_frees(
+    make_database: Callable[[], str],
+) -> None:
+    """No runner takes over its own jobs, so a job whose "failed" could not be written
+    would stay "running" for good in a one-process server."""
+    url = make_database()
+    engine = database.create_engine(url, pool_size=1, pool_timeout_s=0.2)
+    db = Database(database.session_factory(engine))
+    runner = CompactionRunner(db, load_settings(), client=None)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO sessions (tenant_id, id, tokenizer) VALUES ('t', 's', 'o200k_base');"
+                )
+            )
+            await conn.execute(
+                text(
+                    "INSERT INTO compaction_jobs (tenant_id, session_id, id, trigger)"
+                    " VALUES ('t', 's', 'j1', 'manual')"
+                )
+            )
+        async with db.transaction() as s:
+            job = await repo.claim_next(s, runner.worker_id, 30.0)
+        assert job is not None and job.id == "j1"
+        async with contextlib.AsyncExitStack() as held:
+            for _ in range(engine.pool.size()):  # type: ignore[attr-defined]
+                conn = await held.enter_async_context(engine.connect())
+                await conn.execute(text("SELECT 1"))
+            failing = asyncio.create_task(runner._fail(job, "compaction timed out"))
+            await asyncio.sleep(1.0)
+            assert not failing.done()  # still trying while every connection is taken
+        await asyncio.wait_for(failing, 10)
+        side = create_async_engine(engine.url, poolclass=NullPool)
+        async with side.connect() as conn:
+            status, reason = (
+                await conn.execute(text("SELECT status, reason FROM compaction_jobs"))
+            ).one()
+        await side.dispose()
+        assert (status, reason) == ("failed", "compaction timed out")
+    finally:
+        await runner.stop()
+        await engine.dispose()
