@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.context import counts, decisions
@@ -33,6 +34,8 @@ from app.context.types import (
     AssembledContext,
     AssemblyRequest,
     Breakdown,
+    DynamicItem,
+    SummaryBlock,
     SummaryState,
     TokenCounter,
     Usage,
@@ -102,94 +105,27 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
     counter: TokenCounter = request.counter
     limit = request.input_limit
     warnings: list[str] = []
-
-    head = _system_block(request.system)
-    if request.mode:
-        head.append(mode_banner(request.mode))
-    system_cost = counter.count_messages([]) + sum(counts.message_tokens(counter, m) for m in head)
-    tools = tuple(dict(t) for t in request.tools)
-    tools_cost = counts.tools_tokens(counter, tools)
-    left = limit - system_cost - tools_cost
-
-    dynamic: list[tuple[int, dict[str, Any], int]] = []
-    for i, item in enumerate(request.dynamic_context):
-        msg = _dynamic(item)
-        cost = counts.message_tokens(counter, msg)
-        if cost <= left:
-            dynamic.append((i, msg, cost))
-            left -= cost
-        else:
-            warnings.append(f"dynamic_context[{i}] left out: its {cost} tokens do not fit")
-
+    pre = _prelude(request, strategy, limit, warnings)
     summary = request.summary
-    summary_msg: dict[str, Any] | None = None
-    summary_cost = 0
-    if summary is not None:
-        summary_msg = summary_message(summary.text, summary.through_seq)
-        summary_cost = counts.message_tokens(counter, summary_msg)
-        if summary_cost <= left or strategy.summary_required:
-            left -= summary_cost
-        else:
-            warnings.append(
-                f"summary (through seq {summary.through_seq}) left out: it does not fit"
-            )
-            summary_msg, summary_cost = None, 0
-    elif strategy.summary_required:
-        warnings.append("no compacted summary yet: the window covers the history alone")
-
-    history = _ordered(request.history)
-    summarized: list[SetAside] = []
-    if summary is not None:
-        # Pinned messages under the watermark are carried verbatim by the summary. The
-        # turn anchor (the latest user message, SPEC §5) stays in the history even when
-        # a compaction moved the watermark past it, inside the current turn.
-        through = summary.through_seq
-        anchor = next((m for m in reversed(history) if m.role == "user"), None)
-        summarized = [
-            SetAside(m, "excluded", "summarized")
-            for m in history
-            if m.seq <= through and m is not anchor
-        ]
-        history = [m for m in history if m.seq > through or m is anchor]
+    history, summarized = _unsummarized(_ordered(request.history), summary)
     groups, aside = split_units(history)
     limits = Limits.from_preview_limit(request.session_id, request.preview_limit_tokens)
     view = HistoryView.build(groups, limits, counter)
     _warn_set_aside(aside, warnings)
 
-    sel = _select(strategy, view, left, warnings)
+    sel = _select(strategy, view, pre.left, warnings)
     history_cost = sel.cost(view)
-    if history_cost > left:
-        # Mandatory history outranks the summary, then dynamic items (last first).
-        deficit = history_cost - left
-        if summary_msg is not None and not strategy.summary_required and deficit > 0:
-            warnings.append(
-                f"summary (through seq {summary.through_seq if summary else 0}) "
-                "left out to make room for the mandatory history"
-            )
-            left += summary_cost
-            deficit -= summary_cost
-            summary_msg, summary_cost = None, 0
-        while dynamic and deficit > 0:
-            i, _, cost = dynamic.pop()
-            warnings.append(f"dynamic_context[{i}] left out to make room for the mandatory history")
-            left += cost
-            deficit -= cost
-        sel = _select(strategy, view, left, warnings)
+    if history_cost > pre.left:
+        _make_room(pre, history_cost - pre.left, summary, strategy, warnings)
+        sel = _select(strategy, view, pre.left, warnings)
         history_cost = sel.cost(view)
 
-    messages = [*head, *(m for _, m, _ in dynamic)]
-    if summary_msg is not None:
-        messages.append(summary_msg)
-    for unit in view.units:
-        picked = sel.picks.get(unit.index)
-        if picked is not None:
-            messages.extend(unit.render(picked[0])[0])
-
+    messages = _messages(pre, view, sel)
     breakdown = Breakdown(
-        system=system_cost,
-        tools=tools_cost,
-        dynamic=sum(c for _, _, c in dynamic),
-        summary=summary_cost,
+        system=pre.system_cost,
+        tools=pre.tools_cost,
+        dynamic=sum(c for _, _, c in pre.dynamic),
+        summary=pre.summary_cost,
         history=history_cost,
     )
     over_budget = breakdown.total > limit
@@ -202,17 +138,142 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
         from_seq = summary.through_seq + 1
     runs, dropped = decisions.encode(decided, from_seq)
     return AssembledContext(
-        messages=tuple(messages),
-        tools=tools,
+        messages=messages,
+        tools=pre.tools,
         usage=Usage(breakdown.total, limit, counter.mode, breakdown),
         kept_seqs=decisions.kept_seqs(decided),
         dropped_count=dropped,
-        summary=SummaryState(summary_msg is not None, summary.through_seq if summary else None),
+        summary=SummaryState(pre.summary_msg is not None, summary.through_seq if summary else None),
         strategy=strategy.name,
         over_budget=over_budget,
         warnings=tuple(warnings),
         decisions=tuple(runs),
     )
+
+
+@dataclass(slots=True)
+class _Prelude:
+    """The messages before the history, their costs, and the tokens they leave the
+    strategy (`left`). The system block, banner and tools are always sent; the dynamic
+    items (index, message, cost) and the summary are the ones that may be given up."""
+
+    head: list[dict[str, Any]]
+    system_cost: int
+    tools: tuple[dict[str, Any], ...]
+    tools_cost: int
+    left: int
+    dynamic: list[tuple[int, dict[str, Any], int]] = field(default_factory=list)
+    summary_msg: dict[str, Any] | None = None
+    summary_cost: int = 0
+
+
+def _prelude(
+    request: AssemblyRequest, strategy: Strategy, limit: int, warnings: list[str]
+) -> _Prelude:
+    """The system block, banner and tools, then the dynamic items and the summary while
+    they fit."""
+    counter = request.counter
+    head = _system_block(request.system)
+    if request.mode:
+        head.append(mode_banner(request.mode))
+    system_cost = counter.count_messages([]) + sum(counts.message_tokens(counter, m) for m in head)
+    tools = tuple(dict(t) for t in request.tools)
+    tools_cost = counts.tools_tokens(counter, tools)
+    pre = _Prelude(head, system_cost, tools, tools_cost, limit - system_cost - tools_cost)
+    _fit_dynamic(pre, request.dynamic_context, counter, warnings)
+    _fit_summary(pre, request.summary, strategy, counter, warnings)
+    return pre
+
+
+def _fit_dynamic(
+    pre: _Prelude, items: Sequence[DynamicItem], counter: TokenCounter, warnings: list[str]
+) -> None:
+    left = pre.left
+    for i, item in enumerate(items):
+        msg = _dynamic(item)
+        cost = counts.message_tokens(counter, msg)
+        if cost <= left:
+            pre.dynamic.append((i, msg, cost))
+            left -= cost
+        else:
+            warnings.append(f"dynamic_context[{i}] left out: its {cost} tokens do not fit")
+    pre.left = left
+
+
+def _fit_summary(
+    pre: _Prelude,
+    summary: SummaryBlock | None,
+    strategy: Strategy,
+    counter: TokenCounter,
+    warnings: list[str],
+) -> None:
+    if summary is not None:
+        msg = summary_message(summary.text, summary.through_seq)
+        cost = counts.message_tokens(counter, msg)
+        if cost <= pre.left or strategy.summary_required:
+            pre.summary_msg, pre.summary_cost = msg, cost
+            pre.left -= cost
+        else:
+            warnings.append(
+                f"summary (through seq {summary.through_seq}) left out: it does not fit"
+            )
+    elif strategy.summary_required:
+        warnings.append("no compacted summary yet: the window covers the history alone")
+
+
+def _unsummarized(
+    history: Sequence[LoggedMessage], summary: SummaryBlock | None
+) -> tuple[Sequence[LoggedMessage], list[SetAside]]:
+    """The history the summary does not cover, and what it covers, set aside."""
+    if summary is None:
+        return history, []
+    # Pinned messages under the watermark are carried verbatim by the summary. The
+    # turn anchor (the latest user message, SPEC §5) stays in the history even when
+    # a compaction moved the watermark past it, inside the current turn.
+    through = summary.through_seq
+    anchor = next((m for m in reversed(history) if m.role == "user"), None)
+    summarized = [
+        SetAside(m, "excluded", "summarized")
+        for m in history
+        if m.seq <= through and m is not anchor
+    ]
+    return [m for m in history if m.seq > through or m is anchor], summarized
+
+
+def _make_room(
+    pre: _Prelude,
+    deficit: int,
+    summary: SummaryBlock | None,
+    strategy: Strategy,
+    warnings: list[str],
+) -> None:
+    """Frees `deficit` tokens for the mandatory history the strategy could not fit."""
+    # Mandatory history outranks the summary, then dynamic items (last first).
+    if pre.summary_msg is not None and not strategy.summary_required and deficit > 0:
+        warnings.append(
+            f"summary (through seq {summary.through_seq if summary else 0}) "
+            "left out to make room for the mandatory history"
+        )
+        pre.left += pre.summary_cost
+        deficit -= pre.summary_cost
+        pre.summary_msg, pre.summary_cost = None, 0
+    dynamic = pre.dynamic
+    while dynamic and deficit > 0:
+        i, _, cost = dynamic.pop()
+        warnings.append(f"dynamic_context[{i}] left out to make room for the mandatory history")
+        pre.left += cost
+        deficit -= cost
+
+
+def _messages(pre: _Prelude, view: HistoryView, sel: Selection) -> tuple[dict[str, Any], ...]:
+    messages = [*pre.head, *(m for _, m, _ in pre.dynamic)]
+    if pre.summary_msg is not None:
+        messages.append(pre.summary_msg)
+    for unit in view.units:
+        picked = sel.picks.get(unit.index)
+        if picked is not None:
+            messages.extend(unit.render(picked[0])[0])
+    return tuple(messages)
 
 
 def _warn_set_aside(aside: Sequence[SetAside], warnings: list[str]) -> None:
