@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +23,12 @@ from app.context import (
 )
 from app.context import repository as repo
 from app.context.strategies import get_strategy
-from app.context.types import DEFAULT_STRATEGY
+from app.context.types import DEFAULT_STRATEGY, AssembledContext, TokenCounter
 from app.context.validation import validate_strategy
 from app.errors import Conflict, invalid
 from app.events import EventWriter
+from app.messages.types import LoggedMessage
+from app.models import SessionRow
 from app.observability import metrics
 from app.sessions.service import budget_of, effective_model, session_compaction
 from app.settings import Settings
@@ -88,6 +91,67 @@ async def build(
     """The payload; an assembly that trimmed anything adds a `context.compressed` event
     to `events` (written in the background)."""
     row, streams = await repo.payload_session(db, tenant, sid)
+    budget, status = await _budget(db, tenant, sid, row, params, settings)
+    counter = get_counter(effective_model(row, settings))
+    call = _Stream.of(row, params, settings, counter, budget)
+    stored, replaced = stability.stored(streams, call.key)
+    in_force = stored if stored is not None and stored.holds_for(row) else None
+    layout = in_force or stability.Layout.untrimmed(row)
+    history, missing = await _read_history(db, row, layout, call.raw_budget)
+    stable = stability.StableStrategy.wrap(
+        get_strategy(call.strategy),
+        # None: too much of what the layout needs lies beyond the window, trim afresh.
+        layout if missing is not None else None,
+        row,
+        call.raw_budget - call.raw_reserve,
+        settings.trim_target_ratio,
+    )
+    summary = SummaryBlock(row.summary_text, row.last_compaction_seq) if row.summary_text else None
+    result = assemble(
+        AssemblyRequest(
+            history=history,
+            counter=counter,
+            budget=call.raw_budget,
+            session_id=sid,
+            system=params.system if params.system is not None else row.system_prompt,
+            tools=params.tools if params.tools is not None else row.tools,
+            dynamic_context=params.dynamic_context,
+            summary=summary,
+            mode=params.mode,
+            reserve_output_tokens=call.raw_reserve,
+            preview_limit_tokens=call.preview_limit,
+            strategy=stable,
+            history_from_seq=row.last_compaction_seq + 1,
+        )
+    )
+    retrimmed = stable.trimmed is not None and (stored is None or stored.id != stable.trimmed.id)
+    if retrimmed and stable.trimmed is not None:
+        # The only write of a payload call: a trim fixes the stream's new layout.
+        await stability.store(db, row, call.key, stable.trimmed, replaced=layout)
+    previous = [
+        x for x in (layout, stored, replaced, stability.Layout.untrimmed(row)) if x is not None
+    ]
+    shared = _shared_prefix(stable, result, previous, row, counter, params.previous_prefix_id)
+    body = _body(result, status, shared, call.factor, budget - params.reserve_output_tokens)
+    _record(events, tenant, sid, row, result, budget, retrimmed)
+    # The hook where the Chat Completions payload becomes the requested provider format.
+    errors = (
+        formats.tool_error_flags(history, result.kept_seqs) if params.format == "anthropic" else ()
+    )
+    return formats.render(body, params.format, tool_errors=errors)
+
+
+async def _budget(
+    db: AsyncSession,
+    tenant: str,
+    sid: str,
+    row: SessionRow,
+    params: ContextParams,
+    settings: Settings,
+) -> tuple[int, str]:
+    """The call's input budget and the session's budget status; refuses a `max_tokens`
+    over the context limit, and a trimmed payload when compaction is due, failed, and
+    may not fail open."""
     compaction = session_compaction(row, settings)
     if params.max_tokens is not None and params.max_tokens > compaction.context_limit:
         raise invalid(
@@ -104,25 +168,55 @@ async def build(
                 "COMPACTION_FAIL_OPEN false no trimmed payload is served: POST "
                 f"/sessions/{sid}/compact to try again",
             )
-    counter = get_counter(effective_model(row, settings))
-    # Estimated counts run calibrated: fit the uncalibrated payload to a scaled budget.
-    factor = calibration.factor_of(row.token_calibration, counter.mode)
-    raw_budget, raw_reserve = calibration.raw_budget(budget, params.reserve_output_tokens, factor)
-    strategy_name = validate_strategy(params.strategy or row.strategy or DEFAULT_STRATEGY)
-    preview_limit = params.preview_limit_tokens or settings.tool_preview_tokens
-    # The payload stream: the parameters that shape the history selection. Not the
-    # format: every format renders the same selection, so they share one stream.
-    key = stability.params_key(
-        strategy=strategy_name,
-        budget=raw_budget,
-        reserve=raw_reserve,
-        mode=params.mode,
-        preview=preview_limit,
-        tokenizer=counter.name,
-    )
-    stored, replaced = stability.stored(streams, key)
-    in_force = stored if stored is not None and stored.holds_for(row) else None
-    layout = in_force or stability.Layout.untrimmed(row)
+    return budget, status
+
+
+@dataclass(frozen=True, slots=True)
+class _Stream:
+    """The call's selection parameters in the counter's own (uncalibrated) tokens, and
+    the payload stream they name."""
+
+    factor: float
+    raw_budget: int
+    raw_reserve: int
+    strategy: str
+    preview_limit: int
+    key: str
+
+    @classmethod
+    def of(
+        cls,
+        row: SessionRow,
+        params: ContextParams,
+        settings: Settings,
+        counter: TokenCounter,
+        budget: int,
+    ) -> _Stream:
+        # Estimated counts run calibrated: fit the uncalibrated payload to a scaled budget.
+        factor = calibration.factor_of(row.token_calibration, counter.mode)
+        raw_budget, raw_reserve = calibration.raw_budget(
+            budget, params.reserve_output_tokens, factor
+        )
+        strategy_name = validate_strategy(params.strategy or row.strategy or DEFAULT_STRATEGY)
+        preview_limit = params.preview_limit_tokens or settings.tool_preview_tokens
+        # The payload stream: the parameters that shape the history selection. Not the
+        # format: every format renders the same selection, so they share one stream.
+        key = stability.params_key(
+            strategy=strategy_name,
+            budget=raw_budget,
+            reserve=raw_reserve,
+            mode=params.mode,
+            preview=preview_limit,
+            tokenizer=counter.name,
+        )
+        return cls(factor, raw_budget, raw_reserve, strategy_name, preview_limit, key)
+
+
+async def _read_history(
+    db: AsyncSession, row: SessionRow, layout: stability.Layout, raw_budget: int
+) -> tuple[Sequence[LoggedMessage], list[int] | None]:
+    """The window of the log, plus what `layout` needs beyond it; and the seqs that were
+    missing from the window (None: too many to fetch one by one)."""
     read = repo.LogRead(row)
     await read.window(db, HISTORY_READ_FACTOR * raw_budget)
     history = read.messages()
@@ -131,62 +225,61 @@ async def build(
         await read.seqs(db, missing)
         history = read.messages()
     read.keep()
-    stable = stability.StableStrategy.wrap(
-        get_strategy(strategy_name),
-        # None: too much of what the layout needs lies beyond the window, trim afresh.
-        layout if missing is not None else None,
-        row,
-        raw_budget - raw_reserve,
-        settings.trim_target_ratio,
-    )
-    summary = SummaryBlock(row.summary_text, row.last_compaction_seq) if row.summary_text else None
-    result = assemble(
-        AssemblyRequest(
-            history=history,
-            counter=counter,
-            budget=raw_budget,
-            session_id=sid,
-            system=params.system if params.system is not None else row.system_prompt,
-            tools=params.tools if params.tools is not None else row.tools,
-            dynamic_context=params.dynamic_context,
-            summary=summary,
-            mode=params.mode,
-            reserve_output_tokens=raw_reserve,
-            preview_limit_tokens=preview_limit,
-            strategy=stable,
-            history_from_seq=row.last_compaction_seq + 1,
-        )
-    )
-    retrimmed = stable.trimmed is not None and (stored is None or stored.id != stable.trimmed.id)
-    if retrimmed and stable.trimmed is not None:
-        # The only write of a payload call: a trim fixes the stream's new layout.
-        await stability.store(db, row, key, stable.trimmed, replaced=layout)
+    return history, missing
+
+
+def _shared_prefix(
+    stable: stability.StableStrategy,
+    result: AssembledContext,
+    previous: list[stability.Layout],
+    row: SessionRow,
+    counter: TokenCounter,
+    echoed: str | None,
+) -> stability.SharedPrefix:
     sent = sum(len(u.messages) for u, _ in stable.units_sent())
-    shared = stability.shared_prefix(
+    breakdown = result.usage.breakdown
+    return stability.shared_prefix(
         stable=stable,
-        previous=[
-            x for x in (layout, stored, replaced, stability.Layout.untrimmed(row)) if x is not None
-        ],
+        previous=previous,
         head=result.messages[: len(result.messages) - sent],
         tools=result.tools,
-        tools_tokens=result.usage.breakdown.tools,
+        tools_tokens=breakdown.tools,
         # The head's messages: system block (less the reply priming), dynamic, summary.
         head_tokens=(
-            result.usage.breakdown.system
-            - counter.count_messages([])
-            + result.usage.breakdown.dynamic
-            + result.usage.breakdown.summary
+            breakdown.system - counter.count_messages([]) + breakdown.dynamic + breakdown.summary
         ),
         counter=counter,
         last_seq=row.last_seq,
-        echoed=params.previous_prefix_id,
+        echoed=echoed,
     )
+
+
+def _body(
+    result: AssembledContext,
+    status: str,
+    shared: stability.SharedPrefix,
+    factor: float,
+    input_limit: int,
+) -> dict[str, Any]:
     body = result.to_dict()
     body["usage"]["status"] = status
     body["usage"]["stable_prefix_tokens"] = shared.tokens
     body["usage"]["stable_prefix_messages"] = shared.messages
     body["prefix_id"] = shared.prefix_id
-    calibration.calibrate_usage(body["usage"], factor, budget - params.reserve_output_tokens)
+    calibration.calibrate_usage(body["usage"], factor, input_limit)
+    return body
+
+
+def _record(
+    events: EventWriter,
+    tenant: str,
+    sid: str,
+    row: SessionRow,
+    result: AssembledContext,
+    budget: int,
+    retrimmed: bool,
+) -> None:
+    """The call's metrics, and its `context.compressed` event when it trimmed."""
     trimmed = result.dropped_count > 0 or any(
         d.action in ("preview", "cut") for d in result.decisions
     )
@@ -205,8 +298,3 @@ async def build(
             "over_budget": result.over_budget,
         }
         events.add(tenant, sid, "context.compressed", data)
-    # The hook where the Chat Completions payload becomes the requested provider format.
-    errors = (
-        formats.tool_error_flags(history, result.kept_seqs) if params.format == "anthropic" else ()
-    )
-    return formats.render(body, params.format, tool_errors=errors)
