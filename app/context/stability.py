@@ -221,20 +221,8 @@ def keep_prefix(
     # Every head size is tried, longest first, so each is priced from running sums
     # (linear in the view), never by re-pricing a whole selection per size: a trim at
     # 100k messages tried ~300 sizes over ~500 units.
-    # The most prefix that fits at all, cut before its first unit that may not lead
-    # (a pinned unit compacted, or a hard user unit `fresh` sends in full compacted):
-    # every longer head would hold it too.
-    head_cost = [0]
-    usable = 0
-    for unit, form, _ in prev:
-        cost = unit.cost(form)
-        if head_cost[-1] + cost > target:
-            break
-        want = users.get(unit.index) if unit.index in hard else None
-        if (unit.pinned and form != Form.FULL) or (want is Form.FULL and form != Form.FULL):
-            break
-        head_cost.append(head_cost[-1] + cost)
-        usable += 1
+    head_cost = _head_costs(prev, users, hard, target)
+    usable = len(head_cost) - 1
     # The units a selection must hold: in the head when at or before its last unit,
     # else among `fresh`'s picks (from which only other units are dropped).
     needed = sorted(hard | users.keys())
@@ -242,11 +230,7 @@ def keep_prefix(
     covered = [0]
     for unit, _, _ in prev[:usable]:
         covered.append(covered[-1] + (unit.index in hard or unit.index in users))
-    order = sorted(fresh.picks)
-    fresh_cost = [units[i].cost(fresh.picks[i][0]) for i in order]
-    tail_cost = [0] * (len(order) + 1)
-    for n in range(len(order) - 1, -1, -1):
-        tail_cost[n] = tail_cost[n + 1] + fresh_cost[n]
+    order, fresh_cost, tail_cost = _fresh_costs(units, fresh)
     for size in range(usable, floor, -1):
         last = prev[size - 1][0].index
         if lacking_in_fresh > last or covered[size] != bisect.bisect_right(needed, last):
@@ -264,14 +248,53 @@ def keep_prefix(
             dropped.add(i)
         if cost > target:
             continue
-        sel = Selection(rules=dict(fresh.rules), warnings=list(fresh.warnings))
-        for unit, form, rule in prev[:size]:
-            sel.pick(unit, form, rule)
-        for i in order[start:]:
-            if i not in dropped:
-                sel.picks[i] = fresh.picks[i]
-        return sel
+        return _prefixed(fresh, prev[:size], order[start:], dropped)
     return None
+
+
+def _head_costs(
+    prev: list[tuple[Unit, Form, str]],
+    users: Mapping[int, Form],
+    hard: set[int],
+    target: int,
+) -> list[int]:
+    """The running cost of `prev`'s leading units, over the longest head that may lead."""
+    # The most prefix that fits at all, cut before its first unit that may not lead
+    # (a pinned unit compacted, or a hard user unit `fresh` sends in full compacted):
+    # every longer head would hold it too.
+    head_cost = [0]
+    for unit, form, _ in prev:
+        cost = unit.cost(form)
+        if head_cost[-1] + cost > target:
+            break
+        want = users.get(unit.index) if unit.index in hard else None
+        if (unit.pinned and form != Form.FULL) or (want is Form.FULL and form != Form.FULL):
+            break
+        head_cost.append(head_cost[-1] + cost)
+    return head_cost
+
+
+def _fresh_costs(units: Sequence[Unit], fresh: Selection) -> tuple[list[int], list[int], list[int]]:
+    """`fresh`'s picks in log order, the cost of each, and the cost of each suffix."""
+    order = sorted(fresh.picks)
+    fresh_cost = [units[i].cost(fresh.picks[i][0]) for i in order]
+    tail_cost = [0] * (len(order) + 1)
+    for n in range(len(order) - 1, -1, -1):
+        tail_cost[n] = tail_cost[n + 1] + fresh_cost[n]
+    return order, fresh_cost, tail_cost
+
+
+def _prefixed(
+    fresh: Selection, head: list[tuple[Unit, Form, str]], tail: list[int], dropped: set[int]
+) -> Selection:
+    """`head` as it was sent, then `fresh`'s picks of `tail` less `dropped`."""
+    sel = Selection(rules=dict(fresh.rules), warnings=list(fresh.warnings))
+    for unit, form, rule in head:
+        sel.pick(unit, form, rule)
+    for i in tail:
+        if i not in dropped:
+            sel.picks[i] = fresh.picks[i]
+    return sel
 
 
 def layout_of(view: HistoryView, sel: Selection, session: SessionRow) -> Layout:
@@ -518,44 +541,82 @@ def shared_prefix(
     current = stable.current
     tools_digest = _digest([dict(t) for t in tools], 8)
     head_digests = tuple(message_digest(m) for m in head)
-    me = PrefixId(current.id, last_seq, tools_digest, head_digests)
+    me = str(PrefixId(current.id, last_seq, tools_digest, head_digests))
+    before = _previous_payload(
+        echoed, previous, current, sent, last_seq, tools_digest, head_digests
+    )
+    if before is None:
+        return SharedPrefix(0, 0, me)
+    layout, prev_last, prev_tools, prev_head = before
+    if prev_tools != tools_digest:
+        return SharedPrefix(0, 0, me)
+    if prev_head != head_digests:
+        messages, tokens = _shared_head(head, head_digests, prev_head, counter, tools_tokens)
+        return SharedPrefix(messages, tokens, me)
+    # The whole head is shared: its cost is known without counting it again.
+    messages, tokens = len(head), tools_tokens + head_tokens
+    if layout.generation != stable.session.generation:
+        # A tail delete or clear since: seqs were reused, so the earlier payload cannot be
+        # rebuilt from the log. Only the head is counted (a lower bound).
+        return SharedPrefix(messages, tokens, me)
+    before_units = _units_of(layout, stable.view, prev_last)
+    if before_units is None:  # a unit it kept is gone: nothing known beyond the head
+        return SharedPrefix(messages, tokens, me)
+    messages, tokens = _shared_units(stable, sent, before_units, counter, messages, tokens)
+    return SharedPrefix(messages, tokens, me)
 
+
+def _previous_payload(
+    echoed: str | None,
+    previous: Sequence[Layout],
+    current: Layout,
+    sent: list[tuple[Unit, Form]],
+    last_seq: int,
+    tools_digest: str,
+    head_digests: tuple[str, ...],
+) -> tuple[Layout, int, str, tuple[str, ...]] | None:
+    """The previous payload's layout, last seq, tools digest and head digests; None when
+    it is unknown (an echo that does not parse or names an unknown layout)."""
     prev_id = PrefixId.parse(echoed) if echoed else None
     if echoed and prev_id is None:
-        return SharedPrefix(0, 0, str(me))
+        return None
     if prev_id is not None:
         candidates = {x.id: x for x in (*previous, current)}
         layout = candidates.get(prev_id.layout)
         if layout is None:  # a layout neither in force nor just replaced: unknown
-            return SharedPrefix(0, 0, str(me))
-        prev_last, prev_tools, prev_head = prev_id.last_seq, prev_id.tools, prev_id.head
-    else:
-        # No echo: the previous call had the same head and lacked the newest unit.
-        layout = previous[0]
-        prev_last = sent[-1][0].messages[0].seq - 1 if sent else last_seq
-        prev_tools, prev_head = tools_digest, head_digests
-    if prev_tools != tools_digest:
-        return SharedPrefix(0, 0, str(me))
+            return None
+        return layout, prev_id.last_seq, prev_id.tools, prev_id.head
+    # No echo: the previous call had the same head and lacked the newest unit.
+    prev_last = sent[-1][0].messages[0].seq - 1 if sent else last_seq
+    return previous[0], prev_last, tools_digest, head_digests
 
-    messages, tokens = 0, tools_tokens
-    if prev_head == head_digests:
-        # The whole head is shared: its cost is known without counting it again.
-        messages, tokens = len(head), tools_tokens + head_tokens
-    else:
-        for i, digest in enumerate(head_digests):
-            if i >= len(prev_head) or prev_head[i] != digest:
-                break
-            messages += 1
-            tokens += counter.count_message(head[i])
-        return SharedPrefix(messages, tokens, str(me))
 
-    if layout.generation != stable.session.generation:
-        # A tail delete or clear since: seqs were reused, so the earlier payload cannot be
-        # rebuilt from the log. Only the head is counted (a lower bound).
-        return SharedPrefix(messages, tokens, str(me))
-    before_units = _units_of(layout, stable.view, prev_last)
-    if before_units is None:  # a unit it kept is gone: nothing known beyond the head
-        return SharedPrefix(messages, tokens, str(me))
+def _shared_head(
+    head: Sequence[Mapping[str, Any]],
+    head_digests: tuple[str, ...],
+    prev_head: tuple[str, ...],
+    counter: TokenCounter,
+    tokens: int,
+) -> tuple[int, int]:
+    """The leading head messages both payloads share, and `tokens` plus their cost."""
+    messages = 0
+    for i, digest in enumerate(head_digests):
+        if i >= len(prev_head) or prev_head[i] != digest:
+            break
+        messages += 1
+        tokens += counter.count_message(head[i])
+    return messages, tokens
+
+
+def _shared_units(
+    stable: StableStrategy,
+    sent: list[tuple[Unit, Form]],
+    before_units: list[UnitKey],
+    counter: TokenCounter,
+    messages: int,
+    tokens: int,
+) -> tuple[int, int]:
+    """`messages` and `tokens` plus the leading history messages both payloads share."""
     by_seqs = {u.seqs: u for u in stable.view.units} if stable.view else {}
     for (unit, form), before in zip(sent, before_units, strict=False):
         if before == (unit.seqs, form):
@@ -577,7 +638,7 @@ def shared_prefix(
         messages += same
         if same < len(now) or len(now) != len(then):
             break
-    return SharedPrefix(messages, tokens, str(me))
+    return messages, tokens
 
 
 def _units_of(layout: Layout, view: HistoryView | None, last_seq: int) -> list[UnitKey] | None:
