@@ -334,29 +334,21 @@ def plan_range(
         keep_recent_tokens=keep_recent_tokens,
     )
     cut = _cut(units, tail.start)
-    current = units[-1].turn
-    anchor_unit = next(
-        (u for u in units if u.turn == current and u.kind == "user" and u.start < cut), None
-    )
-    anchor = messages[anchor_unit.start] if anchor_unit is not None else None
-    range_messages = tuple(messages[:cut])
-    range_tokens = _tokens(range_messages)
-    anchor_tokens = _tokens((anchor,)) if anchor is not None else 0
+    span = _Range.at(messages, units, cut)
     explanation = _explain(messages, tail, cut, keep_recent_tokens)
-    if cut == 0 or range_tokens - anchor_tokens == 0:
+    if cut == 0 or span.folded == 0:
         return NoopReason(
             "nothing_compressible",
             _why_empty(messages, units, tail, cut, min_preserved_turns, min_preserved_steps),
-            range_tokens,
+            span.tokens,
             history_tokens,
             explanation,
         )
-    folded = range_tokens - anchor_tokens
-    freed = folded - min(folded, summary_token_cap(folded, summary_ratio, summary_floor_tokens))
+    freed = span.freed(summary_ratio, summary_floor_tokens)
     if not force:
         guard = _thrash_guard(
             history_tokens=history_tokens,
-            range_tokens=range_tokens,
+            range_tokens=span.tokens,
             freed=freed,
             tokens_at_last_compaction=tokens_at_last_compaction,
             regrowth_ratio=regrowth_ratio,
@@ -364,24 +356,73 @@ def plan_range(
         )
         if guard is not None:
             code, detail = guard
-            return NoopReason(code, detail, range_tokens, history_tokens, explanation)
-    preserved = (*((anchor,) if anchor is not None else ()), *messages[cut:])
-    range_turns = {u.turn for u in units if u.start < cut}
-    kept_turns = {u.turn for u in units if u.start >= cut or u is anchor_unit}
-    return CompactionPlan(
-        range_messages=range_messages,
-        preserved_messages=preserved,
-        previous_watermark=watermark,
-        new_watermark=messages[cut - 1].seq,
-        range_tokens=range_tokens,
-        preserved_tokens=history_tokens - range_tokens + anchor_tokens,
-        summarized_turns=len(range_turns),
-        preserved_turns=len(kept_turns),
-        estimated_freed_tokens=freed,
-        forced=force,
-        anchor=anchor,
-        explanation=explanation,
-    )
+            return NoopReason(code, detail, span.tokens, history_tokens, explanation)
+    return span.plan(messages, units, watermark, history_tokens, freed, force, explanation)
+
+
+@dataclass(frozen=True, slots=True)
+class _Range:
+    """The messages before `cut`, and the current turn's anchor (its user message) when
+    the cut passes it."""
+
+    cut: int
+    messages: tuple[LoggedMessage, ...]
+    tokens: int
+    anchor_unit: Unit | None
+    anchor: LoggedMessage | None
+    anchor_tokens: int
+
+    @classmethod
+    def at(cls, messages: Sequence[LoggedMessage], units: Sequence[Unit], cut: int) -> _Range:
+        current = units[-1].turn
+        anchor_unit = next(
+            (u for u in units if u.turn == current and u.kind == "user" and u.start < cut), None
+        )
+        anchor = messages[anchor_unit.start] if anchor_unit is not None else None
+        range_messages = tuple(messages[:cut])
+        range_tokens = _tokens(range_messages)
+        anchor_tokens = _tokens((anchor,)) if anchor is not None else 0
+        return cls(cut, range_messages, range_tokens, anchor_unit, anchor, anchor_tokens)
+
+    @property
+    def folded(self) -> int:
+        """The tokens the summary folds: the anchor stays in the history too."""
+        return self.tokens - self.anchor_tokens
+
+    def freed(self, summary_ratio: float, summary_floor_tokens: int) -> int:
+        """What folding the range frees once the summary that replaces it is counted."""
+        folded = self.folded
+        return folded - min(folded, summary_token_cap(folded, summary_ratio, summary_floor_tokens))
+
+    def plan(
+        self,
+        messages: Sequence[LoggedMessage],
+        units: Sequence[Unit],
+        watermark: int,
+        history_tokens: int,
+        freed: int,
+        force: bool,
+        explanation: dict[str, Any],
+    ) -> CompactionPlan:
+        """The plan that folds this range; the anchor is preserved as well."""
+        cut, anchor = self.cut, self.anchor
+        preserved = (*((anchor,) if anchor is not None else ()), *messages[cut:])
+        range_turns = {u.turn for u in units if u.start < cut}
+        kept_turns = {u.turn for u in units if u.start >= cut or u is self.anchor_unit}
+        return CompactionPlan(
+            range_messages=self.messages,
+            preserved_messages=preserved,
+            previous_watermark=watermark,
+            new_watermark=messages[cut - 1].seq,
+            range_tokens=self.tokens,
+            preserved_tokens=history_tokens - self.tokens + self.anchor_tokens,
+            summarized_turns=len(range_turns),
+            preserved_turns=len(kept_turns),
+            estimated_freed_tokens=freed,
+            forced=force,
+            anchor=anchor,
+            explanation=explanation,
+        )
 
 
 def _explain(
