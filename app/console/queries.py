@@ -112,6 +112,28 @@ async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[s
     compaction stored before the message was written; system and tools are
     today's, the summary that compaction's.
     """
+    hi = row.last_seq
+    samples = await _samples(db, row, points)
+    compactions = await _compactions(db, row)
+    base = row.system_tokens + row.tools_tokens
+    series = _series(row, samples, compactions, base)
+    # Where each compaction shows on the seq axis: the first sample written after it.
+    for c in compactions:
+        c["at_seq"] = None
+        if c["finished_at"] is not None:
+            c["at_seq"] = next((p["seq"] for p in series if p["at"] >= c["finished_at"]), hi)
+    return {
+        "session_id": row.id,
+        "last_seq": hi,
+        "watermark": row.last_compaction_seq,
+        "base_tokens": base,
+        "points": series,
+        "compactions": compactions,
+    }
+
+
+async def _samples(db: AsyncSession, row: SessionRow, points: int) -> list[Any]:
+    """(seq, context_tokens_through, created_at) at most `points` seqs, the last included."""
     key = {"tenant": row.tenant_id, "sid": row.id}
     hi = row.last_seq
     samples: list[Any] = []
@@ -122,6 +144,11 @@ async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[s
             samples += list(
                 (await db.execute(SAMPLES, {**key, "lo": hi, "hi": hi, "step": 1})).all()
             )
+    return samples
+
+
+async def _compactions(db: AsyncSession, row: SessionRow) -> list[dict[str, Any]]:
+    """The session's compaction jobs, oldest first (at most 1,000), as chart points."""
     J = CompactionJobRow
     through = (
         select(MessageRow.context_tokens_through)
@@ -152,7 +179,14 @@ async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[s
         compactions.append(
             _job_point(j, int(wm_through or 0), int(summary_tokens) if summary_tokens else None)
         )
-    base = row.system_tokens + row.tools_tokens
+    return compactions
+
+
+def _series(
+    row: SessionRow, samples: list[Any], compactions: list[dict[str, Any]], base: int
+) -> list[dict[str, Any]]:
+    """The effective tokens at each sample, under the compaction in effect when it was
+    written."""
     stored = [c for c in compactions if c["watermark_through"] is not None]
     series = []
     k = -1  # index into `stored` of the compaction in effect
@@ -175,19 +209,7 @@ async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[s
                 "tokens": base + summary + history,
             }
         )
-    # Where each compaction shows on the seq axis: the first sample written after it.
-    for c in compactions:
-        c["at_seq"] = None
-        if c["finished_at"] is not None:
-            c["at_seq"] = next((p["seq"] for p in series if p["at"] >= c["finished_at"]), hi)
-    return {
-        "session_id": row.id,
-        "last_seq": hi,
-        "watermark": row.last_compaction_seq,
-        "base_tokens": base,
-        "points": series,
-        "compactions": compactions,
-    }
+    return series
 
 
 def _job_point(j: CompactionJobRow, through: int | None, summary: int | None) -> dict[str, Any]:
