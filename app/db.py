@@ -21,6 +21,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from app.pool import FairPool
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -68,6 +70,9 @@ def create_engine(
         # appends at 50 clients, each a PostgreSQL backend start, the dialect's setup
         # queries and every statement prepared again (bench/append_cpu.py counts them).
         pool_size=2 * pool_size,
+        # Waiters served in arrival order (app/pool.py): a saturated server queues for
+        # connections, and SQLAlchemy's own queue let newcomers take them first.
+        poolclass=FairPool,
         max_overflow=0,
         # An overloaded pool answers 503 in seconds rather than holding a client for 30.
         pool_timeout=pool_timeout_s,
