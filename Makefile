@@ -31,7 +31,7 @@ typecheck: $(STAMP)
 fuzz: $(STAMP)  ## the long schemathesis run (500 examples per operation, with and without a key)
 	CONTEXTD_FUZZ_EXAMPLES=500 $(BIN)/pytest tests/process/test_schema_fuzz.py
 
-bench: $(STAMP)  ## every benchmark of the README, in order (~15 min; CONTEXTD_DATABASE_URL or embedded)
+bench: $(STAMP)  ## every benchmark of README.md and docs/measured.md, in order (~15 min; CONTEXTD_DATABASE_URL or embedded)
 	$(BIN)/python bench/log_bench.py
 	$(BIN)/python bench/context_quality.py
 	$(BIN)/python bench/context_bench.py --repeat 40 --rounds 2
