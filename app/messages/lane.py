@@ -26,13 +26,14 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import error_response
 from app.errors import invalid
 from app.jsonsafe import storable_problem
 from app.messages import service
 from app.models import DEFAULT_TENANT
+from app.observability.middleware import replay_body
 from app.sessions.schemas import SESSION_ID_PATTERN
 
 PATH = "/sessions/{session_id}/messages"
@@ -85,7 +86,7 @@ class AppendLane:
             return
         parsed = _json_object(scope, body)
         if parsed is None:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         scope["route"] = self.route or self._find_route()
         tenant = scope.get("state", {}).get("tenant") or DEFAULT_TENANT
@@ -143,16 +144,3 @@ def _json_object(scope: Scope, body: bytes) -> dict[str, Any] | None:
     except Exception:  # malformed, or nested too deep: the route's 422 says which
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay

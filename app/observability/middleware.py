@@ -42,17 +42,7 @@ class BodyLimit:
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay_body(b"".join(chunks), receive), send)
 
     async def _refuse(self, send: Send) -> None:
         detail = f"request body larger than {self.max_bytes} bytes"
@@ -71,6 +61,20 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": payload})
+
+
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the already-read body once, then the connection's own."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 class RequestContext:
