@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -402,3 +403,46 @@ async def test_identifiers_the_patch_pushes_out_are_patched_in_too(
     for name in files:
         assert name in outcome.rendered_text, name
     assert over(outcome.summary) <= 0
+
+
+async def test_a_long_range_is_summarised_without_stalling_the_event_loop(
+    http: httpx.AsyncClient,
+) -> None:
+    # A server compacts in process by default: the CPU of a summary (reading identifiers
+    # and constraints off the range, checking, fitting) must leave its requests running.
+    # ~150k characters of tool output took 0.4 s of one uninterrupted turn of the loop.
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Audit the service logs."}]
+    for i in range(30):
+        output = "".join(
+            f"2026-11-{i % 28 + 1:02d} svc/worker_{j}.py:{j} took {j * 7} ms id=ab{j:06x}\n"
+            for j in range(100)
+        )
+        items += [
+            {"role": "assistant", "content": None, "tool_calls": [call(f"c{i}", "read", {})]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": output},
+        ]
+    items += [
+        {"role": "user", "content": "Now summarise svc/worker_7.py."},
+        {"role": "assistant", "content": "Reading it."},
+        {"role": "user", "content": "Thanks."},
+    ]
+    plan = _plan(log_of(items))
+    assert sum(len(m.text) for m in plan.range_messages) > 100_000
+    ticks: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            ticks.append(time.perf_counter())
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    start = time.perf_counter()
+    outcome = await _run(None, http, plan=plan)
+    took = time.perf_counter() - start
+    ticker.cancel()
+    during = [t for t in ticks if t >= start]
+    gaps = [b - a for a, b in zip([start, *during], [*during, start + took], strict=True)]
+    assert outcome.status == "success"
+    assert len(during) >= 10, (len(during), took)
+    assert max(gaps) < took / 4, (max(gaps), took)
