@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from app import words
 
@@ -29,35 +29,70 @@ _PREFERENCE = _pattern("preference")
 _DECISION = _pattern("decision")
 _TODO = _pattern("todo")
 
-_IDENTIFIER_PATTERNS = (
-    re.compile(r"https?://[^\s<>\"'`)\]]+"),
+# \d as the patterns' \d: any Unicode digit.
+_DIGIT = re.compile(r"\d")
+
+
+def _having(*needles: str) -> Callable[[str], bool]:
+    return lambda text: any(n in text for n in needles)
+
+
+def _digit(text: str) -> bool:
+    return _DIGIT.search(text) is not None
+
+
+def _upper(text: str) -> bool:
+    return not text.islower()  # True for any text with an upper-case letter
+
+
+# Each pattern after what a text must contain for it to match at all. Python's `re`
+# tries most of these at every position (~50 ns a character each); a substring test
+# runs at memory speed and spares most patterns most sentences and many outputs.
+_IDENTIFIER_PATTERNS: tuple[tuple[Callable[[str], bool], re.Pattern[str]], ...] = (
+    (_having("://"), re.compile(r"https?://[^\s<>\"'`)\]]+")),
     # Paths: anything with a slash between word characters, or a file name with an extension.
-    re.compile(r"(?<![\w/])(?:~|\.{1,2})?/?(?:[\w.@-]+/)+[\w.@-]+"),
-    re.compile(
-        r"\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|json|ya?ml|toml|md|rst|txt|cfg|ini|sh|go|rs|java|"
-        r"kt|c|h|cc|cpp|hpp|cs|rb|php|html|css|sql|log|csv|lock|xml|proto|tf|env)\b"
+    (_having("/"), re.compile(r"(?<![\w/])(?:~|\.{1,2})?/?(?:[\w.@-]+/)+[\w.@-]+")),
+    (
+        _having("."),
+        re.compile(
+            r"\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|json|ya?ml|toml|md|rst|txt|cfg|ini|sh|go|rs|java|"
+            r"kt|c|h|cc|cpp|hpp|cs|rb|php|html|css|sql|log|csv|lock|xml|proto|tf|env)\b"
+        ),
     ),
-    re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
-    re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b"),
-    re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b"),  # ticket ids: ABC-123
-    re.compile(r"(?<![A-Za-z0-9_.])\d{2,}(?:-\d{2,})+(?![A-Za-z0-9_])"),  # phones, dates
-    re.compile(r"\bv?\d+\.\d+(?:\.\d+)+\b"),  # versions
-    re.compile(
-        r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?\s?(?:ms|s|sec|min|h|kb|mb|gb|tb|%|px|usd|eur|"
-        r"元|块|小时|分钟|天|个|人|岁|公里|米)(?![A-Za-z])",
-        re.IGNORECASE,
+    (
+        _having("-"),
+        re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
     ),
-    re.compile(r"[$€£¥]\s?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[$€£¥]\s?\d+(?:\.\d+)?"),  # money
-    re.compile(r"(?<![A-Za-z0-9_.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d])"),  # 12,500
-    re.compile(r"(?<![A-Za-z0-9_.,])\d{3,}(?:\.\d+)?(?![A-Za-z0-9_.])"),
-    re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"),  # CamelCase
-    re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"),  # snake_case
-    re.compile(r"`([^`\n]{2,80})`"),
-    re.compile(r"[“「《]([^”」》\n]{1,40})[”」》]"),
+    (_digit, re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b")),
+    (_having("-"), re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b")),  # ticket ids: ABC-123
+    # Phones, dates.
+    (_having("-"), re.compile(r"(?<![A-Za-z0-9_.])\d{2,}(?:-\d{2,})+(?![A-Za-z0-9_])")),
+    (_having("."), re.compile(r"\bv?\d+\.\d+(?:\.\d+)+\b")),  # versions
+    (
+        _digit,
+        re.compile(
+            r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?\s?(?:ms|s|sec|min|h|kb|mb|gb|tb|%|px|usd|eur|"
+            r"元|块|小时|分钟|天|个|人|岁|公里|米)(?![A-Za-z])",
+            re.IGNORECASE,
+        ),
+    ),
+    (  # money
+        _having("$", "€", "£", "¥"),
+        re.compile(r"[$€£¥]\s?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[$€£¥]\s?\d+(?:\.\d+)?"),
+    ),
+    (  # 12,500
+        _having(","),
+        re.compile(r"(?<![A-Za-z0-9_.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d])"),
+    ),
+    (_digit, re.compile(r"(?<![A-Za-z0-9_.,])\d{3,}(?:\.\d+)?(?![A-Za-z0-9_.])")),
+    (_upper, re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b")),  # CamelCase
+    (_having("_"), re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")),  # snake_case
+    (_having("`"), re.compile(r"`([^`\n]{2,80})`")),
+    (_having("“", "「", "《"), re.compile(r"[“「《]([^”」》\n]{1,40})[”」》]")),
     # Not a JSON key, and not the gap between two strings: a quote followed by space or by
     # JSON structure (`": {"`, `"}], "`) closes a string rather than opening one, and taking
     # it for an opening quote also swallowed the quote of the value after it.
-    re.compile(r"\"(?![\s:,\]}])([^\"\n]{2,40})(?<!\s)\"(?!\s*:)"),
+    (_having('"'), re.compile(r"\"(?![\s:,\]}])([^\"\n]{2,40})(?<!\s)\"(?!\s*:)")),
 )
 # An identifier has at least one letter or digit (any script); punctuation alone is
 # structure, never a name.
@@ -95,7 +130,9 @@ def classify(sentence: str) -> set[Tag]:
 def extract_identifiers(text: str) -> list[str]:
     """Paths, URLs, ids, numbers with units, code names and quoted names, in first-seen order."""
     found: dict[str, int] = {}
-    for pattern in _IDENTIFIER_PATTERNS:
+    for present, pattern in _IDENTIFIER_PATTERNS:
+        if not present(text):
+            continue
         for m in pattern.finditer(text):
             value = (m.group(1) if m.groups() else m.group(0)).strip().rstrip(".,;:")
             if len(value) >= 2 and value not in found and _WORDISH.search(value):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from app.compaction import signals
 from app.compaction.checks import (
     constraints_to_keep,
     conversation_language,
@@ -12,7 +13,7 @@ from app.compaction.checks import (
 )
 from app.compaction.signals import extract_identifiers, truncate_utf8
 from app.tokens import get_counter
-from tests.unit.compaction_helpers import call, log_of
+from tests.unit.compaction_helpers import call, dataset_sessions, log_of
 
 TOKENS = get_counter("gpt-4o")
 
@@ -151,3 +152,43 @@ def test_constraints_to_keep_fit_their_share_of_a_small_window_newest_first() ->
     assert kept == every[-len(kept) :]
     assert sum(words(k) for k in kept) <= budget
     assert sum(words(k) for k in every[-len(kept) - 1 :]) > budget
+
+
+def _every_pattern(text: str) -> list[str]:
+    """extract_identifiers without the substring gates: every pattern over every text."""
+    found: dict[str, int] = {}
+    for _, pattern in signals._IDENTIFIER_PATTERNS:
+        for m in pattern.finditer(text):
+            value = (m.group(1) if m.groups() else m.group(0)).strip().rstrip(".,;:")
+            if len(value) >= 2 and value not in found and signals._WORDISH.search(value):
+                found[value] = m.start()
+    values = sorted(found, key=lambda v: found[v])
+    return [v for v in values if not any(v != o and v in o for o in values)]
+
+
+EDGES = [
+    "build ٣٤٥ms and ab12cd٣4ef",  # Unicode digits match \d
+    "ÉTAT du service ÀB-12",  # upper case outside ASCII only
+    "SHOUTING WITHOUT DIGITS",
+    "see https://x.io/a_b/c.py, v1.2.3 at $1,200 or ¥30 or 12,500 (PROJ-42)",
+    "「部署名」用了 3 小时 and 《手册》 and “quoted name” and `code span`",
+    '{"path": "src/a.py", "note": "a quoted value"}',
+    "550e8400-e29b-41d4-a716-446655440000 at 2026-11-23 call +1-555-0100",
+    "",
+    "plain lower case words only",
+]
+
+
+def test_the_gates_never_skip_a_pattern_that_would_match() -> None:
+    texts = list(EDGES)
+    for session in dataset_sessions():
+        for m in session["messages"]:
+            content = m.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+                texts.extend(signals.split_sentences(content))
+            for tc in m.get("tool_calls") or []:
+                texts.append(tc["function"]["arguments"])
+    assert len(texts) > 10_000
+    for text in texts:
+        assert signals.extract_identifiers(text) == _every_pattern(text), text[:200]
