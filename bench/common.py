@@ -207,6 +207,10 @@ async def contextd_server(
     log = tempfile.NamedTemporaryFile(prefix="contextd-bench-server-", suffix=".log", delete=False)
     env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, "CONTEXTD_HOST": "127.0.0.1"}
     env.pop("CONTEXTD_API_KEYS", None)
+    # The code of this checkout, not whatever `app` the interpreter has installed: from
+    # a git worktree sharing another checkout's venv (an editable install of that
+    # checkout), an A/B would otherwise time the same server twice.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
