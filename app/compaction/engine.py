@@ -257,7 +257,14 @@ class _Run:
             counter=self.counter,
             through_seq=self.plan.new_watermark,
         )
-        return last, patch
+        # The patch itself was trimmed: it reports what the stored summary still shows.
+        lost = self.missing(last)
+        kept = _Patch(
+            identifiers=tuple(i for i in patch.identifiers if i not in lost.identifiers),
+            constraints=tuple(c for c in patch.constraints if c not in lost.constraints),
+            anchors=patch.anchors,  # carried outside the cap: never trimmed
+        )
+        return last, kept
 
     def extractive(
         self, status: Literal["success", "degraded"], reason: str | None, retried: bool = False

@@ -446,3 +446,34 @@ async def test_a_long_range_is_summarised_without_stalling_the_event_loop(
     assert outcome.status == "success"
     assert len(during) >= 10, (len(during), took)
     assert max(gaps) < took / 4, (max(gaps), took)
+
+
+async def test_a_patch_larger_than_the_cap_reports_only_what_it_kept(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    # Forty files the later turns mention again, none in the model's summary: patching them
+    # all in is larger than the whole cap (its 256-token floor), so the last fit trims the
+    # patch itself. What the outcome calls patched must be in the stored summary.
+    files = [f"services/module_{i:02d}/request_handler_{i:02d}.py" for i in range(40)]
+    log = log_of(
+        [
+            {"role": "user", "content": "Read " + ", ".join(files) + ". " + "x " * 300},
+            {"role": "assistant", "content": "Read them all. " + "y " * 300},
+            {"role": "user", "content": "Thanks."},
+            {"role": "assistant", "content": "You are welcome."},
+            {"role": "user", "content": "Now change " + ", ".join(files) + "."},
+        ]
+    )
+    plan = plan_range(log, watermark=0, min_preserved_turns=1)
+    assert isinstance(plan, CompactionPlan)
+    llm.script(_answer({"timeline": ["Read the files."]}))
+    outcome = await _run(
+        llm, http, plan=plan, anchors=(), usable_budget=10, anchor_retry_enabled=False
+    )
+    over = tokens_over_cap(
+        outcome.summary, lang="en", max_tokens=256, counter=COUNTER, through_seq=plan.new_watermark
+    )
+    assert over <= 0
+    kept = [f for f in files if f in outcome.rendered_text]
+    assert 0 < len(kept) < len(files)  # the patch alone did not fit
+    assert list(outcome.patched_identifiers) == kept
