@@ -30,9 +30,12 @@ copy them, and they count as visible for the anchor and constraint checks.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextvars
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from app.compaction.checks import (
     constraints_to_keep,
@@ -383,7 +386,18 @@ def _prepare(
 # the range: ~2.5 ms per 1,000 characters, 0.4 s for a range of 150k. Run in the
 # event loop, that stalls every request of a server that compacts in process; in a
 # thread it takes the interpreter in slices of sys.getswitchinterval() (5 ms).
-_off_loop = asyncio.to_thread
+# Threads of its own, not the loop's default executor, where a large append counts
+# its tokens (app/messages/service.py): with CONTEXTD_COMPACTION_WORKERS summaries
+# at once, that append would otherwise wait for one of them to end. Two threads:
+# more would share the same interpreter, not add CPU.
+_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="contextd-summary")
+T = TypeVar("T")
+
+
+async def _off_loop(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    return await loop.run_in_executor(_THREADS, call)
 
 
 async def summarise(

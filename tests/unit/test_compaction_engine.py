@@ -405,14 +405,10 @@ async def test_identifiers_the_patch_pushes_out_are_patched_in_too(
     assert over(outcome.summary) <= 0
 
 
-async def test_a_long_range_is_summarised_without_stalling_the_event_loop(
-    http: httpx.AsyncClient,
-) -> None:
-    # A server compacts in process by default: the CPU of a summary (reading identifiers
-    # and constraints off the range, checking, fitting) must leave its requests running.
-    # ~150k characters of tool output took 0.4 s of one uninterrupted turn of the loop.
+def _audit_plan(outputs: int) -> CompactionPlan:
+    """A range of `outputs` tool outputs of ~5k characters each, full of identifiers."""
     items: list[dict[str, Any]] = [{"role": "user", "content": "Audit the service logs."}]
-    for i in range(30):
+    for i in range(outputs):
         output = "".join(
             f"2026-11-{i % 28 + 1:02d} svc/worker_{j}.py:{j} took {j * 7} ms id=ab{j:06x}\n"
             for j in range(100)
@@ -426,7 +422,16 @@ async def test_a_long_range_is_summarised_without_stalling_the_event_loop(
         {"role": "assistant", "content": "Reading it."},
         {"role": "user", "content": "Thanks."},
     ]
-    plan = _plan(log_of(items))
+    return _plan(log_of(items))
+
+
+async def test_a_long_range_is_summarised_without_stalling_the_event_loop(
+    http: httpx.AsyncClient,
+) -> None:
+    # A server compacts in process by default: the CPU of a summary (reading identifiers
+    # and constraints off the range, checking, fitting) must leave its requests running.
+    # ~150k characters of tool output took 0.4 s of one uninterrupted turn of the loop.
+    plan = _audit_plan(30)
     assert sum(len(m.text) for m in plan.range_messages) > 100_000
     ticks: list[float] = []
 
@@ -477,3 +482,37 @@ async def test_a_patch_larger_than_the_cap_reports_only_what_it_kept(
     kept = [f for f in files if f in outcome.rendered_text]
     assert 0 < len(kept) < len(files)  # the patch alone did not fit
     assert list(outcome.patched_identifiers) == kept
+
+
+async def test_summaries_leave_the_default_executor_to_large_appends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A large append counts its tokens in the loop's default executor
+    # (app/messages/service.py); eight compactions at once (CONTEXTD_COMPACTION_WORKERS=8)
+    # must not make it wait there until summaries free a thread.
+    from app.compaction import engine
+
+    plan = _audit_plan(6)
+    done: list[str] = []
+    prepare = engine._prepare
+
+    def recorded(*args: Any) -> Any:
+        run = prepare(*args)
+        done.append("a summary's first step")
+        return run
+
+    monkeypatch.setattr(engine, "_prepare", recorded)
+
+    async def append() -> None:
+        await asyncio.to_thread(COUNTER.count_text, "a large tool output. " * 4_000)
+        done.append("append")
+
+    summaries = [
+        asyncio.create_task(
+            summarise(plan, None, [], client=None, settings=EngineSettings(), counter=COUNTER)
+        )
+        for _ in range(8)
+    ]
+    await asyncio.sleep(0.01)  # every summary has asked for a thread
+    await asyncio.gather(append(), *summaries)
+    assert done[0] == "append", done[:4]
