@@ -31,7 +31,7 @@ typecheck: $(STAMP)
 fuzz: $(STAMP)  ## the long schemathesis run (500 examples per operation, with and without a key)
 	CONTEXTD_FUZZ_EXAMPLES=500 $(BIN)/pytest tests/process/test_schema_fuzz.py
 
-bench: $(STAMP)  ## every benchmark of README.md and docs/measured.md, in order (~15 min; CONTEXTD_DATABASE_URL or embedded)
+bench: $(STAMP)  ## the benchmarks of README.md's Measured, in order (~20 min; CONTEXTD_DATABASE_URL or embedded; pgbench on PATH)
 	$(BIN)/python bench/log_bench.py
 	$(BIN)/python bench/context_quality.py
 	$(BIN)/python bench/context_bench.py --repeat 40 --rounds 2
@@ -39,6 +39,8 @@ bench: $(STAMP)  ## every benchmark of README.md and docs/measured.md, in order 
 	$(BIN)/python bench/loop_stall.py
 	$(BIN)/python bench/claim_bench.py
 	$(BIN)/python bench/load.py --agents 10,50,200 --duration 20
+	$(BIN)/python bench/throughput.py --op append --workers 1,2 --clients 50 --duration 15 --pgbench-clients 10,50
+	$(BIN)/python bench/growth_bench.py --stats none,analyze
 	$(BIN)/python bench/calibration_bench.py
 
 clean:
