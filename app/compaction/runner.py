@@ -211,16 +211,6 @@ class CompactionRunner:
     ) -> None:
         """An append left the session at compact_needed: queue a job if auto_compact is on."""
         try:
-            if chain == 0:
-                # Every append of a session at compact_needed lands here, and while its job
-                # waits or runs (most of them) the locked path below only joins that job.
-                # One probe answers that first: the append committed before this snapshot,
-                # so a job active in it stores after the append, under the session row's
-                # lock, and its chain decides again on a row that holds the append: what
-                # joining it under the lock amounts to.
-                async with self.database.driver() as conn:
-                    if await repo.has_active_job(conn, tenant, sid):
-                        return
             async with self.database.transaction() as db:
                 # Locked: a job storing its summary meanwhile (it updates this row) is
                 # either seen stored here or still active below (then this joins it and

@@ -63,6 +63,7 @@ async def answer(
         and result.created
         and result.auto_compact
         and result.budget.status == "compact_needed"
+        and not result.job_active
     ):
         await runner.on_compact_needed(tenant, session_id, lock_token)
     # Plain ints and strings: encoded here, not walked by a response model.

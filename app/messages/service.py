@@ -10,7 +10,8 @@ are counted before it, outside the lock, with the tokenizer the session used
 last time in this process. What needs the locked row is decided on what that
 statement returns, before the commit: the lease (a refused write rolls back), the
 tokenizer (counted with the wrong one: roll back and count again), the budget
-transition event. A batch that did not go in whole (a replayed message id, a
+transition event, and at compact_needed whether a compaction job is active (one
+more round trip; the append then only joins it). A batch that did not go in whole (a replayed message id, a
 call id used before, an answer to no open call) is rolled back and appended again
 the careful way: lock, look up, check, then the same statement; that path names
 every problem and answers replays with their original seqs.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.budget import Budget
+from app.compaction import repository as jobs
 from app.errors import Conflict, ValidationFailed, invalid
 from app.leases.guard import check_write
 from app.messages import repository as repo
@@ -61,6 +63,9 @@ class AppendResult:
     # The session's auto_compact as the append's statement read it: without it an
     # append at compact_needed queues nothing, and need not ask the runner.
     auto_compact: bool = True
+    # At compact_needed and auto_compact: whether the session had a compaction job
+    # pending or running, which this append then only joins (see `_finish`).
+    job_active: bool = False
 
 
 @dataclass(slots=True)
@@ -249,7 +254,8 @@ async def _finish(
     acks: list[dict[str, Any]],
     settings: Settings,
 ) -> AppendResult:
-    """The budget before and after, the transition's event, the metrics."""
+    """The budget before and after, the transition's event, whether a compaction job is
+    active, the metrics."""
     added = sum(n for m, n in zip(fresh, counts, strict=True) if _in_context(m))
     was = budget_of(before, settings)
     before.context_tokens += added
@@ -258,10 +264,21 @@ async def _finish(
         await conn.execute(
             repo.INSERT_EVENT, tenant, sid, f"budget.{now.status}", json.dumps(now.as_dict())
         )
+    # Every append at compact_needed asks the runner for a job (app/messages/lane.py),
+    # and while the session's job waits or runs (most of them) the answer is only "join
+    # it". Asked here, on this connection and under the session row's lock: a job active
+    # now stores after this append commits (its store waits for the lock), so that
+    # store and the job's chain see the append, as a join under the runner's lock does.
+    joins = (
+        bool(fresh)
+        and before.auto_compact
+        and now.status == "compact_needed"
+        and await jobs.has_active_job(conn, tenant, sid)
+    )
     if fresh:
         metrics.MESSAGES_APPENDED.inc(len(fresh))
         metrics.TOKENS_APPENDED.inc(sum(counts))
-    return AppendResult(bool(fresh), acks, now, was.status, before.auto_compact)
+    return AppendResult(bool(fresh), acks, now, was.status, before.auto_compact, joins)
 
 
 def _write_args(batch: Sequence[Incoming], counts: Sequence[int], ids: Sequence[str]) -> list[Any]:

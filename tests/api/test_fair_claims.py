@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import db as database
 from app.api.deps import Database
 from app.compaction import repository as repo
-from app.compaction.runner import CompactionRunner
 from app.main import create_app
 from app.settings import load_settings
 
@@ -271,39 +270,3 @@ async def test_a_queued_job_wakes_listening_workers(engine: AsyncEngine) -> None
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-
-async def test_an_append_joining_an_active_job_does_not_wait_for_the_session_row(
-    engine: AsyncEngine,
-) -> None:
-    # Every append at compact_needed asks the runner for a job; while the session's job
-    # waits or runs, the answer is "join it", and that must not queue the append behind
-    # whatever holds the session row (the job's own store, another append's batch).
-    [job_id] = await _queue(engine, "a", 1)
-    sid = "a-auto-0.0-1"
-    runner = CompactionRunner(Database(database.session_factory(engine)), load_settings(), None)
-    async with engine.connect() as holder:
-        await holder.execute(
-            text("SELECT 1 FROM sessions WHERE tenant_id = 'a' AND id = :s FOR UPDATE"), {"s": sid}
-        )
-        await asyncio.wait_for(runner.on_compact_needed("a", sid), 5)
-        # With no job active, the decision is taken under the row lock: it waits.
-        async with engine.begin() as conn:
-            await conn.execute(
-                text(
-                    "UPDATE compaction_jobs SET status = 'success', finished_at = now()"
-                    " WHERE id = :id"
-                ),
-                {"id": job_id},
-            )
-        deciding = asyncio.create_task(runner.on_compact_needed("a", sid))
-        await asyncio.sleep(0.5)
-        assert not deciding.done()
-        await holder.rollback()
-    await asyncio.wait_for(deciding, 5)
-    async with engine.connect() as conn:
-        jobs = (
-            await conn.execute(
-                text("SELECT id, status FROM compaction_jobs WHERE session_id = :s"), {"s": sid}
-            )
-        ).all()
-    assert [tuple(j) for j in jobs] == [(job_id, "success")]  # an empty session: nothing to free
