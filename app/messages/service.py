@@ -11,10 +11,11 @@ last time in this process. What needs the locked row is decided on what that
 statement returns, before the commit: the lease (a refused write rolls back), the
 tokenizer (counted with the wrong one: roll back and count again), the budget
 transition event, and at compact_needed whether a compaction job is active (one
-more round trip; the append then only joins it). A batch that did not go in whole (a replayed message id, a
-call id used before, an answer to no open call) is rolled back and appended again
-the careful way: lock, look up, check, then the same statement; that path names
-every problem and answers replays with their original seqs.
+more round trip; the append then only joins it). A batch that did not go in whole
+(a replayed message id, a call id used before, an answer to no open call) is rolled
+back and appended again the careful way: lock, look up, check, then the same
+statement; that path names every problem and answers replays with their original
+seqs.
 """
 
 from __future__ import annotations

@@ -269,4 +269,3 @@ async def test_a_queued_job_wakes_listening_workers(engine: AsyncEngine) -> None
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
