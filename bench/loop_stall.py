@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import statistics
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -36,28 +34,14 @@ from app.compaction.llm import ChatModelClient
 from app.compaction.turns import CompactionPlan, plan_range
 from bench.common import DATASET, dataset_warning, load_average, machine_info, markdown_table
 from tests.fakellm import FakeLLM
+from tests.support.loop import watch_loop
 from tests.unit.compaction_helpers import COUNTER, EngineSettings, log_of
 
 
 async def _stall(work: Callable[[], Awaitable[object]]) -> tuple[float, float]:
     """(seconds the work took, the longest gap between two turns of the loop meanwhile)."""
-    turns: list[float] = []
-
-    async def turn() -> None:
-        while True:
-            turns.append(time.perf_counter())
-            await asyncio.sleep(0)
-
-    ticker = asyncio.create_task(turn())
-    await asyncio.sleep(0)
-    start = time.perf_counter()
-    await work()
-    took = time.perf_counter() - start
-    await asyncio.sleep(0)  # the turn that ends the last gap
-    ticker.cancel()
-    during = [t for t in turns if t >= start]
-    gaps = [b - a for a, b in itertools.pairwise(during)]
-    return took, max([during[0] - start if during else took, *gaps])
+    _, loop = await watch_loop(work())
+    return loop.took, loop.longest_gap
 
 
 def _plans(n: int) -> list[tuple[str, CompactionPlan]]:
