@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -28,6 +29,8 @@ from app.errors import ContextdError, problem
 from app.events import EventWriter
 from app.health import router as health_router
 from app.leases.router import router as leases_router
+from app.messages import service as messages
+from app.messages.groups import Groups
 from app.messages.lane import AppendLane
 from app.messages.router import router as messages_router
 from app.observability.middleware import BodyLimit, RequestContext
@@ -65,6 +68,8 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         app.state.engine = engine
         keyring.engine = engine
         app.state.database = Database(database.session_factory(engine))
+        groups = Groups(functools.partial(messages.write_group, app.state.database))
+        app.state.append_groups = groups
         app.state.events = EventWriter(app.state.database)
         app.state.events.start()
         async with model_client(settings) as client:
@@ -79,6 +84,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
                 yield
             finally:
                 await runner.stop()
+                await groups.close()
                 await app.state.events.stop()
                 await engine.dispose()
 

@@ -55,7 +55,13 @@ async def answer(
     if unknown:
         raise invalid(unknown[0], "is not a field of an append")
     result = await service.append(
-        state.database, tenant, session_id, body.get("messages"), lock_token, state.settings
+        state.database,
+        tenant,
+        session_id,
+        body.get("messages"),
+        lock_token,
+        state.settings,
+        getattr(state, "append_groups", None),
     )
     runner = getattr(state, "compactions", None)
     if (

@@ -104,6 +104,78 @@ SELECT s.*, (SELECT count(*) FROM m) AS messages_in, (SELECT count(*) FROM c) AS
 FROM s
 """
 
+# WRITE_BATCH for the appends of several sessions at once (app/messages/groups.py):
+# one transaction, one statement, however many sessions. `$1..$8` are one entry per
+# append (its session and totals), the message, call and answer arrays carry the
+# 1-based entry `k` each row belongs to, and `ord` its ordinal within that append.
+# The rows are locked in key order first, so two groups that share sessions (two
+# server processes) wait for each other instead of deadlocking. One row per session
+# found comes back, with what WRITE_BATCH returns and `k`; what did not go in whole
+# is rolled back by the caller, as for one append.
+WRITE_GROUP = f"""
+WITH r AS MATERIALIZED (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::int[],
+                         $6::int[], $7::int[], $8::int[]) WITH ORDINALITY
+        AS r(tenant_id, session_id, n, added, n_system, n_user, n_assistant, n_tool, k)
+), locked AS MATERIALIZED (
+    SELECT r.k FROM sessions JOIN r ON sessions.tenant_id = r.tenant_id
+        AND sessions.id = r.session_id
+    ORDER BY sessions.tenant_id, sessions.id
+    FOR NO KEY UPDATE OF sessions
+), s AS (
+    UPDATE sessions SET
+        last_seq = last_seq + r.n,
+        context_tokens = context_tokens + r.added,
+        count_system = count_system + r.n_system,
+        count_user = count_user + r.n_user,
+        count_assistant = count_assistant + r.n_assistant,
+        count_tool = count_tool + r.n_tool,
+        updated_at = now()
+    FROM locked JOIN r ON r.k = locked.k
+    WHERE sessions.tenant_id = r.tenant_id AND sessions.id = r.session_id
+    RETURNING r.k, sessions.tenant_id, sessions.id AS session_id,
+        last_seq - r.n AS base_seq, context_tokens - r.added AS base_tokens, {_HEAD}
+), m AS (
+    INSERT INTO messages (tenant_id, session_id, seq, message_id, role, body, token_count,
+        context_tokens_through, pinned, include_in_context, mode, run_id, metadata, error)
+    SELECT s.tenant_id, s.session_id, s.base_seq + u.ord, u.message_id, u.role, u.body,
+        u.token_count, s.base_tokens + u.through, u.pinned, u.include_in_context, u.mode,
+        u.run_id, u.metadata, u.error
+    FROM s JOIN unnest($9::int[], $10::int[], $11::text[], $12::text[], $13::jsonb[],
+                       $14::int[], $15::bigint[], $16::bool[], $17::bool[], $18::text[],
+                       $19::text[], $20::jsonb[], $21::jsonb[])
+        AS u(k, ord, message_id, role, body, token_count, through, pinned,
+             include_in_context, mode, run_id, metadata, error) ON u.k = s.k
+    ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING
+    RETURNING tenant_id, session_id
+), c AS (
+    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq)
+    SELECT s.tenant_id, s.session_id, u.call_id, s.base_seq + u.ord, s.base_seq + u.answered_ord
+    FROM s JOIN unnest($22::int[], $23::text[], $24::bigint[], $25::bigint[])
+        AS u(k, call_id, ord, answered_ord) ON u.k = s.k
+    ON CONFLICT (tenant_id, session_id, call_id) DO NOTHING
+    RETURNING tenant_id, session_id
+), a AS (
+    -- As WRITE_BATCH's: a primary-key upsert, and an answer to no call counts nothing.
+    INSERT INTO tool_calls AS t (tenant_id, session_id, call_id, seq, answered_seq)
+    SELECT s.tenant_id, s.session_id, u.call_id, 0, s.base_seq + u.ord
+    FROM s JOIN unnest($26::int[], $27::text[], $28::bigint[]) AS u(k, call_id, ord)
+        ON u.k = s.k
+    ON CONFLICT (tenant_id, session_id, call_id) DO UPDATE
+        SET answered_seq = EXCLUDED.answered_seq
+        WHERE t.answered_seq IS NULL
+    RETURNING t.tenant_id, t.session_id, t.seq
+)
+SELECT s.*,
+    (SELECT count(*) FROM m WHERE m.tenant_id = s.tenant_id AND m.session_id = s.session_id)
+        AS messages_in,
+    (SELECT count(*) FROM c WHERE c.tenant_id = s.tenant_id AND c.session_id = s.session_id)
+        AS calls_in,
+    (SELECT count(*) FROM a WHERE a.tenant_id = s.tenant_id AND a.session_id = s.session_id
+        AND a.seq > 0) AS answers_in
+FROM s
+"""
+
 # The optimistic append's transaction: WRITE_BATCH is planned once per connection,
 # not on every execution (planning it was ~0.3 ms of PostgreSQL's CPU, as much as
 # running it). The connection plans everything else afresh each time (app/db.py,

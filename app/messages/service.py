@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.budget import Budget
 from app.compaction import repository as jobs
+from app.db import is_unavailable
 from app.errors import Conflict, ValidationFailed, invalid
 from app.leases.guard import check_write
 from app.messages import repository as repo
@@ -45,6 +46,7 @@ from app.tokens import TokenCounter, get_counter
 
 if TYPE_CHECKING:
     from app.api.deps import Database
+    from app.messages.groups import Groups
 
 # Tokenising this many bytes in the event loop would stall other requests.
 THREAD_THRESHOLD_BYTES = 64 * 1024
@@ -119,7 +121,11 @@ async def append(
     raw: Any,
     lock_token: str | None,
     settings: Settings,
+    groups: Groups[Pending, AppendResult] | None = None,
 ) -> AppendResult:
+    """Append a batch: in a group with other sessions' appends when `groups` is given
+    and the batch is consistent in itself, else (or when the group did not take it) in
+    a transaction of its own."""
     batch = parse_batch(
         raw,
         max_messages=settings.max_messages_per_append,
@@ -128,6 +134,12 @@ async def append(
     counter = get_counter(_MODEL_HINTS.get((tenant, sid), settings.default_model))
     counts = await _count(counter, batch)
     careful = not _fits_alone(batch)
+    if groups is not None and not careful:
+        ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
+        pending = Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids)
+        grouped = await groups.submit((tenant, sid), pending)
+        if grouped is not None:
+            return grouped
     for _ in range(3):
         try:
             async with database.driver() as conn:
@@ -177,6 +189,24 @@ async def _optimistic(
     """The whole batch in one statement; raises `_Careful` when it did not fit."""
     ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
     result = await conn.fetchrow(repo.WRITE_BATCH, tenant, sid, *_write_args(batch, counts, ids))
+    before, acks = _admit(result, tenant, sid, batch, counter, counts, ids, lock_token, settings)
+    return await _finish(conn, tenant, sid, before, batch, counts, acks, settings)
+
+
+def _admit(
+    result: Any,
+    tenant: str,
+    sid: str,
+    batch: list[Incoming],
+    counter: TokenCounter,
+    counts: list[int],
+    ids: list[str],
+    lock_token: str | None,
+    settings: Settings,
+) -> tuple[SessionHead, list[dict[str, Any]]]:
+    """What a write statement returned, checked before the commit: the session as it was
+    and the acknowledgements. Raises (the caller rolls back) when the write must not stand:
+    the lease refuses it, the counts are of another tokenizer, or it did not go in whole."""
     if result is None:  # no such session yet
         raise _Careful()
     before = SessionHead.of(result, context_tokens=result["base_tokens"])
@@ -196,7 +226,122 @@ async def _optimistic(
         raise _Careful()
     base = result["base_seq"]
     acks = [_ack(mid, base + k, n) for k, (mid, n) in enumerate(zip(ids, counts, strict=True), 1)]
-    return await _finish(conn, tenant, sid, before, batch, counts, acks, settings)
+    return before, acks
+
+
+@dataclass(slots=True)
+class Pending:
+    """An append waiting for a group (app/messages/groups.py): counted, not yet written."""
+
+    tenant: str
+    sid: str
+    batch: list[Incoming]
+    counter: TokenCounter
+    counts: list[int]
+    lock_token: str | None
+    settings: Settings
+    ids: list[str]
+
+
+class _Refused(Exception):
+    """Some appends of a group must not stand: roll back, write the others again."""
+
+    def __init__(self, indexes: list[int]) -> None:
+        self.indexes = indexes
+
+
+class _Alone(Exception):
+    """The group's transaction failed before its commit: each append goes alone."""
+
+
+async def write_group(database: Database, items: list[Pending]) -> list[AppendResult | None]:
+    """Write the appends of several sessions in one transaction (app/messages/groups.py).
+
+    None for an append the group did not take: its caller appends it alone, the way
+    that names every problem (a refused lease, a replay, a first append that creates
+    the session). Appends the group refused are left out and the rest written again,
+    once. Errors while the database is away reach every caller, as do errors of the
+    COMMIT itself, after which the appends may be stored: writing them again could
+    store them twice.
+    """
+    results: list[AppendResult | None] = [None] * len(items)
+    todo = list(range(len(items)))
+    for _ in range(2):
+        try:
+            written = await _write_group_once(database, [items[i] for i in todo])
+        except _Refused as refused:
+            todo = [i for j, i in enumerate(todo) if j not in set(refused.indexes)]
+            if not todo:
+                break
+            continue
+        except _Alone:
+            break
+        for i, result in zip(todo, written, strict=True):
+            results[i] = result
+        break
+    return results
+
+
+async def _write_group_once(database: Database, items: list[Pending]) -> list[AppendResult]:
+    # Planned for its parameters every time (the connection's setting), unlike
+    # WRITE_BATCH: a generic plan made while `sessions` was small joined the group to
+    # it by a scan of the whole table (`bench/plans.py --show "locked AS"`). Planning is
+    # once per group, a few hundredths of a millisecond per append under load.
+    async with database.driver() as conn, _transaction(conn, "BEGIN"):
+        try:
+            rows = await conn.fetch(repo.WRITE_GROUP, *_group_args(items))
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise
+            raise _Alone() from exc  # e.g. a deadlock with a transaction of another kind
+        by_k = {row["k"]: row for row in rows}
+        admitted: list[tuple[Pending, SessionHead, list[dict[str, Any]]]] = []
+        refused: list[int] = []
+        for k, p in enumerate(items, 1):
+            try:
+                head, acks = _admit(
+                    by_k.get(k),
+                    p.tenant,
+                    p.sid,
+                    p.batch,
+                    p.counter,
+                    p.counts,
+                    p.ids,
+                    p.lock_token,
+                    p.settings,
+                )
+            except Exception:
+                refused.append(k - 1)
+                continue
+            admitted.append((p, head, acks))
+        if refused:
+            raise _Refused(refused)
+        return [
+            await _finish(conn, p.tenant, p.sid, head, p.batch, p.counts, acks, p.settings)
+            for p, head, acks in admitted
+        ]
+
+
+def _group_args(items: Sequence[Pending]) -> list[Any]:
+    """WRITE_GROUP's parameters: each append's WRITE_BATCH arguments, tagged with its k."""
+    columns: list[list[Any]] = [[] for _ in range(28)]
+    for k, p in enumerate(items, 1):
+        args = _write_args(p.batch, p.counts, p.ids)
+        columns[0].append(p.tenant)
+        columns[1].append(p.sid)
+        for col, value in enumerate(args[:6], 2):  # n, tokens, then the four role counts
+            columns[col].append(value)
+        columns[8].extend([k] * len(p.batch))
+        columns[9].extend(range(1, len(p.batch) + 1))
+        for col, values in enumerate(args[6:17], 10):  # the message columns
+            columns[col].extend(values)
+        columns[21].extend([k] * len(args[17]))
+        for col, values in enumerate(args[17:20], 22):  # the calls made
+            columns[col].extend(values)
+        columns[25].extend([k] * len(args[20]))
+        for col, values in enumerate(args[20:22], 26):  # the answers to earlier calls
+            columns[col].extend(values)
+    return columns
 
 
 async def _careful(

@@ -1,0 +1,138 @@
+"""Group commit on the real database: appends of several sessions in one transaction
+(app/messages/service.write_group), and what a group leaves to an append alone."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from app.messages import service
+from app.messages.validation import parse_batch
+from app.settings import Settings
+from app.tokens import get_counter
+from tests.api.test_leases import _claim
+from tests.api.test_messages import call, log_of, result, user
+
+
+def pending(
+    settings: Settings, sid: str, messages: list[dict[str, Any]], lock_token: str | None = None
+) -> service.Pending:
+    batch = parse_batch(messages, max_messages=100, max_message_bytes=1 << 20)
+    counter = get_counter(settings.default_model)
+    counts = [counter.count_message(m.body) for m in batch]
+    ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
+    return service.Pending("default", sid, batch, counter, counts, lock_token, settings, ids)
+
+
+async def _session(client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> str:
+    sid = f"g-{uuid.uuid4().hex[:10]}"
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": messages})
+    assert r.status_code == 201, r.text
+    return sid
+
+
+async def test_a_group_stores_each_sessions_batch_at_its_own_next_seqs(
+    app: FastAPI, client: httpx.AsyncClient, settings: Settings
+) -> None:
+    # Sessions at different lengths, one with a call still open, answered in the group.
+    a = await _session(client, [user("a1")])
+    b = await _session(client, [user("b1"), user("b2"), call("call_b")])
+    c = await _session(client, [user("c1"), user("c2")])
+    items = [
+        pending(settings, a, [user("a2"), call("call_a"), result("call_a", "done")]),
+        pending(settings, b, [result("call_b", "file text")]),
+        pending(settings, c, [user("c3", id="c-3")]),
+    ]
+    results = await service.write_group(app.state.database, items)
+
+    assert all(r is not None and r.created for r in results)
+    seqs = [[ack["seq"] for ack in r.messages] for r in results if r is not None]
+    assert seqs == [[2, 3, 4], [4], [3]]
+    for sid, item, r in zip((a, b, c), items, results, strict=True):
+        assert r is not None
+        log = await log_of(client, sid)
+        tail = log[-len(item.batch) :]
+        assert [m["id"] for m in tail] == [ack["id"] for ack in r.messages] == item.ids
+        assert [m["token_count"] for m in tail] == item.counts
+        assert [m["seq"] for m in log] == list(range(1, len(log) + 1))
+        s = (await client.get(f"/sessions/{sid}")).json()
+        assert s["last_seq"] == len(log)
+        assert s["stats"]["context_tokens"] == sum(m["token_count"] for m in log)
+        assert r.budget.current_tokens == s["budget"]["current_tokens"]
+    # call_b is answered now: a second answer is refused, as for any append.
+    r2 = await client.post(f"/sessions/{b}/messages", json={"messages": [result("call_b")]})
+    assert r2.status_code == 422 and "already answered" in r2.text
+
+
+async def test_appends_a_group_must_not_take_are_left_out_and_the_rest_stored(
+    app: FastAPI, client: httpx.AsyncClient, settings: Settings
+) -> None:
+    leased = await _session(client, [user("mine")])
+    await _claim(client, leased)
+    replayed = await _session(client, [user("first", id="dup-1")])
+    unanswered = await _session(client, [user("x")])
+    fine = [await _session(client, [user("y")]) for _ in range(3)]
+    new = f"g-{uuid.uuid4().hex[:10]}"  # no such session yet: its first append creates it
+    items = [
+        pending(settings, fine[0], [user("ok 0")]),
+        pending(settings, leased, [user("no token")]),
+        pending(settings, fine[1], [user("ok 1")]),
+        pending(settings, replayed, [user("first", id="dup-1")]),
+        pending(settings, unanswered, [result("call_nobody_made")]),
+        pending(settings, new, [user("hello")]),
+        pending(settings, fine[2], [user("ok 2")]),
+    ]
+    results = await service.write_group(app.state.database, items)
+
+    taken = [r is not None for r in results]
+    assert taken == [True, False, True, False, False, False, True]
+    for sid, r in zip(fine, (results[0], results[2], results[6]), strict=True):
+        assert r is not None and [ack["seq"] for ack in r.messages] == [2]
+        assert [m["seq"] for m in await log_of(client, sid)] == [1, 2]
+    # Nothing of what was left out is stored: the group rolled back and wrote the rest.
+    assert [m["content"] for m in await log_of(client, leased)] == ["mine"]
+    assert [m["seq"] for m in await log_of(client, replayed)] == [1]
+    assert [m["seq"] for m in await log_of(client, unanswered)] == [1]
+    assert (await client.get(f"/sessions/{new}")).status_code == 404
+
+    # Alone, each gets the answer an append always got.
+    resp = await client.post(f"/sessions/{leased}/messages", json={"messages": [user("no token")]})
+    assert resp.status_code == 409 and resp.json()["code"] == "lock_required"
+    resp = await client.post(
+        f"/sessions/{replayed}/messages", json={"messages": [user("first", id="dup-1")]}
+    )
+    assert resp.status_code == 200 and resp.json()["messages"][0]["seq"] == 1
+    resp = await client.post(
+        f"/sessions/{unanswered}/messages", json={"messages": [result("call_nobody_made")]}
+    )
+    assert resp.status_code == 422 and resp.json()["errors"][0]["loc"] == "messages[0].tool_call_id"
+
+
+async def test_concurrent_appends_over_http_are_grouped_and_each_stored_once(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    sids = [await _session(client, [user("start")]) for _ in range(24)]
+    groups = app.state.append_groups
+    before = (groups.groups, groups.items)
+
+    async def agent(sid: str) -> list[tuple[str, int]]:
+        acked = []
+        for i in range(6):
+            batch = [call(f"c-{sid}-{i}"), result(f"c-{sid}-{i}", f"out {i}")]
+            r = await client.post(f"/sessions/{sid}/messages", json={"messages": batch})
+            assert r.status_code == 201, r.text
+            acked += [(a["id"], a["seq"]) for a in r.json()["messages"]]
+        return acked
+
+    acks = await asyncio.gather(*(agent(sid) for sid in sids))
+    for sid, acked in zip(sids, acks, strict=True):
+        log = await log_of(client, sid)
+        assert [m["seq"] for m in log] == list(range(1, 14))
+        assert [(m["id"], m["seq"]) for m in log[1:]] == acked
+    written_groups, written = groups.groups - before[0], groups.items - before[1]
+    assert written == 24 * 6  # every one of these appends went through a group
+    assert written_groups < written  # and some groups held several sessions' appends
