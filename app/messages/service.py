@@ -283,18 +283,28 @@ async def write_group(database: Database, items: list[Pending]) -> list[AppendRe
 
 
 async def _write_group_once(database: Database, items: list[Pending]) -> list[AppendResult]:
-    # Planned for its parameters every time (the connection's setting), unlike
-    # WRITE_BATCH: a generic plan made while `sessions` was small joined the group to
-    # it by a scan of the whole table (`bench/plans.py --show "locked AS"`). Planning is
-    # once per group, a few hundredths of a millisecond per append under load.
-    async with database.driver() as conn, _transaction(conn, "BEGIN"):
+    # A group of one (an idle server) is WRITE_BATCH on its cached plan, as an append
+    # alone. WRITE_GROUP is planned for its parameters every time (the connection's
+    # setting): a generic plan made while `sessions` was small joined the group to it
+    # by a scan of the whole table (`bench/plans.py --show "locked AS"`). Planning it
+    # is once per group, a few hundredths of a millisecond per append under load.
+    alone = len(items) == 1
+    async with (
+        database.driver() as conn,
+        _transaction(conn, repo.BEGIN_GENERIC if alone else "BEGIN"),
+    ):
         try:
-            rows = await conn.fetch(repo.WRITE_GROUP, *_group_args(items))
+            if alone:
+                p = items[0]
+                args = _write_args(p.batch, p.counts, p.ids)
+                by_k = {1: await conn.fetchrow(repo.WRITE_BATCH, p.tenant, p.sid, *args)}
+            else:
+                rows = await conn.fetch(repo.WRITE_GROUP, *_group_args(items))
+                by_k = {row["k"]: row for row in rows}
         except Exception as exc:
             if is_unavailable(exc):
                 raise
             raise _Alone() from exc  # e.g. a deadlock with a transaction of another kind
-        by_k = {row["k"]: row for row in rows}
         admitted: list[tuple[Pending, SessionHead, list[dict[str, Any]]]] = []
         refused: list[int] = []
         for k, p in enumerate(items, 1):
