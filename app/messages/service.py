@@ -279,6 +279,10 @@ async def write_group(database: Database, items: list[Pending]) -> list[AppendRe
         for i, result in zip(todo, written, strict=True):
             results[i] = result
         break
+    metrics.APPEND_GROUP_SIZE.observe(len(items))
+    left_out = results.count(None)
+    if left_out:
+        metrics.APPENDS_LEFT_OUT.inc(left_out)
     return results
 
 

@@ -28,6 +28,15 @@ REQUEST_LATENCY = Histogram(
     ["method", "route", "status"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+APPEND_GROUP_SIZE = Histogram(
+    "contextd_append_group_size",
+    "Appends written in one transaction by group commit (app/messages/groups.py)",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
+APPENDS_LEFT_OUT = Counter(
+    "contextd_append_group_left_out_total",
+    "Appends a group did not take (refused, replayed, first of a session): written alone",
+)
 MESSAGES_APPENDED = Counter("contextd_messages_appended_total", "Messages stored by appends")
 TOKENS_APPENDED = Counter("contextd_tokens_appended_total", "Tokens of messages stored by appends")
 CONTEXT_ASSEMBLED = Counter(

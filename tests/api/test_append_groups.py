@@ -118,6 +118,7 @@ async def test_concurrent_appends_over_http_are_grouped_and_each_stored_once(
     sids = [await _session(client, [user("start")]) for _ in range(24)]
     groups = app.state.append_groups
     before = (groups.groups, groups.items)
+    scraped = await _group_metrics(client)
 
     async def agent(sid: str) -> list[tuple[str, int]]:
         acked = []
@@ -136,3 +137,17 @@ async def test_concurrent_appends_over_http_are_grouped_and_each_stored_once(
     written_groups, written = groups.groups - before[0], groups.items - before[1]
     assert written == 24 * 6  # every one of these appends went through a group
     assert written_groups < written  # and some groups held several sessions' appends
+    count, total = await _group_metrics(client)
+    assert (count - scraped[0], total - scraped[1]) == (written_groups, written)
+
+
+async def _group_metrics(client: httpx.AsyncClient) -> tuple[float, float]:
+    """contextd_append_group_size's count and sum, as a scrape reads them."""
+    text = (await client.get("/metrics")).text
+    values = dict(
+        line.split(" ", 1) for line in text.splitlines() if line.startswith("contextd_append_group")
+    )
+    return (
+        float(values["contextd_append_group_size_count"]),
+        float(values["contextd_append_group_size_sum"]),
+    )
