@@ -24,6 +24,7 @@ from app.compaction.client import model_client
 from app.compaction.router import router as compaction_router
 from app.compaction.runner import CompactionRunner
 from app.console.router import router as console_router
+from app.context.lane import ContextLane
 from app.context.router import router as context_router
 from app.errors import ContextdError, problem
 from app.events import EventWriter
@@ -116,7 +117,8 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     )
     app.state.keyring = keyring
     # Outermost first: request context, then authentication, then the body limit, then
-    # the append lane (innermost: it needs the tenant and the body read).
+    # the lanes (innermost: they need the tenant and the body read; app/api/lanes.py).
+    app.add_middleware(ContextLane, api=app)
     app.add_middleware(AppendLane, api=app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(Authenticate, keyring=keyring)

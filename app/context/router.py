@@ -32,6 +32,11 @@ FORMAT_DOC = (
     "anthropic: Messages API `system` + `messages` with a cache_control breakpoint"
 )
 
+# The GET route's bounds on its query (app/context/lane.py keeps to the same).
+TOKENS_MAX = 100_000_000
+STRATEGY_MAX = 100
+MODE_MAX = 20
+
 # A prefix_id grows by 9 characters per head message (system, dynamic items, summary).
 PREFIX_ID_MAX = 16384
 PREFIX_ID_DOC = (
@@ -48,10 +53,10 @@ PREFIX_ID_DOC = (
 async def get_context(
     session_id: SessionId,
     request: Request,
-    max_tokens: Annotated[int | None, Query(ge=1, le=100_000_000)] = None,
-    strategy: Annotated[str | None, Query(max_length=100)] = None,
-    mode: Annotated[str | None, Query(max_length=20)] = None,
-    reserve_output_tokens: Annotated[int, Query(ge=0, le=100_000_000)] = 0,
+    max_tokens: Annotated[int | None, Query(ge=1, le=TOKENS_MAX)] = None,
+    strategy: Annotated[str | None, Query(max_length=STRATEGY_MAX)] = None,
+    mode: Annotated[str | None, Query(max_length=MODE_MAX)] = None,
+    reserve_output_tokens: Annotated[int, Query(ge=0, le=TOKENS_MAX)] = 0,
     format: Annotated[Format, Query(description=FORMAT_DOC)] = DEFAULT_FORMAT,
     previous_prefix_id: Annotated[
         str | None, Query(max_length=PREFIX_ID_MAX, description=PREFIX_ID_DOC)
@@ -60,13 +65,29 @@ async def get_context(
     """From the session's stored system prompt and tools. `messages` goes straight to
     `chat.completions.create(messages=...)`; `decisions` say why each seq is kept,
     previewed, cut, dropped or excluded. `format` picks the provider's shape."""
+    # Most calls never get here: app/context/lane.py answers them ahead of the router.
+    params = get_params(
+        max_tokens, strategy, mode, reserve_output_tokens, format, previous_prefix_id
+    )
+    return _response(await answer(request.app.state, await get_tenant(request), session_id, params))
+
+
+def get_params(
+    max_tokens: int | None,
+    strategy: str | None,
+    mode: str | None,
+    reserve_output_tokens: int,
+    format: str,
+    previous_prefix_id: str | None,
+) -> service.ContextParams:
+    """The GET route's parameters, once FastAPI (or the lane) has parsed the query."""
     validate_context_params(
         strategy=strategy,
         max_tokens=max_tokens,
         reserve_output_tokens=reserve_output_tokens if max_tokens else None,
         mode=mode,
     )
-    params = service.ContextParams(
+    return service.ContextParams(
         max_tokens=max_tokens,
         strategy=strategy,
         mode=mode,
@@ -74,7 +95,6 @@ async def get_context(
         format=format,
         previous_prefix_id=previous_prefix_id,
     )
-    return await _answer(request, session_id, params)
 
 
 @router.post(
@@ -92,6 +112,13 @@ async def post_context(
     """Per-call `system` (string or system messages) and `tools` replace the session's;
     `dynamic_context` (strings or messages: task goal, retrieved knowledge) comes after
     the system block and before the summary and history."""
+    # Most calls never get here: app/context/lane.py answers them ahead of the router.
+    params = post_params(body)
+    return _response(await answer(request.app.state, await get_tenant(request), session_id, params))
+
+
+def post_params(body: dict[str, Any]) -> service.ContextParams:
+    """The POST route's parameters from its JSON object body, checked field by field."""
     unknown = sorted(set(body) - set(POST_FIELDS))
     if unknown:
         raise invalid(unknown[0], "is not a field of a context request")
@@ -104,7 +131,7 @@ async def post_context(
     validate_context_params(
         **{k: body.get(k) for k in POST_FIELDS if k not in ("format", "previous_prefix_id")}
     )
-    params = service.ContextParams(
+    return service.ContextParams(
         max_tokens=body.get("max_tokens"),
         strategy=body.get("strategy"),
         mode=body.get("mode"),
@@ -116,16 +143,16 @@ async def post_context(
         format=fmt,
         previous_prefix_id=previous,
     )
-    return await _answer(request, session_id, params)
 
 
-async def _answer(request: Request, session_id: str, params: service.ContextParams) -> Response:
-    # What DatabaseDep, TenantDep and SettingsDep give, read directly (FastAPI's
-    # dependency solving is per request), and the payload encoded once by pydantic-core
-    # (the same encoder the dict response model used, without its validation pass).
-    state = request.app.state
-    tenant = await get_tenant(request)
+async def answer(state: Any, tenant: str, session_id: str, params: service.ContextParams) -> bytes:
+    """The payload as JSON, for the routes and the lane alike. Encoded once by pydantic-core
+    (the same encoder the dict response model used, without its validation pass)."""
     body = await service.payload(
         state.database, state.events, tenant, session_id, params, state.settings
     )
-    return Response(to_json(body), media_type="application/json")
+    return to_json(body)
+
+
+def _response(content: bytes) -> Response:
+    return Response(content, media_type="application/json")

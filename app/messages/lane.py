@@ -4,18 +4,12 @@ Appends are most of a busy server's requests, and the framework around them cost
 more CPU than the append: Starlette's exception middleware and router, then
 FastAPI's request wrapper, `Request` object, body reading, dependency solving
 for the path parameter and validation of the body against `dict[str, Any]`
-(a walk of the whole body). This lane sits innermost among the app's own
-middleware (request context, authentication and the body limit have run: the
-tenant is known and the body read) and runs the append route's handler itself.
-
-It takes only requests the route would have parsed the same way: a path whose
-session id matches the route's pattern, no content type or a JSON one, and a body
-that decodes, as Starlette decodes it, to a JSON object. Everything else (a bad
-id, a form, malformed JSON, an array) goes on to the router unchanged, whose
-answer, a 422 naming the field, is the one clients already get. Errors in the
-handler become the problems the app's exception handlers give
-(app/api/errors.py), and the request's route is set to the append route's, so
-the access log and the latency histogram label it as before.
+(a walk of the whole body). What lanes share, and the rules they keep, are in
+app/api/lanes.py. This one takes a path whose session id matches the route's
+pattern, no content type or a JSON one, and a body that decodes, as Starlette
+decodes it, to a JSON object. Everything else (a bad id, a form, malformed JSON,
+an array) goes on to the router unchanged, whose answer, a 422 naming the field,
+is the one clients already get.
 """
 
 from __future__ import annotations
@@ -28,18 +22,16 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api import lanes
 from app.api.errors import error_response
 from app.errors import invalid
 from app.jsonsafe import storable_problem
 from app.messages import service
-from app.models import DEFAULT_TENANT
 from app.observability.middleware import replay_body
 from app.sessions.schemas import SESSION_ID_PATTERN
 
 PATH = "/sessions/{session_id}/messages"
 _PATH = re.compile("/sessions/(" + SESSION_ID_PATTERN.strip("^$") + ")/messages")
-_JSON = re.compile(rb"application/(?:[!#$%&'*.^_`|~0-9a-z-]+\+)?json")
-_HEADERS = [(b"content-type", b"application/json")]
 
 
 async def answer(
@@ -88,66 +80,24 @@ class AppendLane:
         if match is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = await _read(receive)
+        body = await lanes.read_body(receive)
         if body is None:  # the client went away
             return
-        parsed = _json_object(scope, body)
+        parsed = lanes.json_object(scope, body)
         if parsed is None:
             await self.app(scope, replay_body(body, receive), send)
             return
         scope["route"] = self.route or self._find_route()
-        tenant = scope.get("state", {}).get("tenant") or DEFAULT_TENANT
         try:
-            status, content = await answer(self.api.state, tenant, match[1], parsed)
+            status, content = await answer(self.api.state, lanes.tenant_of(scope), match[1], parsed)
         except Exception as exc:
             await error_response(exc)(scope, receive, send)
             return
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [*_HEADERS, (b"content-length", b"%d" % len(content))],
-            }
-        )
-        await send({"type": "http.response.body", "body": content})
+        await lanes.send_json(send, status, content)
 
     def _find_route(self) -> APIRoute:
         # Imported here: the router's own handler calls `answer` of this module.
         from app.messages.router import router
 
-        for route in router.routes:
-            if (
-                isinstance(route, APIRoute)
-                and route.path == PATH
-                and "POST" in (route.methods or ())
-            ):
-                self.route = route
-                return route
-        raise LookupError(f"the messages router has no POST {PATH} route")
-
-
-async def _read(receive: Receive) -> bytes | None:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-def _json_object(scope: Scope, body: bytes) -> dict[str, Any] | None:
-    """The body as FastAPI would hand it to the route, when that is a JSON object."""
-    if not body:
-        return None
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            kind = bytes(value).split(b";", 1)[0].strip().lower()
-            if _JSON.fullmatch(kind) is None:
-                return None
-    try:
-        parsed = json.loads(body)
-    except Exception:  # malformed, or nested too deep: the route's 422 says which
-        return None
-    return parsed if isinstance(parsed, dict) else None
+        self.route = lanes.find_route(router, PATH, "POST")
+        return self.route
