@@ -259,8 +259,9 @@ async def write_group(database: Database, items: list[Pending]) -> list[AppendRe
 
     None for an append the group did not take: its caller appends it alone, the way
     that names every problem (a refused lease, a replay, a first append that creates
-    the session). Appends the group refused are left out and the rest written again,
-    once. Errors while the database is away reach every caller, as do errors of the
+    the session). A session not created yet wrote nothing and is simply left out;
+    appends written and then refused are left out and the rest written again, once.
+    Errors while the database is away reach every caller, as do errors of the
     COMMIT itself, after which the appends may be stored: writing them again could
     store them twice.
     """
@@ -286,7 +287,7 @@ async def write_group(database: Database, items: list[Pending]) -> list[AppendRe
     return results
 
 
-async def _write_group_once(database: Database, items: list[Pending]) -> list[AppendResult]:
+async def _write_group_once(database: Database, items: list[Pending]) -> list[AppendResult | None]:
     # A group of one (an idle server) is WRITE_BATCH on its cached plan, as an append
     # alone. WRITE_GROUP is planned for its parameters every time (the connection's
     # setting): a generic plan made while `sessions` was small joined the group to it
@@ -309,12 +310,16 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
             if is_unavailable(exc):
                 raise
             raise _Alone() from exc  # e.g. a deadlock with a transaction of another kind
-        admitted: list[tuple[Pending, SessionHead, list[dict[str, Any]]]] = []
+        admitted: list[tuple[Pending, SessionHead, list[dict[str, Any]]] | None] = []
         refused: list[int] = []
         for k, p in enumerate(items, 1):
+            row = by_k.get(k)
+            if row is None:  # no such session yet: nothing of it was written
+                admitted.append(None)
+                continue
             try:
                 head, acks = _admit(
-                    by_k.get(k),
+                    row,
                     p.tenant,
                     p.sid,
                     p.batch,
@@ -330,10 +335,16 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
             admitted.append((p, head, acks))
         if refused:
             raise _Refused(refused)
-        return [
-            await _finish(conn, p.tenant, p.sid, head, p.batch, p.counts, acks, p.settings)
-            for p, head, acks in admitted
-        ]
+        results: list[AppendResult | None] = []
+        for entry in admitted:
+            if entry is None:
+                results.append(None)
+                continue
+            p, head, acks = entry
+            results.append(
+                await _finish(conn, p.tenant, p.sid, head, p.batch, p.counts, acks, p.settings)
+            )
+        return results
 
 
 def _group_args(items: Sequence[Pending]) -> list[Any]:
