@@ -69,7 +69,10 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         app.state.engine = engine
         keyring.engine = engine
         app.state.database = Database(database.session_factory(engine))
-        groups = Groups(functools.partial(messages.write_group, app.state.database))
+        groups = Groups(
+            functools.partial(messages.write_group, app.state.database),
+            max_size=settings.append_group_size,
+        )
         app.state.append_groups = groups
         app.state.events = EventWriter(app.state.database)
         app.state.events.start()

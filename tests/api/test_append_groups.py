@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
+from app.main import create_app
 from app.messages import service
 from app.messages.validation import parse_batch
 from app.settings import Settings
@@ -151,3 +152,23 @@ async def _group_metrics(client: httpx.AsyncClient) -> tuple[float, float]:
         float(values["contextd_append_group_size_count"]),
         float(values["contextd_append_group_size_sum"]),
     )
+
+
+async def test_a_group_size_of_one_writes_each_append_alone(
+    settings: Settings, database_url: str
+) -> None:
+    app = create_app(settings.model_copy(update={"append_group_size": 1}), database_url)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            sids = [await _session(c, [user("start")]) for _ in range(12)]
+            groups = app.state.append_groups
+            before = (groups.groups, groups.items)
+
+            async def step(sid: str) -> int:
+                r = await c.post(f"/sessions/{sid}/messages", json={"messages": [user("next")]})
+                assert r.status_code == 201, r.text
+                return int(r.json()["messages"][0]["seq"])
+
+            assert await asyncio.gather(*(step(sid) for sid in sids)) == [2] * 12
+            assert (groups.groups - before[0], groups.items - before[1]) == (12, 12)
