@@ -17,12 +17,28 @@ import re
 from typing import Any
 
 from fastapi.routing import APIRoute, APIRouter
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.models import DEFAULT_TENANT
+from app.observability.middleware import replay_body
 
 _JSON = re.compile(rb"application/(?:[!#$%&'*.^_`|~0-9a-z-]+\+)?json")
 _HEADERS = [(b"content-type", b"application/json")]
+
+
+async def json_request(
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send
+) -> dict[str, Any] | None:
+    """The request's body when it is a JSON object the route would parse the same way.
+    Otherwise None: the request went on to `app` (the router) with its body, or the
+    client went away."""
+    body = await read_body(receive)
+    if body is None:
+        return None
+    parsed = json_object(scope, body)
+    if parsed is None:
+        await app(scope, replay_body(body, receive), send)
+    return parsed
 
 
 async def read_body(receive: Receive) -> bytes | None:

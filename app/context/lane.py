@@ -26,7 +26,6 @@ from app.api.errors import error_response
 from app.context import router as routes
 from app.context.formats import DEFAULT_FORMAT, FORMATS
 from app.context.service import ContextParams
-from app.observability.middleware import replay_body
 from app.sessions.schemas import SESSION_ID_PATTERN
 
 PATH = "/sessions/{session_id}/context"
@@ -112,12 +111,8 @@ class ContextLane:
         await self._answer(scope, receive, send, sid, params)
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, sid: str) -> None:
-        body = await lanes.read_body(receive)
-        if body is None:  # the client went away
-            return
-        parsed = lanes.json_object(scope, body)
+        parsed = await lanes.json_request(self.app, scope, receive, send)
         if parsed is None:
-            await self.app(scope, replay_body(body, receive), send)
             return
         try:
             params = routes.post_params(parsed)

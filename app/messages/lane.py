@@ -27,7 +27,6 @@ from app.api.errors import error_response
 from app.errors import invalid
 from app.jsonsafe import storable_problem
 from app.messages import service
-from app.observability.middleware import replay_body
 from app.sessions.schemas import SESSION_ID_PATTERN
 
 PATH = "/sessions/{session_id}/messages"
@@ -80,12 +79,8 @@ class AppendLane:
         if match is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = await lanes.read_body(receive)
-        if body is None:  # the client went away
-            return
-        parsed = lanes.json_object(scope, body)
+        parsed = await lanes.json_request(self.app, scope, receive, send)
         if parsed is None:
-            await self.app(scope, replay_body(body, receive), send)
             return
         scope["route"] = self.route or self._find_route()
         try:

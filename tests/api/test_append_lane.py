@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.main import create_app
 from app.messages.lane import AppendLane
@@ -37,12 +38,21 @@ class Downstream:
         await send({"type": "http.response.body", "body": b""})
 
 
-@pytest.fixture
-async def lane(app: FastAPI) -> AsyncIterator[tuple[httpx.AsyncClient, Downstream]]:
+@asynccontextmanager
+async def lane_alone(
+    lane_class: Callable[..., ASGIApp], app: FastAPI
+) -> AsyncIterator[tuple[httpx.AsyncClient, Downstream]]:
+    """A client of the lane alone, with `Downstream` in the router's place."""
     downstream = Downstream()
-    transport = httpx.ASGITransport(app=AppendLane(downstream, api=app))
+    transport = httpx.ASGITransport(app=lane_class(downstream, api=app))
     async with httpx.AsyncClient(transport=transport, base_url="http://contextd.test") as c:
         yield c, downstream
+
+
+@pytest.fixture
+async def lane(app: FastAPI) -> AsyncIterator[tuple[httpx.AsyncClient, Downstream]]:
+    async with lane_alone(AppendLane, app) as both:
+        yield both
 
 
 async def test_the_lane_stores_appends_without_the_router(

@@ -16,7 +16,7 @@ from app.context.lane import ContextLane
 from app.main import create_app
 from app.messages.lane import AppendLane
 from app.settings import Settings
-from tests.api.test_append_lane import Downstream
+from tests.api.test_append_lane import Downstream, lane_alone
 from tests.api.test_messages import call, result, user
 
 HISTORY = [
@@ -30,10 +30,8 @@ HISTORY = [
 
 @pytest.fixture
 async def lane(app: FastAPI) -> AsyncIterator[tuple[httpx.AsyncClient, Downstream]]:
-    downstream = Downstream()
-    transport = httpx.ASGITransport(app=ContextLane(downstream, api=app))
-    async with httpx.AsyncClient(transport=transport, base_url="http://contextd.test") as c:
-        yield c, downstream
+    async with lane_alone(ContextLane, app) as both:
+        yield both
 
 
 @pytest.fixture(scope="module")
