@@ -18,6 +18,7 @@ it alone, the way that names every problem.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
@@ -72,9 +73,13 @@ class Groups(Generic[T, R]):
         self._queue.append(waiting)
         if self._running < self._lanes:
             # A task, not this request's own coroutine: whatever else arrives before
-            # the loop runs it joins the group, and no request waits for others'.
+            # the loop runs it joins the group, and no request waits for others'. In a
+            # context of its own: it writes for many requests, and would otherwise log
+            # with this one's request and session ids (structlog's contextvars).
             self._running += 1
-            task = asyncio.get_running_loop().create_task(self._drain())
+            task = asyncio.get_running_loop().create_task(
+                self._drain(), context=contextvars.Context()
+            )
             self.writers.add(task)
             task.add_done_callback(self.writers.discard)
         return await waiting.done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -110,3 +111,17 @@ async def test_the_number_of_groups_written_at_once_is_capped(lanes: int) -> Non
     groups: Groups[tuple[str, int], str] = Groups(rec.write, lanes=lanes, max_size=2)
     await asyncio.gather(*(groups.submit(f"k{i}", (f"k{i}", 0)) for i in range(30)))
     assert rec.most_concurrent == lanes
+
+
+async def test_groups_are_written_outside_the_submitting_requests_context() -> None:
+    request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+    seen: list[str] = []
+
+    async def write(items: list[str]) -> list[str | None]:
+        seen.append(request_id.get())
+        return list(items)
+
+    groups: Groups[str, str] = Groups(write)
+    request_id.set("request-1")
+    assert await groups.submit("a", "x") == "x"
+    assert seen == ["-"]
