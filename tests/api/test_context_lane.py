@@ -125,6 +125,8 @@ GET_CASES = [
     {"max_tokens": "0"},
     {"max_tokens": "5.0"},
     {"previous_prefix_id": "p" * 20, "max_tokens": "400"},
+    {"strategy": "", "mode": ""},
+    {"max_tokens": "400", "previous_prefix_id": ""},
 ]
 POST_CASES: list[dict[str, Any]] = [
     {},
