@@ -33,6 +33,7 @@ _PATH = re.compile("/sessions/(" + SESSION_ID_PATTERN.strip("^$") + ")/context")
 # Plain decimal digits only: the route's parsing also reads forms such as " 5" or
 # "5.0", which go to it.
 _DIGITS = re.compile(r"[0-9]{1,9}")
+_PREFIX_ID = re.compile(routes.PREFIX_ID_PATTERN)
 _STRINGS = {
     "strategy": routes.STRATEGY_MAX,
     "mode": routes.MODE_MAX,
@@ -59,6 +60,9 @@ def query_params(raw: bytes) -> ContextParams | None:
         if text is not None and len(text) > limit:
             return None
         strings[name] = text
+    prefix_id = strings["previous_prefix_id"]
+    if prefix_id is not None and _PREFIX_ID.fullmatch(prefix_id) is None:
+        return None
     fmt = values.pop("format", DEFAULT_FORMAT)
     if values or fmt not in FORMATS:
         return None

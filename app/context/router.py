@@ -39,6 +39,10 @@ MODE_MAX = 20
 
 # A prefix_id grows by 9 characters per head message (system, dynamic items, summary).
 PREFIX_ID_MAX = 16384
+# Prefix ids are printable ASCII. In a query, anything else is percent-encoded at up
+# to 12 bytes a character, and 16,384 of them made a request line the HTTP server
+# refuses (over 80 KB: a bare 400 before the app sees it; `make fuzz` found it).
+PREFIX_ID_PATTERN = r"^[!-~]*$"
 PREFIX_ID_DOC = (
     "the `prefix_id` of this stream's previous payload: makes `usage.stable_prefix_tokens` "
     "exact (without it the previous call is assumed to lack only the newest step)"
@@ -59,7 +63,8 @@ async def get_context(
     reserve_output_tokens: Annotated[int, Query(ge=0, le=TOKENS_MAX)] = 0,
     format: Annotated[Format, Query(description=FORMAT_DOC)] = DEFAULT_FORMAT,
     previous_prefix_id: Annotated[
-        str | None, Query(max_length=PREFIX_ID_MAX, description=PREFIX_ID_DOC)
+        str | None,
+        Query(max_length=PREFIX_ID_MAX, pattern=PREFIX_ID_PATTERN, description=PREFIX_ID_DOC),
     ] = None,
 ) -> Response:
     """From the session's stored system prompt and tools. `messages` goes straight to

@@ -82,6 +82,7 @@ async def test_the_lane_answers_payloads_without_the_router(
         ("GET", "mode=" + "x" * 21, {}, b""),
         ("GET", "format=xml", {}, b""),
         ("GET", "unknown=1", {}, b""),
+        ("GET", "previous_prefix_id=%C3%A9", {}, b""),
         ("POST", "", {"content-type": "text/plain"}, b"{}"),
         ("POST", "", {"content-type": "application/json"}, b"{"),
         ("POST", "", {"content-type": "application/json"}, b"[]"),
@@ -127,6 +128,7 @@ GET_CASES = [
     {"previous_prefix_id": "p" * 20, "max_tokens": "400"},
     {"strategy": "", "mode": ""},
     {"max_tokens": "400", "previous_prefix_id": ""},
+    {"max_tokens": "400", "previous_prefix_id": "0f78e9986c5c.1.4f53cda1.\u00e9"},
 ]
 POST_CASES: list[dict[str, Any]] = [
     {},
