@@ -134,9 +134,10 @@ async def append(
     counter = get_counter(_MODEL_HINTS.get((tenant, sid), settings.default_model))
     counts = await _count(counter, batch)
     careful = not _fits_alone(batch)
+    # Ids are made once: a write that does not stand stores none of them.
+    ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
+    pending = Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids)
     if groups is not None and not careful:
-        ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
-        pending = Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids)
         grouped = await groups.submit((tenant, sid), pending)
         if grouped is not None:
             return grouped
@@ -146,18 +147,23 @@ async def append(
                 if not careful:
                     try:
                         async with _transaction(conn, repo.BEGIN_GENERIC):
-                            return await _optimistic(
-                                conn, tenant, sid, batch, counter, counts, lock_token, settings
-                            )
+                            return await _optimistic(conn, pending)
                     except _Careful:
                         careful = True
                 async with _transaction(conn, "BEGIN"):
                     return await _careful(
-                        conn, tenant, sid, batch, counter, counts, lock_token, settings
+                        conn,
+                        tenant,
+                        sid,
+                        batch,
+                        pending.counter,
+                        pending.counts,
+                        lock_token,
+                        settings,
                     )
         except _Recount as need:
             await _recount(database, tenant, sid, need.counter)
-            counter, counts = need.counter, await _count(need.counter, batch)
+            pending.counter, pending.counts = need.counter, await _count(need.counter, batch)
     raise RuntimeError(f"session {sid!r}: its tokenizer kept changing during the append")
 
 
@@ -176,62 +182,51 @@ async def _transaction(conn: Any, begin: str) -> AsyncIterator[None]:
     await conn.execute("COMMIT")
 
 
-async def _optimistic(
-    conn: Any,
-    tenant: str,
-    sid: str,
-    batch: list[Incoming],
-    counter: TokenCounter,
-    counts: list[int],
-    lock_token: str | None,
-    settings: Settings,
-) -> AppendResult:
+async def _optimistic(conn: Any, p: Pending) -> AppendResult:
     """The whole batch in one statement; raises `_Careful` when it did not fit."""
-    ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
-    result = await conn.fetchrow(repo.WRITE_BATCH, tenant, sid, *_write_args(batch, counts, ids))
-    before, acks = _admit(result, tenant, sid, batch, counter, counts, ids, lock_token, settings)
-    return await _finish(conn, tenant, sid, before, batch, counts, acks, settings)
+    before, acks = _admit(await _write_batch(conn, p), p)
+    return await _finish(conn, p.tenant, p.sid, before, p.batch, p.counts, acks, p.settings)
 
 
-def _admit(
-    result: Any,
-    tenant: str,
-    sid: str,
-    batch: list[Incoming],
-    counter: TokenCounter,
-    counts: list[int],
-    ids: list[str],
-    lock_token: str | None,
-    settings: Settings,
-) -> tuple[SessionHead, list[dict[str, Any]]]:
+async def _write_batch(conn: Any, p: Pending) -> Any:
+    """WRITE_BATCH's row for the append: its session as it was, and what went in."""
+    return await conn.fetchrow(
+        repo.WRITE_BATCH, p.tenant, p.sid, *_write_args(p.batch, p.counts, p.ids)
+    )
+
+
+def _admit(result: Any, p: Pending) -> tuple[SessionHead, list[dict[str, Any]]]:
     """What a write statement returned, checked before the commit: the session as it was
     and the acknowledgements. Raises (the caller rolls back) when the write must not stand:
     the lease refuses it, the counts are of another tokenizer, or it did not go in whole."""
     if result is None:  # no such session yet
         raise _Careful()
     before = SessionHead.of(result, context_tokens=result["base_tokens"])
-    check_write(before, before.lease_live, lock_token)  # raises: rolled back
-    _remember(tenant, sid, before.model)
-    right = get_counter(effective_model(before, settings))
-    if right.name != counter.name:
+    check_write(before, before.lease_live, p.lock_token)  # raises: rolled back
+    _remember(p.tenant, p.sid, before.model)
+    right = get_counter(effective_model(before, p.settings))
+    if right.name != p.counter.name:
         raise _Careful()  # counted with another tokenizer: count again, under the lock
     if before.tokenizer != right.name:
         raise _Recount(right)
-    calls, answers = _tool_rows(batch)
+    calls, answers = _tool_rows(p.batch)
     if (result["messages_in"], result["calls_in"], result["answers_in"]) != (
-        len(batch),
+        len(p.batch),
         len(calls),
         len(answers),
     ):
         raise _Careful()
     base = result["base_seq"]
-    acks = [_ack(mid, base + k, n) for k, (mid, n) in enumerate(zip(ids, counts, strict=True), 1)]
+    acks = [
+        _ack(mid, base + k, n) for k, (mid, n) in enumerate(zip(p.ids, p.counts, strict=True), 1)
+    ]
     return before, acks
 
 
 @dataclass(slots=True)
 class Pending:
-    """An append waiting for a group (app/messages/groups.py): counted, not yet written."""
+    """An append counted and not yet written: in a group (app/messages/groups.py) or in a
+    transaction of its own."""
 
     tenant: str
     sid: str
@@ -271,7 +266,8 @@ async def write_group(database: Database, items: list[Pending]) -> list[AppendRe
         try:
             written = await _write_group_once(database, [items[i] for i in todo])
         except _Refused as refused:
-            todo = [i for j, i in enumerate(todo) if j not in set(refused.indexes)]
+            out = set(refused.indexes)
+            todo = [i for j, i in enumerate(todo) if j not in out]
             if not todo:
                 break
             continue
@@ -300,9 +296,7 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
     ):
         try:
             if alone:
-                p = items[0]
-                args = _write_args(p.batch, p.counts, p.ids)
-                by_k = {1: await conn.fetchrow(repo.WRITE_BATCH, p.tenant, p.sid, *args)}
+                by_k = {1: await _write_batch(conn, items[0])}
             else:
                 rows = await conn.fetch(repo.WRITE_GROUP, *_group_args(items))
                 by_k = {row["k"]: row for row in rows}
@@ -318,17 +312,7 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
                 admitted.append(None)
                 continue
             try:
-                head, acks = _admit(
-                    row,
-                    p.tenant,
-                    p.sid,
-                    p.batch,
-                    p.counter,
-                    p.counts,
-                    p.ids,
-                    p.lock_token,
-                    p.settings,
-                )
+                head, acks = _admit(row, p)
             except Exception:
                 refused.append(k - 1)
                 continue
