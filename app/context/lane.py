@@ -13,7 +13,9 @@ goes to the route, which answers it as it always has.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -41,10 +43,10 @@ _STRINGS = {
 }
 
 
-def query_params(raw: bytes) -> ContextParams | None:
-    """The GET route's parameters from its query string, or None: the route judges it.
-
-    Decoded as Starlette decodes a query (latin-1, then percent-decoding as UTF-8)."""
+def query_args(raw: bytes) -> dict[str, Any] | None:
+    """The GET route's arguments from its query string (for `router.get_params`), or
+    None: the route judges it. Decoded as Starlette decodes a query (latin-1, then
+    percent-decoding as UTF-8)."""
     values: dict[str, str] = {}
     for name, value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True):
         if name in values:
@@ -54,26 +56,19 @@ def query_params(raw: bytes) -> ContextParams | None:
     fits_too, reserve = _number(values.pop("reserve_output_tokens", None), 0)
     if not (fits and fits_too):
         return None
-    strings: dict[str, Any] = {}
+    args: dict[str, Any] = {"max_tokens": max_tokens, "reserve_output_tokens": reserve or 0}
     for name, limit in _STRINGS.items():
         text = values.pop(name, None)
         if text is not None and len(text) > limit:
             return None
-        strings[name] = text
-    prefix_id = strings["previous_prefix_id"]
+        args[name] = text
+    prefix_id = args["previous_prefix_id"]
     if prefix_id is not None and _PREFIX_ID.fullmatch(prefix_id) is None:
         return None
-    fmt = values.pop("format", DEFAULT_FORMAT)
-    if values or fmt not in FORMATS:
+    args["format"] = values.pop("format", DEFAULT_FORMAT)
+    if values or args["format"] not in FORMATS:
         return None
-    return routes.get_params(
-        max_tokens,
-        strings["strategy"],
-        strings["mode"],
-        reserve or 0,
-        fmt,
-        strings["previous_prefix_id"],
-    )
+    return args
 
 
 def _number(text: str | None, least: int) -> tuple[bool, int | None]:
@@ -98,51 +93,30 @@ class ContextLane:
         if match is None or method not in ("GET", "POST"):
             await self.app(scope, receive, send)
             return
+        params: Callable[[], ContextParams]
         if method == "GET":
-            await self._get(scope, receive, send, match[1])
+            args = query_args(scope["query_string"])
+            if args is None:
+                await self.app(scope, receive, send)
+                return
+            params = functools.partial(routes.get_params, **args)
         else:
-            await self._post(scope, receive, send, match[1])
-
-    async def _get(self, scope: Scope, receive: Receive, send: Send, sid: str) -> None:
-        try:
-            params = query_params(scope["query_string"])
-        except Exception as exc:  # the parameters' own checks: the same problem as the route's
-            await self._answer(scope, receive, send, sid, exc)
-            return
-        if params is None:
-            await self.app(scope, receive, send)
-            return
-        await self._answer(scope, receive, send, sid, params)
-
-    async def _post(self, scope: Scope, receive: Receive, send: Send, sid: str) -> None:
-        parsed = await lanes.json_request(self.app, scope, receive, send)
-        if parsed is None:
-            return
-        try:
-            params = routes.post_params(parsed)
-        except Exception as exc:
-            await self._answer(scope, receive, send, sid, exc)
-            return
-        await self._answer(scope, receive, send, sid, params)
-
-    async def _answer(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        sid: str,
-        params: ContextParams | Exception,
-    ) -> None:
-        method = scope["method"]
-        route = self.routes.get(method)
-        if route is None:
-            route = self.routes[method] = lanes.find_route(routes.router, PATH, method)
-        scope["route"] = route
-        try:
-            if isinstance(params, Exception):
-                raise params
-            content = await routes.answer(self.api.state, lanes.tenant_of(scope), sid, params)
+            body = await lanes.json_request(self.app, scope, receive, send)
+            if body is None:
+                return
+            params = functools.partial(routes.post_params, body)
+        scope["route"] = self._route(method)
+        try:  # the parameters' own checks raise the problems the route's raise
+            content = await routes.answer(
+                self.api.state, lanes.tenant_of(scope), match[1], params()
+            )
         except Exception as exc:
             await error_response(exc)(scope, receive, send)
             return
         await lanes.send_json(send, 200, content)
+
+    def _route(self, method: str) -> APIRoute:
+        route = self.routes.get(method)
+        if route is None:
+            route = self.routes[method] = lanes.find_route(routes.router, PATH, method)
+        return route
