@@ -1,6 +1,6 @@
 """Append throughput with many clients, next to PostgreSQL's own ceiling measured the same run.
 
-    python bench/throughput.py [--workers 1,2] [--clients 50] [--duration 15]
+    python bench/throughput.py [--workers 1,2] [--clients 50] [--sessions N] [--duration 15]
                                [--pgbench-clients 10,50] [--database-url URL]
 
 In a throwaway database (on `--database-url`, else `CONTEXTD_DATABASE_URL`, else
@@ -9,6 +9,8 @@ an embedded PostgreSQL in a temporary folder), migrated to head:
 1. For each `--workers` count W: `contextd serve --workers W` on 127.0.0.1, and
    C clients (one keep-alive connection each, one session each) appending one
    message per request, back to back, for `--duration` seconds after a warm-up.
+   With `--sessions N` the clients share N sessions instead (appends of one
+   session serialise on its row, and group commit cannot batch them).
    Reported: acknowledged appends/s, latency p50/p99/max, non-2xx answers. Then
    the checker reads every session back: each acknowledged id is stored once at
    its acknowledged seq, seqs are gap-free, nothing unacknowledged is stored.
@@ -195,10 +197,13 @@ async def run_clients(
     duration_s: float,
     op: str = "append",
     on_ready: Callable[[], None] | None = None,
+    sessions: int | None = None,
 ) -> tuple[list[Client], float]:
     url = urlsplit(base)
     host, port = url.hostname or "127.0.0.1", url.port or 80
-    group = [Client(f"tp-{op}-w{workers}-c{i}") for i in range(clients)]
+    # One session per client, or `sessions` shared round-robin (appends only).
+    shared = sessions or clients
+    group = [Client(f"tp-{op}-w{workers}-s{i % shared}") for i in range(clients)]
     conns = [await Http.connect(host, port) for _ in group]
     if op == "context":  # a history of a few hundred messages to fit into 8k tokens
         history = [
@@ -230,7 +235,7 @@ async def run_clients(
                     client.latencies.append(done - now)
                 client.failures += status != 200
                 continue
-            mid = f"{client.sid}-{client.sent}"
+            mid = f"{client.sid}-{id(client)}-{client.sent}"
             client.sent += 1
             body = json.dumps(
                 {"messages": [{"role": "user", "content": f"step {client.sent}", "id": mid}]}
@@ -255,15 +260,18 @@ async def check(base: str, group: list[Client]) -> tuple[int, int, int]:
     url = urlsplit(base)
     conn = await Http.connect(url.hostname or "127.0.0.1", url.port or 80)
     lost = dup = extra = 0
+    acked: dict[str, dict[str, int]] = {}  # clients sharing a session: their acks together
+    for client in group:
+        acked.setdefault(client.sid, {}).update(client.acked)
     try:
-        for client in group:
+        for sid, session_acked in acked.items():
             stored: list[tuple[str, int]] = []
             after = 0
             while True:
                 status, raw = await conn.request(
-                    "GET", f"/sessions/{client.sid}/messages?limit=1000&after_seq={after}"
+                    "GET", f"/sessions/{sid}/messages?limit=1000&after_seq={after}"
                 )
-                if status == 404 and not client.acked:
+                if status == 404 and not session_acked:
                     break  # never acknowledged an append: nothing to find
                 assert status == 200, raw[:300]
                 page = json.loads(raw)
@@ -278,8 +286,8 @@ async def check(base: str, group: list[Client]) -> tuple[int, int, int]:
                 by_id[mid] = seq
             if [seq for _, seq in stored] != list(range(1, len(stored) + 1)):
                 dup += 1  # a gap or a repeated seq
-            lost += sum(1 for mid, seq in client.acked.items() if by_id.get(mid) != seq)
-            extra += sum(1 for mid in by_id if mid not in client.acked)
+            lost += sum(1 for mid, seq in session_acked.items() if by_id.get(mid) != seq)
+            extra += sum(1 for mid in by_id if mid not in session_acked)
     finally:
         conn.close()
     return lost, dup, extra
@@ -367,7 +375,7 @@ async def measure_workers(
         own_before = time.process_time()
         with BackendCpu(url.rsplit("/", 1)[-1]) as backends:
             group, seconds = await run_clients(
-                base, workers, args.clients, args.warmup, args.duration
+                base, workers, args.clients, args.warmup, args.duration, sessions=args.sessions
             )
         sent = max(1, sum(c.sent for c in group))
         cpu_ms = 1000 * (server_cpu_s(port) - cpu_before) / sent
@@ -378,6 +386,8 @@ async def measure_workers(
             await seed_pgbench_sessions(base, max(args.pgbench_clients, default=0))
     failures = sum(c.failures for c in group)
     label = f"contextd `serve --workers {workers}`"
+    if args.sessions:
+        label += f", {args.sessions} sessions shared"
     integrity = f"{lost} / {dup} / {extra}"
     row = _row(label, args.clients, latencies, seconds, cpu_ms, failures, integrity, others)
     return row, lost + dup + extra
@@ -437,6 +447,12 @@ def main() -> int:
     p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
     p.add_argument("--workers", default="1,2", help="`serve --workers` counts, comma-separated")
     p.add_argument("--clients", type=int, default=50, help="concurrent appending clients")
+    p.add_argument(
+        "--sessions",
+        type=int,
+        default=None,
+        help="appends: the clients share this many sessions (default one each)",
+    )
     p.add_argument("--duration", type=float, default=15, help="measured seconds per row")
     p.add_argument("--warmup", type=float, default=3, help="unmeasured seconds before")
     p.add_argument("--pgbench-clients", default="10,50", help="pgbench connection counts ('' none)")
