@@ -20,13 +20,17 @@ from tests.api.test_messages import call, log_of, result, user
 
 
 def pending(
-    settings: Settings, sid: str, messages: list[dict[str, Any]], lock_token: str | None = None
+    settings: Settings,
+    sid: str,
+    messages: list[dict[str, Any]],
+    lock_token: str | None = None,
+    tenant: str = "default",
 ) -> service.Pending:
     batch = parse_batch(messages, max_messages=100, max_message_bytes=1 << 20)
     counter = get_counter(settings.default_model)
     counts = [counter.count_message(m.body) for m in batch]
     ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
-    return service.Pending("default", sid, batch, counter, counts, lock_token, settings, ids)
+    return service.Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids)
 
 
 async def _session(client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> str:
@@ -172,3 +176,40 @@ async def test_a_group_size_of_one_writes_each_append_alone(
 
             assert await asyncio.gather(*(step(sid) for sid in sids)) == [2] * 12
             assert (groups.groups - before[0], groups.items - before[1]) == (12, 12)
+
+
+async def test_one_session_id_under_two_tenants_is_two_sessions_in_a_group(
+    app: FastAPI, settings: Settings
+) -> None:
+    sid = f"g-{uuid.uuid4().hex[:10]}"
+    database = app.state.database
+    await service.append(database, "tenant-a", sid, [user("a1")], None, settings)
+    for text in ("b1", "b2", "b3"):
+        await service.append(database, "tenant-b", sid, [user(text)], None, settings)
+    items = [
+        pending(settings, sid, [user("a2"), call("shared")], tenant="tenant-a"),
+        pending(settings, sid, [user("b4"), call("shared")], tenant="tenant-b"),
+    ]
+    results = await service.write_group(database, items)
+
+    assert [[a["seq"] for a in r.messages] if r else None for r in results] == [[2, 3], [4, 5]]
+    async with database.driver() as conn:
+        rows = await conn.fetch(
+            "SELECT tenant_id, seq, body->>'content' AS text FROM messages"
+            " WHERE session_id = $1 ORDER BY tenant_id, seq",
+            sid,
+        )
+        calls = await conn.fetch(
+            "SELECT tenant_id, seq FROM tool_calls WHERE session_id = $1 ORDER BY tenant_id", sid
+        )
+    assert [(r["tenant_id"], r["seq"], r["text"]) for r in rows] == [
+        ("tenant-a", 1, "a1"),
+        ("tenant-a", 2, "a2"),
+        ("tenant-a", 3, None),
+        ("tenant-b", 1, "b1"),
+        ("tenant-b", 2, "b2"),
+        ("tenant-b", 3, "b3"),
+        ("tenant-b", 4, "b4"),
+        ("tenant-b", 5, None),
+    ]
+    assert [(c["tenant_id"], c["seq"]) for c in calls] == [("tenant-a", 3), ("tenant-b", 5)]
