@@ -406,3 +406,88 @@ async def clone_session(url: str, tenant: str, source: str, targets: Sequence[st
                     )
     finally:
         await conn.close()
+
+
+# --- a lean HTTP/1.1 client for load generators ---------------------------------------------
+
+
+class HttpError(Exception):
+    """The connection failed or the answer was not HTTP/1.1 we can read: a transport error."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.cause = type(cause).__name__
+
+
+class RawHttp:
+    """Keep-alive HTTP/1.1 connections on raw asyncio streams, one per server, a request
+    at a time on each.
+
+    A load generator shares the cores with the server it measures, so its CPU per
+    request is taken from the server's: httpcore cost ~0.7 ms per request under
+    bench/load.py, about a sixth of the machine; this costs a fraction of that. It
+    reads what contextd sends (Content-Length bodies); anything else, a reset or a
+    timeout closes the connection and raises HttpError, and the next request
+    connects afresh.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._streams: dict[tuple[str, int], tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+
+    async def request(
+        self, method: str, host: str, port: int, path: str, body: bytes | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers with lower-case names, body)."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self._exchange(method, host, port, path, body)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as e:
+            self._drop((host, port))
+            raise HttpError(e) from e
+
+    async def _exchange(
+        self, method: str, host: str, port: int, path: str, body: bytes | None
+    ) -> tuple[int, dict[str, str], bytes]:
+        key = (host, port)
+        streams = self._streams.get(key)
+        if streams is None:
+            streams = self._streams[key] = await asyncio.open_connection(host, port)
+        reader, writer = streams
+        head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        writer.write(head.encode() + b"\r\n" + (body or b""))
+        lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name:
+                headers[name.lower()] = value.strip()
+        if "content-length" not in headers:
+            raise ValueError(f"no Content-Length in the answer ({status})")
+        content = await reader.readexactly(int(headers["content-length"]))
+        if headers.get("connection", "").lower() == "close":
+            self._drop(key)
+        return status, headers, content
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        streams = self._streams.pop(key, None)
+        if streams is not None:
+            streams[1].close()
+
+    def close(self) -> None:
+        for key in list(self._streams):
+            self._drop(key)
+
+    async def aclose(self) -> None:
+        self.close()
+
+
+def use_uvloop() -> None:
+    """uvloop for this process's event loops, when installed (it comes with uvicorn[standard])."""
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

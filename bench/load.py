@@ -67,13 +67,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpcore
 import httpx
 
 if __package__ in (None, ""):  # `python bench/load.py`: make `bench` and `app` importable
@@ -81,6 +81,8 @@ if __package__ in (None, ""):  # `python bench/load.py`: make `bench` and `app` 
 
 from bench.common import (
     REPO_ROOT,
+    HttpError,
+    RawHttp,
     free_port,
     load_average,
     load_messages,
@@ -89,6 +91,7 @@ from bench.common import (
     percentile,
     plain_url,
     throwaway_database,
+    use_uvloop,
 )
 from tests.support.tail import tail_violation
 
@@ -172,26 +175,18 @@ class Reply:
         return self.content.decode("utf-8", "replace")
 
 
-TRANSPORT_ERRORS = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError)
-JSON_HEADERS = [(b"content-type", b"application/json")]
-TIMEOUTS = {"timeout": dict.fromkeys(("connect", "read", "write", "pool"), REQUEST_TIMEOUT_S)}
-
-
 class Http:
-    """One agent's connections: httpcore's pool, one keep-alive connection per server.
+    """One agent's keep-alive connections, one per server (bench/common.py's RawHttp).
 
     The generator shares the cores with the server, so its CPU per request is taken
     from the server's. One httpx client shared by all agents scanned every pooled
-    connection, with a socket probe each, for every request (O(agents) per request:
-    ~60% of this process's samples at 50 agents); httpx's layers over httpcore
-    (request building, cookie extraction, auth and redirect hooks, decoders) were
-    about half of what remained. An agent sends one request at a time.
+    connection for every request (O(agents) per request); httpcore alone, one pool
+    per agent, still cost ~0.7 ms of CPU per request, a sixth of the machine at 50
+    agents in the closed loop.
     """
 
-    def __init__(self, servers: int) -> None:
-        self.pool = httpcore.AsyncConnectionPool(
-            max_connections=servers, max_keepalive_connections=servers
-        )
+    def __init__(self) -> None:
+        self.raw = RawHttp(REQUEST_TIMEOUT_S)
 
     async def request(self, method: str, url: str, body: dict[str, Any] | None) -> Reply:
         content = (
@@ -199,18 +194,15 @@ class Http:
             if body is None
             else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         )
-        r = await self.pool.request(
-            method,
-            url,
-            headers=JSON_HEADERS if content is not None else [],
-            content=content,
-            extensions=TIMEOUTS,
+        parts = urllib.parse.urlsplit(url)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        status, headers, data = await self.raw.request(
+            method, parts.hostname or "127.0.0.1", parts.port or 80, path, content
         )
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in r.headers}
-        return Reply(r.status, headers, r.content)
+        return Reply(status, headers, data)
 
     async def aclose(self) -> None:
-        await self.pool.aclose()
+        await self.raw.aclose()
 
 
 # --- texts -------------------------------------------------------------------------------------
@@ -283,8 +275,8 @@ class Agent:
             start = time.perf_counter()
             try:
                 r = await self.http.request(method, base + path, body)
-            except TRANSPORT_ERRORS as exc:
-                self.stats.errors[f"{kind} {type(exc).__name__}"] += 1
+            except HttpError as exc:
+                self.stats.errors[f"{kind} {exc.cause}"] += 1
                 await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
                 continue
             ms = (time.perf_counter() - start) * 1000
@@ -868,7 +860,7 @@ async def run_level(
                 )  # the checker's
                 crew = []
                 for n in range(agents):
-                    http = Http(len(bases))
+                    http = Http()
                     stack.push_async_callback(http.aclose)
                     crew.append(Agent(n, run, bases, http, texts, stats, args.seed, args.think_ms))
                 sem = asyncio.Semaphore(16)
@@ -949,6 +941,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from app.db import run_migrations
 
+    use_uvloop()  # the generator's own loop: it shares the cores with the server
     server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
     texts = Texts.from_dataset()
     levels: list[Level] = []

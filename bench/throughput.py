@@ -55,6 +55,7 @@ if __package__ in (None, ""):  # `python bench/throughput.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import (
+    RawHttp,
     contextd_server,
     load_average,
     machine_info,
@@ -62,6 +63,7 @@ from bench.common import (
     percentile,
     plain_url,
     throwaway_database,
+    use_uvloop,
 )
 
 
@@ -150,34 +152,22 @@ def progress(msg: str) -> None:
 
 
 class Http:
-    """One keep-alive HTTP/1.1 connection; requests one at a time."""
+    """One keep-alive connection to one server (bench/common.py's RawHttp)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.raw = RawHttp(timeout_s=60)
 
     @classmethod
     async def connect(cls, host: str, port: int) -> Http:
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer)
+        return cls(host, port)
 
-    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        head = (
-            f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        )
-        self.writer.write(head.encode() + body)
-        raw = await self.reader.readuntil(b"\r\n\r\n")
-        lines = raw.decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        length = 0
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-        return status, await self.reader.readexactly(length)
+    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        status, _, content = await self.raw.request(method, self.host, self.port, path, body)
+        return status, content
 
     def close(self) -> None:
-        self.writer.close()
+        self.raw.close()
 
 
 @dataclass
@@ -472,10 +462,7 @@ def main() -> int:
         from app.db import run_migrations
 
         run_migrations(db.url)
-        with contextlib.suppress(ImportError):
-            import uvloop
-
-            asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+        use_uvloop()
         for w in args.workers:
             row, errors = asyncio.run(measure_workers(db.url, w, args))
             rows.append(row)
