@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -197,13 +198,81 @@ def _serve_processes(
         # a loaded machine, where every replacement was killed in turn, forever.
         options["timeout_worker_healthcheck"] = HEALTHCHECK_TIMEOUT_S
     try:
-        uvicorn.run(
-            "app.cli:worker_app", factory=True, workers=workers, host=host, port=port, **options
-        )
+        return _run_children(host, port, {"factory": True, "workers": workers, **options})
     finally:
         if owned:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _run_children(host: str, port: int, options: dict[str, Any]) -> int:
+    """uvicorn's supervisor over the children, each listening on its own socket (Linux)."""
+    import uvicorn
+    import uvicorn.supervisors
+
+    app = "app.cli:worker_app"
+    if sys.platform != "linux":  # SO_REUSEPORT does not spread connections elsewhere
+        uvicorn.run(app, host=host, port=port, **options)
+        return 0
+    try:
+        sockets = ChildListeners.reserve(host, port)
+    except OSError as exc:
+        log.error("cannot listen", host=host, port=port, error=str(exc))
+        return 3  # uvicorn's STARTUP_FAILURE
+    log.info("listening", host=host, port=sockets.port)
+    try:
+        config = uvicorn.Config(app, host=host, port=sockets.port, **options)
+        uvicorn.supervisors.Multiprocess(config, sockets=sockets).run()
+    finally:
+        sockets[0].close()
     return 0
+
+
+class ChildListeners(list[socket.socket]):
+    """The listening socket of one child of `serve --workers N`: its own, on the shared port.
+
+    uvicorn hands every child one socket bound in the parent, and a child's loop
+    (libuv) accepts every connection queued when it wakes: one child took 37 of a
+    burst of 40, and the 50 keep-alive connections of bench/load.py's agents split
+    34 / 16, where the 34 waited 1.6x as long for the rest of the run. Each child
+    listens on a socket of its own instead (SO_REUSEPORT), and Linux spreads new
+    connections over the listening sockets by their addresses. This list crosses to
+    the child by pickle, which opens that socket there. The parent only holds the
+    port: a bound socket that never listens takes no connections.
+    """
+
+    def __init__(self, host: str, port: int, held: socket.socket) -> None:
+        super().__init__([held])
+        self.host, self.port = host, port
+
+    @classmethod
+    def reserve(cls, host: str, port: int) -> ChildListeners:
+        # A plain bind first: SO_REUSEPORT alone would share the port with another
+        # server of this user already on it, silently, instead of failing.
+        with _new_socket(host) as probe:
+            probe.bind((host, port))
+            if port == 0:
+                port = probe.getsockname()[1]
+        held = _new_socket(host)
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        held.bind((host, port))
+        return cls(host, port, held)
+
+    def __reduce__(self) -> tuple[Any, tuple[str, int]]:
+        return _child_listener, (self.host, self.port)
+
+
+def _new_socket(host: str) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
+
+
+def _child_listener(host: str, port: int) -> list[socket.socket]:
+    """Run in the child as its socket list is unpickled; uvicorn makes it listen."""
+    sock = _new_socket(host)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return [sock]
 
 
 def worker_app() -> Any:
