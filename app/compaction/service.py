@@ -106,8 +106,11 @@ async def wait_for(
 
 
 async def state(s: AsyncSession, tenant: str, sid: str) -> dict[str, Any]:
-    row = await get_session(s, tenant, sid)
+    # Jobs first: each statement reads its own snapshot (READ COMMITTED), and a job and
+    # its summary commit together, so a job read as finished has its summary in the row
+    # read after it. The other order could show a success with the old watermark.
     jobs = await repo.recent_jobs(s, tenant, sid)
+    row = await get_session(s, tenant, sid)
     compacted = (
         summary_message(row.summary_text, row.last_compaction_seq) if row.summary_text else None
     )
