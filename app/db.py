@@ -51,6 +51,16 @@ def normalise_url(url: str) -> str:
 # describe round trips stay cached.
 SERVER_SETTINGS = {"application_name": "contextd", "plan_cache_mode": "force_custom_plan"}
 
+# Except on the payload reads' own pool (`Database.payloads()`), whose statements
+# were shaped for it (app/context/repository.py: closed seq ranges, literal LIMITs, a
+# literal role for the partial index): their generic plans are the custom ones at
+# any size, even made on a table of 30 messages and run at 100k (bench/plans.py
+# --small 30); tests/api/test_payload_plans.py fails a payload statement whose plan,
+# made on a small log, walks a large session. Planning the window read was ~0.5 ms of
+# PostgreSQL's CPU per payload, most of what it cost: bench/load.py's closed loop
+# went from 521-591 to 626-629 requests/s.
+PAYLOAD_PLAN_CACHE_MODE = "force_generic_plan"
+
 # A pooled connection idle for longer than this is pinged before a request gets it.
 PING_AFTER_IDLE_S = 2.0
 
@@ -60,6 +70,7 @@ def create_engine(
     pool_size: int = 10,
     pool_timeout_s: float = 5.0,
     ping_after_idle_s: float = PING_AFTER_IDLE_S,
+    plan_cache_mode: str = SERVER_SETTINGS["plan_cache_mode"],
 ) -> AsyncEngine:
     engine = create_async_engine(
         normalise_url(url),
@@ -77,7 +88,7 @@ def create_engine(
         # An overloaded pool answers 503 in seconds rather than holding a client for 30.
         pool_timeout=pool_timeout_s,
         pool_recycle=1800,
-        connect_args={"server_settings": SERVER_SETTINGS},
+        connect_args={"server_settings": {**SERVER_SETTINGS, "plan_cache_mode": plan_cache_mode}},
     )
     _ping_when_idle(engine, ping_after_idle_s)
     return engine

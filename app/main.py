@@ -68,7 +68,14 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         engine = database.create_engine(url, settings.db_pool_size, settings.db_pool_timeout_s)
         app.state.engine = engine
         keyring.engine = engine
-        app.state.database = Database(database.session_factory(engine))
+        # Payload reads on a pool of their own, of the same size: app/db.py says why.
+        payloads = database.create_engine(
+            url,
+            settings.db_pool_size,
+            settings.db_pool_timeout_s,
+            plan_cache_mode=database.PAYLOAD_PLAN_CACHE_MODE,
+        )
+        app.state.database = Database(database.session_factory(engine), payloads)
         groups = Groups(
             functools.partial(messages.write_group, app.state.database),
             max_size=settings.append_group_size,
@@ -91,6 +98,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
                 await groups.close()
                 await app.state.events.stop()
                 await engine.dispose()
+                await payloads.dispose()
 
     app = FastAPI(
         title="contextd",

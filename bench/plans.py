@@ -95,10 +95,13 @@ async def app_client(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Capture
     captured: Captured = {}
     async with app.router.lifespan_context(app):
 
-        @event.listens_for(app.state.engine.sync_engine, "before_cursor_execute")
         def _seen(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
             if not sql.lstrip().upper().startswith(("BEGIN", "COMMIT", "SELECT 1")):
                 captured[sql] = tuple((params[0] if many else params) or ())
+
+        # Both pools: the payload reads have their own (app/db.py).
+        for engine in {app.state.engine, app.state.database.payload_engine}:
+            event.listen(engine.sync_engine, "before_cursor_execute", _seen)
 
         transport = httpx.ASGITransport(app=app)
         with driver_statements(captured):

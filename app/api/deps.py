@@ -26,10 +26,14 @@ class Database:
     a dependency's exit code, run after the response is built, cannot promise.
     """
 
-    def __init__(self, factory: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self, factory: async_sessionmaker[AsyncSession], payloads: AsyncEngine | None = None
+    ) -> None:
         self.factory = factory
         self.engine: AsyncEngine = factory.kw["bind"]
         self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.payload_engine: AsyncEngine = payloads or self.engine
+        self._payloads = self.payload_engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -69,6 +73,13 @@ class Database:
             if fairy.is_valid and (raw.is_closed() or raw.is_in_transaction()):
                 fairy.invalidate()
             await greenlet_spawn(fairy.close)
+
+    @asynccontextmanager
+    async def payloads(self) -> AsyncIterator[AsyncSession]:
+        """As `reading()`, on the payload reads' own pool, where statements run on generic
+        plans (app/db.py: PAYLOAD_PLAN_CACHE_MODE); only statements shaped for that."""
+        async with self.factory(bind=self._payloads) as session:
+            yield session
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:

@@ -76,7 +76,7 @@ async def payload(
     settings: Settings,
 ) -> dict[str, Any]:
     """What `GET` and `POST /context` answer: read-only, so outside any transaction."""
-    async with database.reading() as db:
+    async with database.payloads() as db:
         return await build(db, tenant, sid, params, settings, events)
 
 
