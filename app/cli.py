@@ -231,9 +231,9 @@ class ChildListeners(list[socket.socket]):
     """The listening socket of one child of `serve --workers N`: its own, on the shared port.
 
     uvicorn hands every child one socket bound in the parent, and a child's loop
-    (libuv) accepts every connection queued when it wakes: one child took 37 of a
-    burst of 40, and the 50 keep-alive connections of bench/load.py's agents split
-    34 / 16, where the 34 waited 1.6x as long for the rest of the run. Each child
+    (libuv) accepts every connection queued when it wakes: bursts of 50 connections
+    split 34 / 16 on average and up to 50 / 0, and bench/load.py's 50 keep-alive
+    agents split 34 / 16, where the 34 waited 1.6x as long for the rest of the run. Each child
     listens on a socket of its own instead (SO_REUSEPORT), and Linux spreads new
     connections over the listening sockets by their addresses. This list crosses to
     the child by pickle, which opens that socket there. The parent only holds the
@@ -252,10 +252,7 @@ class ChildListeners(list[socket.socket]):
             probe.bind((host, port))
             if port == 0:
                 port = probe.getsockname()[1]
-        held = _new_socket(host)
-        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        held.bind((host, port))
-        return cls(host, port, held)
+        return cls(host, port, _reuse_port(host, port))
 
     def __reduce__(self) -> tuple[Any, tuple[str, int]]:
         return _child_listener, (self.host, self.port)
@@ -267,12 +264,16 @@ def _new_socket(host: str) -> socket.socket:
     return sock
 
 
-def _child_listener(host: str, port: int) -> list[socket.socket]:
-    """Run in the child as its socket list is unpickled; uvicorn makes it listen."""
+def _reuse_port(host: str, port: int) -> socket.socket:
     sock = _new_socket(host)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
-    return [sock]
+    return sock
+
+
+def _child_listener(host: str, port: int) -> list[socket.socket]:
+    """Run in the child as its socket list is unpickled; uvicorn makes it listen."""
+    return [_reuse_port(host, port)]
 
 
 def worker_app() -> Any:

@@ -34,7 +34,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -110,17 +110,19 @@ async def app_client(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Capture
 
 
 @contextmanager
-def driver_statements(captured: Captured) -> Iterator[None]:
+def driver_statements(
+    captured: Captured, only: Callable[[asyncpg.Connection], bool] = lambda conn: True
+) -> Iterator[None]:
     """Also record the statements the hot paths run on the asyncpg connection itself
     (the append's write, the payload's message reads), which SQLAlchemy's cursor hook
-    never sees. Only statements with parameters: BEGIN, COMMIT and this script's own
-    PREPARE and EXPLAIN have none."""
+    never sees; with `only`, those of the connections it accepts. Only statements with
+    parameters: BEGIN, COMMIT and this script's own PREPARE and EXPLAIN have none."""
     cls = asyncpg.connection.Connection
     originals = {name: getattr(cls, name) for name in ("execute", "fetch", "fetchrow", "fetchval")}
 
     def recording(method: Any) -> Any:
         async def run(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
-            if args:
+            if args and only(self):
                 captured[query] = tuple(args)
             return await method(self, query, *args, **kwargs)
 

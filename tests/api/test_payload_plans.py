@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -20,7 +20,7 @@ from sqlalchemy import event, text
 from app.db import PAYLOAD_PLAN_CACHE_MODE
 from app.main import create_app
 from app.settings import Settings
-from bench.plans import literal
+from bench.plans import driver_statements, literal
 from tests.support.databases import plain_url
 
 Captured = dict[str, tuple[Any, ...]]
@@ -46,29 +46,15 @@ async def app_capturing(
             captured[sql] = tuple((params[0] if many else params) or ())
 
         transport = httpx.ASGITransport(app=app)
-        with _driver_reads(captured):
+        with driver_statements(captured, only=_payload_pool):
             async with httpx.AsyncClient(transport=transport, base_url="http://plans.test") as c:
                 yield c, captured
 
 
-@contextmanager
-def _driver_reads(captured: Captured) -> Iterator[None]:
-    """The reads run on the asyncpg connection itself, from the payload pool's connections
-    only (the append path's writes run on the other pool, planned for their parameters)."""
-    cls = asyncpg.connection.Connection
-    original = cls.fetch
-
-    async def fetch(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
-        mode = (self._params.server_settings or {}).get("plan_cache_mode")
-        if args and mode == PAYLOAD_PLAN_CACHE_MODE:
-            captured[query] = tuple(args)
-        return await original(self, query, *args, **kwargs)
-
-    cls.fetch = fetch
-    try:
-        yield
-    finally:
-        cls.fetch = original
+def _payload_pool(conn: asyncpg.Connection) -> bool:
+    # The append path's writes run on the other pool, planned for their parameters.
+    settings = conn._params.server_settings or {}
+    return bool(settings.get("plan_cache_mode") == PAYLOAD_PLAN_CACHE_MODE)
 
 
 def seq_scans(plan: dict[str, Any]) -> list[str]:
