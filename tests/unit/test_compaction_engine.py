@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -476,30 +478,45 @@ async def test_summaries_leave_the_default_executor_to_large_appends(
 ) -> None:
     # A large append counts its tokens in the loop's default executor
     # (app/messages/service.py); eight compactions at once (CONTEXTD_COMPACTION_WORKERS=8)
-    # must not make it wait there until summaries free a thread.
+    # must not make it wait there until summaries free a thread. Every summary's first
+    # step holds its thread until the append is done: were those threads the default
+    # executor's (two here, as a small machine has few), the append could not start and
+    # each summary would wait out its 5 s. Ordering by wall time instead was flaky: on a
+    # busy machine a summary's own thread may well finish before the append's.
     from app.compaction import engine
 
     plan = _audit_plan(6)
-    done: list[str] = []
+    appended = threading.Event()
+    waited_out: list[str] = []
     prepare = engine._prepare
 
-    def recorded(*args: Any) -> Any:
-        run = prepare(*args)
-        done.append("a summary's first step")
-        return run
+    def held(*args: Any) -> Any:
+        if not appended.wait(timeout=5):
+            waited_out.append(threading.current_thread().name)
+        return prepare(*args)
 
-    monkeypatch.setattr(engine, "_prepare", recorded)
+    monkeypatch.setattr(engine, "_prepare", held)
+    loop = asyncio.get_running_loop()
+    default = ThreadPoolExecutor(max_workers=2, thread_name_prefix="default")
+    loop.set_default_executor(default)
 
     async def append() -> None:
         await asyncio.to_thread(COUNTER.count_text, "a large tool output. " * 4_000)
-        done.append("append")
+        appended.set()
 
-    summaries = [
-        asyncio.create_task(
-            summarise(plan, None, [], client=None, settings=EngineSettings(), counter=COUNTER)
-        )
-        for _ in range(8)
-    ]
-    await asyncio.sleep(0.01)  # every summary has asked for a thread
-    await asyncio.gather(append(), *summaries)
-    assert done[0] == "append", done[:4]
+    try:
+        summaries = [
+            asyncio.create_task(
+                summarise(plan, None, [], client=None, settings=EngineSettings(), counter=COUNTER)
+            )
+            for _ in range(8)
+        ]
+        await asyncio.sleep(0.01)  # every summary has asked for a thread
+        await append()
+        outcomes = await asyncio.gather(*summaries)
+    finally:
+        appended.set()
+        loop.set_default_executor(ThreadPoolExecutor())
+        default.shutdown(wait=False)
+    assert waited_out == []
+    assert [o.summarizer for o in outcomes] == ["extractive"] * 8
