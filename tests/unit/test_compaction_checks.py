@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from app.compaction import signals
 from app.compaction.checks import (
     constraints_to_keep,
@@ -155,10 +158,11 @@ def test_constraints_to_keep_fit_their_share_of_a_small_window_newest_first() ->
 
 
 def _every_pattern(text: str) -> list[str]:
-    """extract_identifiers without the substring gates: every pattern over every text."""
+    """extract_identifiers without the substring gates and needles: every pattern over
+    every whole text."""
     found: dict[str, int] = {}
-    for _, pattern in signals._IDENTIFIER_PATTERNS:
-        for m in pattern.finditer(text):
+    for kind in signals._KINDS:
+        for m in kind.pattern.finditer(text):
             value = (m.group(1) if m.groups() else m.group(0)).strip().rstrip(".,;:")
             if len(value) >= 2 and value not in found and signals._WORDISH.search(value):
                 found[value] = m.start()
@@ -176,7 +180,48 @@ EDGES = [
     "550e8400-e29b-41d4-a716-446655440000 at 2026-11-23 call +1-555-0100",
     "",
     "plain lower case words only",
+    # Needles at the ends of lines, and units whose space is a line break: the pattern
+    # runs over whole lines only, and those must include the next one.
+    "took 5ms, then 7\nms and 9\n% and 10\n\nms and 3\r\nms",
+    "took 5ms, then 7\nms",  # the next line holds no needle of its own
+    "src/a.py\0 and a.py and snake_\0case",  # the separator of the containment test
+    "/\nsrc/a.py\n/ and a/\nb and _\n_snake_case_\n, 1,200\n,300 and -\n12-34\nPROJ-\n7",
+    "FooBar\nBazQux\n3f2a9c1d\n3f2a9c1\nv1.2\n.3 and 1.2.3\n٣٤٥\n٣٤",
 ]
+
+# Pieces that open, close or cross what the patterns and their needles look for.
+_PIECES = st.sampled_from(
+    [
+        *'\n \t\r-./_,:`"$%5٣aAfgZ',
+        "ms",
+        " ms",
+        "min",
+        "元",
+        "小时",
+        "12",
+        "2026",
+        "3f2a9c1d",
+        "e29b",
+        "src",
+        "a.py",
+        "v1",
+        "Foo",
+        "Bar",
+        "PROJ",
+        "1,200",
+        "“x”",
+        "「名」",
+        "https://",
+        "~/",
+        "..",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_needles_find_every_match_the_whole_text_holds(text: str) -> None:
+    assert signals.extract_identifiers(text) == _every_pattern(text)
 
 
 def test_the_gates_never_skip_a_pattern_that_would_match() -> None:
