@@ -94,7 +94,8 @@ _KINDS: tuple[_Kind, ...] = (
     _Kind(
         _digit,
         re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b"),
-        re.compile(r"[0-9a-f]{7}"),
+        # Digits and letters in one run: somewhere a digit stands next to a letter.
+        re.compile(r"[0-9](?:(?<=[a-f][0-9])|(?=[a-f]))"),
     ),
     _Kind(  # ticket ids: ABC-123
         _having("-"), re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b"), re.compile(r"-\d")

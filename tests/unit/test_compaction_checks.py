@@ -184,7 +184,9 @@ EDGES = [
     # runs over whole lines only, and those must include the next one.
     "took 5ms, then 7\nms and 9\n% and 10\n\nms and 3\r\nms",
     "took 5ms, then 7\nms",  # the next line holds no needle of its own
-    "src/a.py\0 and a.py and snake_\0case",  # the separator of the containment test
+    "src/a.py\0 and a.py and snake_\0case",
+    "abcdef1 1abcdef 1234567a a1234567 1234567 abcdefa deadbeef00",  # hex runs
+    # the separator of the containment test
     "/\nsrc/a.py\n/ and a/\nb and _\n_snake_case_\n, 1,200\n,300 and -\n12-34\nPROJ-\n7",
     "FooBar\nBazQux\n3f2a9c1d\n3f2a9c1\nv1.2\n.3 and 1.2.3\n٣٤٥\n٣٤",
 ]
