@@ -36,6 +36,7 @@ bench: $(STAMP)  ## the benchmarks of README.md's Measured, in order (~20 min; C
 	$(BIN)/python bench/context_quality.py
 	$(BIN)/python bench/context_bench.py --repeat 40 --rounds 2
 	$(BIN)/python bench/compaction_bench.py --control
+	$(BIN)/python bench/identifiers_bench.py
 	$(BIN)/python bench/loop_stall.py
 	$(BIN)/python bench/claim_bench.py
 	$(BIN)/python bench/load.py --agents 10,50,200 --duration 20
