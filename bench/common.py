@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -431,8 +431,10 @@ class RawHttp:
     connects afresh.
     """
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, headers: Mapping[str, str] | None = None) -> None:
         self.timeout_s = timeout_s
+        # Sent with every request (e.g. one tenant's Authorization).
+        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._streams: dict[tuple[str, int], tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
 
     async def request(
@@ -454,7 +456,7 @@ class RawHttp:
         if streams is None:
             streams = self._streams[key] = await asyncio.open_connection(host, port)
         reader, writer = streams
-        head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n{self._extra}"
         if body is not None:
             head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         writer.write(head.encode() + b"\r\n" + (body or b""))

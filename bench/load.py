@@ -1,13 +1,18 @@
 """Load: many simulated agents against real `contextd serve` processes, then a checker.
 
     python bench/load.py [--agents 10,50,200] [--duration 20] [--servers 1|2] [--workers N]
-                         [--think-ms 0] [--database-url URL] [--max-turns 400]
+                         [--think-ms 0] [--tenants 0] [--database-url URL] [--max-turns 400]
                          [--max-seconds 900] [--json results.json]
 
 For each agent count the script creates a throwaway database (on `--database-url`,
 else `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL in a temporary folder),
 migrates it, starts a fake OpenAI-compatible model (`tests/fakellm.py`, in its
 own process) and 1 or 2 `contextd serve` processes on it, all on 127.0.0.1.
+
+`--tenants N` spreads the agents over N tenants (agent n in tenant n mod N), each
+with an API key of its own (`CONTEXTD_API_KEYS`): every request then authenticates,
+and compaction jobs are claimed round-robin across tenants. Without it no keys are
+configured and every agent is in the `default` tenant.
 
 Every agent owns one session with a small context window and `auto_compact`, so
 compactions (which call the fake model) run while the agents write. An agent
@@ -175,6 +180,10 @@ class Reply:
         return self.content.decode("utf-8", "replace")
 
 
+def auth(key: str | None) -> dict[str, str] | None:
+    return {"Authorization": f"Bearer {key}"} if key else None
+
+
 class Http:
     """One agent's keep-alive connections, one per server (bench/common.py's RawHttp).
 
@@ -185,8 +194,8 @@ class Http:
     agents in the closed loop.
     """
 
-    def __init__(self) -> None:
-        self.raw = RawHttp(REQUEST_TIMEOUT_S)
+    def __init__(self, key: str | None = None) -> None:
+        self.raw = RawHttp(REQUEST_TIMEOUT_S, auth(key))
 
     async def request(self, method: str, url: str, body: dict[str, Any] | None) -> Reply:
         content = (
@@ -240,8 +249,10 @@ class Agent:
         stats: Stats,
         seed: int,
         think_ms: float = 0.0,
+        key: str | None = None,
     ) -> None:
         self.n = n
+        self.key = key  # its tenant's API key (None: no keys, the `default` tenant)
         self.name = f"a{n}"
         self.sid = f"load-{run}-a{n}"
         self.bases = list(bases)
@@ -509,12 +520,15 @@ class CheckResult:
 
 
 async def get_json(
-    client: httpx.AsyncClient, url: str, params: dict[str, Any] | None = None
+    client: httpx.AsyncClient,
+    url: str,
+    params: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """GET with the retries any client needs (transport errors, 503), bounded."""
     for attempt in range(MAX_ATTEMPTS):
         try:
-            r = await client.get(url, params=params)
+            r = await client.get(url, params=params, headers=headers)
         except httpx.TransportError:
             await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
             continue
@@ -526,12 +540,14 @@ async def get_json(
     raise RuntimeError(f"GET {url} failed {MAX_ATTEMPTS} times")
 
 
-async def read_log(client: httpx.AsyncClient, base: str, sid: str) -> list[dict[str, Any]]:
+async def read_log(
+    client: httpx.AsyncClient, base: str, sid: str, headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     after = 0
     for _ in range(10_000):
         url = f"{base}/sessions/{sid}/messages"
-        page = await get_json(client, url, {"after_seq": after, "limit": 1000})
+        page = await get_json(client, url, {"after_seq": after, "limit": 1000}, headers)
         out.extend(page["messages"])
         if page["next_after_seq"] is None:
             return out
@@ -544,7 +560,7 @@ async def check_agent(
 ) -> None:
     bad = result.problems.append
     who = agent.name
-    log = await read_log(client, base, agent.sid)
+    log = await read_log(client, base, agent.sid, auth(agent.key))
     result.sessions += 1
     result.messages += len(log)
     seqs = [int(m["seq"]) for m in log]
@@ -569,7 +585,9 @@ async def check_agent(
     acked_seqs = [s.seq or 0 for s in agent.acked]
     if acked_seqs != sorted(acked_seqs):  # per agent: log order is acknowledgement order
         bad(f"{who}: acknowledgement order differs from log order")
-    state = await get_json(client, f"{base}/sessions/{agent.sid}/compaction")
+    state = await get_json(
+        client, f"{base}/sessions/{agent.sid}/compaction", headers=auth(agent.key)
+    )
     watermark = int(state["last_compaction_seq"] or 0)
     if why := tail_violation(log, watermark):
         bad(f"{who}: {why}")
@@ -681,8 +699,8 @@ async def contextd_servers(
     database_url: str, count: int, env: dict[str, str], timeout_s: float = 60, workers: int = 1
 ) -> AsyncIterator[list[ServerProcess]]:
     servers: list[ServerProcess] = []
-    full_env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, **env}
-    full_env.pop("CONTEXTD_API_KEYS", None)
+    inherited = {k: v for k, v in os.environ.items() if k != "CONTEXTD_API_KEYS"}
+    full_env = {**inherited, "CONTEXTD_DATABASE_URL": database_url, **env}
     try:
         for _ in range(count):
             port = free_port()
@@ -852,6 +870,11 @@ async def run_level(
             "CONTEXTD_LOG_FORMAT": "json",
             "CONTEXTD_DB_POOL_SIZE": str(args.pool_size),
         }
+        # Agent n belongs to tenant n mod --tenants, each with a key of its own; without
+        # --tenants no keys are configured and every agent is in `default`.
+        keys = [f"load-key-{t}" for t in range(args.tenants)]
+        if keys:
+            env["CONTEXTD_API_KEYS"] = ",".join(f"{k}:tenant-{t}" for t, k in enumerate(keys))
         async with contextd_servers(url, args.servers, env, 180, args.workers) as servers:
             bases = [s.base for s in servers]
             async with contextlib.AsyncExitStack() as stack:
@@ -860,9 +883,12 @@ async def run_level(
                 )  # the checker's
                 crew = []
                 for n in range(agents):
-                    http = Http()
+                    key = keys[n % len(keys)] if keys else None
+                    http = Http(key)
                     stack.push_async_callback(http.aclose)
-                    crew.append(Agent(n, run, bases, http, texts, stats, args.seed, args.think_ms))
+                    crew.append(
+                        Agent(n, run, bases, http, texts, stats, args.seed, args.think_ms, key)
+                    )
                 sem = asyncio.Semaphore(16)
 
                 async def seeded(a: Agent) -> None:
@@ -927,6 +953,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-turns", type=int, default=400, help="turns per agent at most")
     p.add_argument("--drain-seconds", type=float, default=60, help="wait for compactions after")
     p.add_argument("--pool-size", type=int, default=10, help="CONTEXTD_DB_POOL_SIZE per server")
+    p.add_argument(
+        "--tenants",
+        type=int,
+        default=0,
+        help="spread the agents over this many tenants, each with an API key (0: no keys)",
+    )
     p.add_argument("--seed", type=int, default=1, help="random seed of the agents")
     p.add_argument("--max-seconds", type=float, default=1800, help="give up after this long")
     p.add_argument("--json", type=Path, help="also write the figures here")
@@ -962,10 +994,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         report_level(level)
     print()
     print(f"machine: {machine_info()}; load average after: {load_average()}")
+    tenants = f"{args.tenants} tenants, a key each" if args.tenants else "no API keys (default)"
     print(
         f"duration {args.duration:.0f}s per row; {args.servers} contextd server(s),"
         f" serve --workers {args.workers} each; think {args.think_ms:.0f} ms"
-        f" (uniform 0.5x-1.5x per step{'' if args.think_ms > 0 else ': closed loop'})"
+        f" (uniform 0.5x-1.5x per step{'' if args.think_ms > 0 else ': closed loop'});"
+        f" {tenants}"
     )
     print()
     print(markdown_table(HEADERS, [lv.row() for lv in levels]))
