@@ -13,6 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -235,3 +236,19 @@ def is_unavailable(exc: BaseException) -> bool:
         | ConnectionError
         | OSError,
     )
+
+
+class Compiled:
+    """A fixed statement compiled for asyncpg: its SQL and its parameters in order."""
+
+    __slots__ = ("names", "sql", "values")
+
+    def __init__(self, stmt: Any) -> None:
+        compiled = stmt.compile(dialect=postgresql_asyncpg.dialect())  # type: ignore[no-untyped-call]
+        self.sql = str(compiled)
+        self.names: tuple[str, ...] = tuple(compiled.positiontup or ())
+        # Values SQLAlchemy turned into parameters itself (the 1 of `coalesce(…) + 1`).
+        self.values = {k: compiled.binds[k].effective_value for k in self.names}
+
+    def args(self, params: dict[str, Any]) -> list[Any]:
+        return [params[k] if k in params else self.values[k] for k in self.names]

@@ -33,14 +33,12 @@ from sqlalchemy import (
 )
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, array
-from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
 from sqlalchemy.exc import InvalidRequestError
-from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import instance_state
 
 from app.context import stability
 from app.context.lru import LRU
-from app.db import is_unavailable
+from app.db import Compiled
 from app.errors import NotFound
 from app.messages.types import LoggedMessage
 from app.models import CompactionJobRow, ContextLayoutRow, MessageRow, SessionRow, ToolCallRow
@@ -110,43 +108,23 @@ def clear_cache() -> None:
     _windows.clear()
 
 
+# The pooled asyncpg connection a payload reads on (`Database.payloads()`).
+Driver = Any
+
+
 # --- running fixed statements on the driver ---------------------------------------------------
 # The reads of a payload are fixed Core statements run on every call. Through
 # `AsyncSession.execute` each costs ~0.3 ms of CPU beyond asyncpg's own work here
 # (cache-key lookup, parameter and result processing, Row objects: a trivial select
 # 0.40 ms against 0.07 ms on the driver): ~1 ms per context call. They are compiled
-# once and run by asyncpg on the session's own pooled connection; their parameters
+# once and run by asyncpg on the payload pool's connection (`Database.payloads()`,
+# which also invalidates it when the database is away); their parameters
 # need no conversion (text, integers, arrays of them) and the driver decodes their
 # columns (jsonb included: the dialect registers its codecs on every connection).
 
 
-class _Compiled:
-    """A fixed statement compiled for asyncpg: its SQL and its parameters in order."""
-
-    __slots__ = ("names", "sql", "values")
-
-    def __init__(self, stmt: Any) -> None:
-        compiled = stmt.compile(dialect=postgresql_asyncpg.dialect())  # type: ignore[no-untyped-call]
-        self.sql = str(compiled)
-        self.names: tuple[str, ...] = tuple(compiled.positiontup or ())
-        # Values SQLAlchemy turned into parameters itself (the 1 of `coalesce(…) + 1`).
-        self.values = {k: compiled.binds[k].effective_value for k in self.names}
-
-    def args(self, params: dict[str, Any]) -> list[Any]:
-        return [params[k] if k in params else self.values[k] for k in self.names]
-
-
-async def _fetch(db: AsyncSession, stmt: _Compiled, params: dict[str, Any]) -> list[Any]:
-    conn = await db.connection()
-    raw: Any = (await conn.get_raw_connection()).driver_connection
-    try:
-        rows: list[Any] = await raw.fetch(stmt.sql, *stmt.args(params))
-    except Exception as exc:
-        # SQLAlchemy does not see the driver's errors: a dead connection must not go
-        # back to the pool (as the append path's `Database.driver` does).
-        if is_unavailable(exc):
-            await conn.invalidate(exc)
-        raise
+async def _fetch(db: Driver, stmt: Compiled, params: dict[str, Any]) -> list[Any]:
+    rows: list[Any] = await db.fetch(stmt.sql, *stmt.args(params))
     return rows
 
 
@@ -306,9 +284,9 @@ _MEMBERS = (
 _BODIES = select(_MSG.seq, _MSG.body).where(
     *_IN_SESSION, _MSG.seq == any_(bindparam("seqs", type_=_SEQS))
 )
-_WINDOW_SQL = _Compiled(_WINDOW)
-_MEMBERS_SQL = _Compiled(_MEMBERS)
-_BODIES_SQL = _Compiled(_BODIES)
+_WINDOW_SQL = Compiled(_WINDOW)
+_MEMBERS_SQL = Compiled(_MEMBERS)
+_BODIES_SQL = Compiled(_BODIES)
 
 
 class _Reader:
@@ -382,7 +360,7 @@ class _Reader:
             created_at=created,
         )
 
-    async def fetch_missing(self, db: AsyncSession) -> list[LoggedMessage]:
+    async def fetch_missing(self, db: Driver) -> list[LoggedMessage]:
         if not self.missing:
             return []
         params = {**self.params, "seqs": list(self.missing)}
@@ -411,7 +389,7 @@ def _flags(m: LoggedMessage) -> tuple[Any, ...]:
     )
 
 
-async def window(db: AsyncSession, session: SessionRow, read_tokens: int) -> list[LoggedMessage]:
+async def window(db: Driver, session: SessionRow, read_tokens: int) -> list[LoggedMessage]:
     """Effective-history candidates: the newest `read_tokens` worth of messages,
     the `EARLIER_USERS` user messages before them (the first opens the oldest turn
     read), the latest user message (the turn anchor, even when a compaction moved
@@ -444,10 +422,10 @@ class LogRead:
     def keep(self) -> None:
         self._reader.keep()
 
-    async def window(self, db: AsyncSession, read_tokens: int) -> None:
+    async def window(self, db: Driver, read_tokens: int) -> None:
         await _read_window(db, self._session, self._reader, read_tokens)
 
-    async def seqs(self, db: AsyncSession, seqs: Sequence[int]) -> None:
+    async def seqs(self, db: Driver, seqs: Sequence[int]) -> None:
         """Adds the rows of `seqs` (units whole: no group completion), by bounded
         primary-key runs; bodies known from the previous read are not sent again."""
         reader = self._reader
@@ -484,11 +462,11 @@ def _runs(seqs: Sequence[int], gap: int = 64) -> list[list[int]]:
 # few rows. So is a join of the messages to an array of runs (`unnest` + LATERAL):
 # the planner takes the bounds as a join filter, not an index condition. Built once
 # per number of runs; bench/plans.py explains the shape a replay uses.
-_SEQ_RUNS: dict[int, _Compiled] = {}
+_SEQ_RUNS: dict[int, Compiled] = {}
 _UNKNOWN_BODY = case((_MSG.seq == any_(bindparam("unknown", type_=_SEQS)), _MSG.body), else_=null())
 
 
-def _seq_runs(n: int) -> _Compiled:
+def _seq_runs(n: int) -> Compiled:
     stmt = _SEQ_RUNS.get(n)
     if stmt is None:
         columns = tuple(_UNKNOWN_BODY if c is _BODY else c for c in _COLUMNS)
@@ -501,13 +479,11 @@ def _seq_runs(n: int) -> _Compiled:
             )
             for i in range(n)
         ]
-        stmt = _SEQ_RUNS[n] = _Compiled(parts[0] if n == 1 else union_all(*parts))
+        stmt = _SEQ_RUNS[n] = Compiled(parts[0] if n == 1 else union_all(*parts))
     return stmt
 
 
-async def _read_window(
-    db: AsyncSession, session: SessionRow, reader: _Reader, read_tokens: int
-) -> None:
+async def _read_window(db: Driver, session: SessionRow, reader: _Reader, read_tokens: int) -> None:
     params = reader.params
     window_params = {
         **params,
@@ -529,7 +505,7 @@ async def _read_window(
 
 
 async def _complete_groups(
-    db: AsyncSession, reader: _Reader, start: int | None, lead_in: list[Sequence[Any]]
+    db: Driver, reader: _Reader, start: int | None, lead_in: list[Sequence[Any]]
 ) -> None:
     """Add the call or the results missing from any tool group partly read.
 
@@ -604,7 +580,7 @@ _NOT_FOR_PAYLOADS = ("summary", "compaction_metadata", "memory_flush_candidates"
 _SESSION_KEYS = tuple(
     a.key for a in sa_inspect(SessionRow).column_attrs if a.key not in _NOT_FOR_PAYLOADS
 )
-_PAYLOAD_SESSION = _Compiled(
+_PAYLOAD_SESSION = Compiled(
     select(*(getattr(SessionRow, k) for k in _SESSION_KEYS), *stability.STREAM_COLUMNS)
     .outerjoin(ContextLayoutRow, stability.STREAM_JOIN)
     .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("sid"))
@@ -637,7 +613,7 @@ def _session_of(record: Sequence[Any]) -> SessionRow:
 
 
 async def payload_session(
-    db: AsyncSession, tenant: str, sid: str
+    db: Driver, tenant: str, sid: str
 ) -> tuple[SessionRow, dict[str, Sequence[Any]]]:
     """The session's row and its stored payload streams (params_key -> the rest of
     `stability.STREAM_COLUMNS`), in one round trip; NotFound if there is no such session."""
@@ -649,20 +625,22 @@ async def payload_session(
     return _session_of(rows[0][:n]), streams
 
 
-async def last_compaction_failure(db: AsyncSession, tenant: str, sid: str) -> str | None:
-    """The reason of the session's latest finished compaction job, if that job failed."""
-    job = CompactionJobRow
-    stmt = (
-        select(job.status, job.reason)
-        .where(
-            job.tenant_id == tenant,
-            job.session_id == sid,
-            job.status.not_in(("pending", "running")),
-        )
-        .order_by(job.finished_at.desc())
-        .limit(1)
+_LAST_FINISHED_JOB = Compiled(
+    select(CompactionJobRow.status, CompactionJobRow.reason)
+    .where(
+        CompactionJobRow.tenant_id == bindparam("tenant"),
+        CompactionJobRow.session_id == bindparam("sid"),
+        CompactionJobRow.status != literal_column("'pending'"),
+        CompactionJobRow.status != literal_column("'running'"),
     )
-    last = (await db.execute(stmt)).first()
-    if last is None or last.status != "failed":
+    .order_by(CompactionJobRow.finished_at.desc())
+    .limit(_ONE)
+)
+
+
+async def last_compaction_failure(db: Driver, tenant: str, sid: str) -> str | None:
+    """The reason of the session's latest finished compaction job, if that job failed."""
+    rows = await _fetch(db, _LAST_FINISHED_JOB, {"tenant": tenant, "sid": sid})
+    if not rows or rows[0][0] != "failed":
         return None
-    return str(last.reason or "failed")
+    return str(rows[0][1] or "failed")

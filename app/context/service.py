@@ -6,8 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.api.deps import Database
 from app.context import (
     HISTORY_READ_FACTOR,
@@ -81,7 +79,7 @@ async def payload(
 
 
 async def build(
-    db: AsyncSession,
+    db: repo.Driver,
     tenant: str,
     sid: str,
     params: ContextParams,
@@ -142,7 +140,7 @@ async def build(
 
 
 async def _budget(
-    db: AsyncSession,
+    db: repo.Driver,
     tenant: str,
     sid: str,
     row: SessionRow,
@@ -213,7 +211,7 @@ class _Stream:
 
 
 async def _read_history(
-    db: AsyncSession, row: SessionRow, layout: stability.Layout, raw_budget: int
+    db: repo.Driver, row: SessionRow, layout: stability.Layout, raw_budget: int
 ) -> tuple[Sequence[LoggedMessage], list[int] | None]:
     """The window of the log, plus what `layout` needs beyond it; and the seqs that were
     missing from the window (None: too many to fetch one by one)."""

@@ -65,11 +65,11 @@ from typing import Any, ClassVar
 
 from sqlalchemy import and_, bindparam, tuple_
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.strategies.base import Selection, Strategy, hard_rule
 from app.context.types import TokenCounter
 from app.context.view import Form, HistoryView, Unit
+from app.db import Compiled
 from app.messages.types import LoggedMessage
 from app.models import ContextLayoutRow, SessionRow
 
@@ -448,13 +448,12 @@ def _store_statement() -> Any:
     )
 
 
-_STORE = _store_statement()
+_STORE = Compiled(_store_statement())
 
 
-async def store(
-    db: AsyncSession, session: SessionRow, key: str, layout: Layout, replaced: Layout
-) -> None:
-    """The trim's one write. Of two trims racing, the one for the newer log stays."""
+async def store(db: Any, session: SessionRow, key: str, layout: Layout, replaced: Layout) -> None:
+    """The trim's one write, on the payload's asyncpg connection (one statement, its own
+    transaction). Of two trims racing, the one for the newer log stays."""
     values = {
         "tenant_id": session.tenant_id,
         "session_id": session.id,
@@ -462,12 +461,12 @@ async def store(
         "generation": layout.generation,
         "watermark": layout.watermark,
         "through_seq": layout.through_seq,
-        "kept": layout.entries(),
+        # JSON text: the dialect's jsonb codec on the connection takes it as such.
+        "kept": json.dumps(layout.entries()),
         "layout_id": layout.id,
-        "replaced": replaced.to_json(),
+        "replaced": json.dumps(replaced.to_json()),
     }
-    await db.execute(_STORE, values)
-    await db.commit()
+    await db.execute(_STORE.sql, *_STORE.args(values))
 
 
 def missing_seqs(

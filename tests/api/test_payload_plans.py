@@ -154,8 +154,8 @@ async def test_only_the_payload_pool_runs_generic_plans(
     app = create_app(settings, database_url=database_url)
     async with app.router.lifespan_context(app):
         database = app.state.database
-        async with database.payloads() as s:
-            assert (await s.execute(text("SHOW plan_cache_mode"))).scalar() == "force_generic_plan"
+        async with database.payloads() as conn:
+            assert await conn.fetchval("SHOW plan_cache_mode") == "force_generic_plan"
         async with database.reading() as s:
             assert (await s.execute(text("SHOW plan_cache_mode"))).scalar() == "force_custom_plan"
         async with database.transaction() as s:

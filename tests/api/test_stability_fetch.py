@@ -23,8 +23,9 @@ async def test_seqs_reads_exactly_the_asked_seqs_across_far_apart_runs(
     wanted = [1, 2, 3, 60, 150, 151, 300, 399, 400]  # four runs, one of a single seq
     assert repository._runs(wanted) == [[1, 2, 3, 60], [150, 151], [300], [399, 400]]
     repository.clear_cache()
-    async with session_factory(app.state.engine)() as db:
-        session = (await db.scalars(select(SessionRow).where(SessionRow.id == sid))).one()
+    async with session_factory(app.state.engine)() as orm:
+        session = (await orm.scalars(select(SessionRow).where(SessionRow.id == sid))).one()
+    async with app.state.database.payloads() as db:
         read = repository.LogRead(session)
         await read.seqs(db, wanted)
         got = read.messages()
