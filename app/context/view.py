@@ -79,8 +79,13 @@ class Unit:
         self.group = group
         # A unit's identity across calls (layouts store it): asked of every unit by
         # every replay, so made once.
-        self.seqs = tuple(m.seq for m in group.messages)
-        self.pinned = any(m.pinned for m in group.messages)
+        messages = group.messages
+        if len(messages) == 1:  # most units: no generators for one message
+            self.seqs: tuple[int, ...] = (messages[0].seq,)
+            self.pinned: bool = messages[0].pinned
+        else:
+            self.seqs = tuple(m.seq for m in messages)
+            self.pinned = any(m.pinned for m in messages)
         self.latest_user = False
         self._limits = limits
         self._counter = counter
