@@ -29,6 +29,7 @@ if __package__ in (None, ""):
 
 from app.compaction import signals
 from bench.common import DATASET, load_average, machine_info, markdown_table
+from tests.support.identifiers import whole_text_identifiers
 
 T = TypeVar("T")
 
@@ -45,20 +46,6 @@ def _texts() -> list[str]:
                 for tc in m.get("tool_calls") or []:
                     texts.append(tc["function"]["arguments"])
     return texts
-
-
-def _whole_text(text: str) -> list[str]:
-    """extract_identifiers as it was: every gated pattern over the whole text."""
-    found: dict[str, int] = {}
-    for kind in signals._KINDS:
-        if not kind.present(text):
-            continue
-        for m in kind.pattern.finditer(text):
-            value = (m.group(1) if m.groups() else m.group(0)).strip().rstrip(".,;:")
-            if len(value) >= 2 and value not in found and signals._WORDISH.search(value):
-                found[value] = m.start()
-    values = sorted(found, key=lambda v: found[v])
-    return [v for v in values if not any(v != o and v in o for o in values)]
 
 
 def _best(repeat: int, fn: Callable[[], T]) -> tuple[float, T]:
@@ -103,7 +90,9 @@ def main() -> None:
             ["#", "pattern", "needle", "matches", "whole texts ms", "needle lines ms"], rows
         )
     )
-    t_before, before = _best(args.repeat, lambda: [_whole_text(t) for t in texts])
+    t_before, before = _best(
+        args.repeat, lambda: [whole_text_identifiers(t, gated=True) for t in texts]
+    )
     t_after, after = _best(args.repeat, lambda: [signals.extract_identifiers(t) for t in texts])
     differ += sum(x != y for x, y in zip(before, after, strict=True))
     print()

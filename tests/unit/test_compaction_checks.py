@@ -16,6 +16,7 @@ from app.compaction.checks import (
 )
 from app.compaction.signals import extract_identifiers, truncate_utf8
 from app.tokens import get_counter
+from tests.support.identifiers import whole_text_identifiers
 from tests.unit.compaction_helpers import call, dataset_sessions, log_of
 
 TOKENS = get_counter("gpt-4o")
@@ -157,19 +158,6 @@ def test_constraints_to_keep_fit_their_share_of_a_small_window_newest_first() ->
     assert sum(words(k) for k in every[-len(kept) - 1 :]) > budget
 
 
-def _every_pattern(text: str) -> list[str]:
-    """extract_identifiers without the substring gates and needles: every pattern over
-    every whole text."""
-    found: dict[str, int] = {}
-    for kind in signals._KINDS:
-        for m in kind.pattern.finditer(text):
-            value = (m.group(1) if m.groups() else m.group(0)).strip().rstrip(".,;:")
-            if len(value) >= 2 and value not in found and signals._WORDISH.search(value):
-                found[value] = m.start()
-    values = sorted(found, key=lambda v: found[v])
-    return [v for v in values if not any(v != o and v in o for o in values)]
-
-
 EDGES = [
     "build ٣٤٥ms and ab12cd٣4ef",  # Unicode digits match \d
     "ÉTAT du service ÀB-12",  # upper case outside ASCII only
@@ -223,7 +211,7 @@ _PIECES = st.sampled_from(
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_PIECES, max_size=40).map("".join))
 def test_needles_find_every_match_the_whole_text_holds(text: str) -> None:
-    assert signals.extract_identifiers(text) == _every_pattern(text)
+    assert signals.extract_identifiers(text) == whole_text_identifiers(text)
 
 
 def test_the_gates_never_skip_a_pattern_that_would_match() -> None:
@@ -238,4 +226,4 @@ def test_the_gates_never_skip_a_pattern_that_would_match() -> None:
                 texts.append(tc["function"]["arguments"])
     assert len(texts) > 10_000
     for text in texts:
-        assert signals.extract_identifiers(text) == _every_pattern(text), text[:200]
+        assert signals.extract_identifiers(text) == whole_text_identifiers(text), text[:200]
