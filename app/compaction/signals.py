@@ -64,9 +64,9 @@ class _Kind(NamedTuple):
 
 
 # Python's `re` tries a pattern that opens with `\b` or a lookbehind at every position
-# of the text (~20 ns a character each, 15 patterns, 0.25 ms per 1,000 characters: two
-# thirds of a compaction's CPU). A substring test (`present`) runs at memory speed and
-# spares most patterns most sentences. A needle opens with a literal or a rare
+# of the text (~20 ns a character each, 17 patterns: 0.25 ms per 1,000 characters and
+# two thirds of a compaction's CPU before needles). A substring test (`present`) runs
+# at memory speed and spares most patterns most sentences. A needle opens with a literal or a rare
 # character class, which `re` skips to without trying the rest: the pattern then runs
 # only over the lines that hold one (`_lines_with`), with the text's own positions, so
 # lookbehinds see what precedes a line. Every match must hold a needle on its own

@@ -42,6 +42,7 @@ from app.db import Compiled
 from app.errors import NotFound
 from app.messages.types import LoggedMessage
 from app.models import CompactionJobRow, ContextLayoutRow, MessageRow, SessionRow, ToolCallRow
+from app.models.job import ACTIVE
 
 
 def to_logged(m: MessageRow) -> LoggedMessage:
@@ -630,8 +631,8 @@ _LAST_FINISHED_JOB = Compiled(
     .where(
         CompactionJobRow.tenant_id == bindparam("tenant"),
         CompactionJobRow.session_id == bindparam("sid"),
-        CompactionJobRow.status != literal_column("'pending'"),
-        CompactionJobRow.status != literal_column("'running'"),
+        # Literals, not an expanding IN: the statement stays one prepared statement.
+        *(CompactionJobRow.status != literal_column(f"'{s}'") for s in ACTIVE),
     )
     .order_by(CompactionJobRow.finished_at.desc())
     .limit(_ONE)
