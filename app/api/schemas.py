@@ -391,6 +391,11 @@ class ContextUsage(BaseModel):
         None, description="tokens at the start identical to the previous payload (cacheable)"
     )
     stable_prefix_messages: int | None = None
+    recent_tokens: int = Field(
+        0,
+        description="tokens of the newest contiguous run of the history the payload holds "
+        "(what the agent just did; a trim keeps it before any older prefix)",
+    )
 
 
 class Decision(BaseModel):

@@ -140,7 +140,7 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
     return AssembledContext(
         messages=messages,
         tools=pre.tools,
-        usage=Usage(breakdown.total, limit, counter.mode, breakdown),
+        usage=Usage(breakdown.total, limit, counter.mode, breakdown, _recent_tokens(view, sel)),
         kept_seqs=decisions.kept_seqs(decided),
         dropped_count=dropped,
         summary=SummaryState(pre.summary_msg is not None, summary.through_seq if summary else None),
@@ -274,6 +274,17 @@ def _messages(pre: _Prelude, view: HistoryView, sel: Selection) -> tuple[dict[st
         if picked is not None:
             messages.extend(unit.render(picked[0])[0])
     return tuple(messages)
+
+
+def _recent_tokens(view: HistoryView, sel: Selection) -> int:
+    """The tokens of the newest contiguous run of units the payload holds, in their sent form."""
+    total = 0
+    for unit in reversed(view.units):
+        picked = sel.picks.get(unit.index)
+        if picked is None:
+            break
+        total += unit.cost(picked[0])
+    return total
 
 
 def _warn_set_aside(aside: Sequence[SetAside], warnings: list[str]) -> None:

@@ -25,11 +25,17 @@ grows; this layer freezes its choice instead:
   `params_key`). No other call writes anything: a stream that never trimmed
   has no row (its layout is everything after the watermark).
 
-A trim does not take the strategy's fresh selection as is: that changes the
-front of the payload (an old unit dropped or its form changed) and the
-provider's cache misses for the whole window. `keep_prefix` keeps the previous
-payload's leading units as they were sent and drops after them, as long as
-every hard unit and user message the fresh selection keeps is still sent.
+A trim keeps what the agent just did before anything the cache would like
+(SPEC §3 "Recency before stability"). The strategy's fresh selection at the
+low-water mark holds the mandatory units, then the newest units newest first
+(older ones masked: tool outputs as previews, long texts cut), then older ones
+in the room left. `keep_prefix` may swap only those older picks for the
+previous payload's leading units, as they were sent, so that the provider's
+cache still serves them; the newest contiguous run of the fresh selection, the
+hard units and every user message stay as the strategy chose them. A FIFO
+strategy (`sliding_window`) keeps no older prefix at all: its history is the
+newest contiguous run plus the hard units on every call, and a replay that no
+longer is (a new user message took the turn anchor's place) trims instead.
 
 So the strategy decides *what* a trim keeps, this layer decides *when*. The
 state lives in PostgreSQL: every replica replays the same layout, a restart
@@ -144,8 +150,12 @@ class Layout:
         }
 
 
-def replay(view: HistoryView, layout: Layout, budget: int) -> Selection | None:
-    """The layout's selection over `view`, or None when it does not hold or fit."""
+def replay(
+    view: HistoryView, layout: Layout, budget: int, *, fifo: bool = False
+) -> Selection | None:
+    """The layout's selection over `view`, or None when it does not hold or fit (or, for a
+    FIFO strategy, when it is no longer the newest run plus the hard units: a new user
+    message took the turn anchor's place)."""
     by_seqs = {u.seqs: u for u in view.units}
     sel = Selection()
     for seqs, form, rule in layout.kept:
@@ -163,9 +173,19 @@ def replay(view: HistoryView, layout: Layout, budget: int) -> Selection | None:
             sel.rules[unit.index] = dropped[unit.first_seq]
     if any(u.index not in sel.picks for u in view.hard()):
         return None
+    if fifo and not _newest_run(view, sel):
+        return None
     if sel.cost(view) > budget:
         return None
     return sel
+
+
+def _newest_run(view: HistoryView, sel: Selection) -> bool:
+    """Whether every unit from the oldest non-hard pick to the end of the history is picked:
+    the newest contiguous run plus the hard units, nothing older."""
+    hard = {u.index for u in view.hard()}
+    first = min((i for i in sel.picks if i not in hard), default=len(view.units))
+    return all(i in sel.picks for i in range(first, len(view.units)))
 
 
 def _previous_units(view: HistoryView, layout: Layout) -> list[tuple[Unit, Form, str]]:
@@ -198,16 +218,17 @@ def _leading(view: HistoryView, sel: Selection, prev: list[tuple[Unit, Form, str
 def keep_prefix(
     view: HistoryView, layout: Layout, fresh: Selection, target: int
 ) -> Selection | None:
-    """A trim that keeps the previous payload's leading units as they were sent.
+    """A trim that keeps the previous payload's leading units as they were sent, where
+    that costs the agent none of its recent work.
 
-    A fresh selection changes the front of the payload (an old unit dropped or its
-    form changed), so the provider's cache misses for the whole window. Instead the
-    longest run of the previous payload's leading units is kept in its form, and the
-    units after it come from the strategy's own `fresh` selection, dropping the oldest
-    of those (never a hard unit, a user message or one of the last two turns) until
-    the whole fits `target`. Accepted only when it keeps every unit `fresh` keeps that
-    the user relies on: the hard units and every user message, each in at least the
-    form `fresh` sends it in. None when no such prefix beats `fresh`'s own.
+    `fresh` is the strategy's own selection at the low-water mark: the mandatory units,
+    the newest units newest first, older ones in the room left. Its newest contiguous
+    run is kept exactly as `fresh` sends it (SPEC §3 "Recency before stability"); only
+    the older picks may give way to the longest run of the previous payload's leading
+    units, in the form they were sent, so that the provider's cache still serves them.
+    Accepted only when it keeps every unit `fresh` keeps that the user relies on: the
+    hard units and every user message, each in at least the form `fresh` sends it in.
+    None when no such prefix beats `fresh`'s own.
     """
     prev = _previous_units(view, layout)
     if not prev:
@@ -218,6 +239,12 @@ def keep_prefix(
     hard = {u.index for u in view.hard()}
     if units:
         hard.add(units[-1].index)
+    # Recency before stability (SPEC §3): the newest contiguous run `fresh` keeps stays
+    # as `fresh` sends it, whatever prefix that costs; only older picks give way.
+    for unit in reversed(units):
+        if unit.index not in fresh.picks:
+            break
+        hard.add(unit.index)
     # Every head size is tried, longest first, so each is priced from running sums
     # (linear in the view), never by re-pricing a whole selection per size: a trim at
     # 100k messages tried ~300 sizes over ~500 units.
@@ -319,7 +346,7 @@ def _stable_class(inner: type[Strategy]) -> type[StableStrategy]:
         cls = type(
             f"Stable{inner.__name__}",
             (StableStrategy,),
-            {"name": inner.name, "summary_required": inner.summary_required},
+            {"name": inner.name, "summary_required": inner.summary_required, "fifo": inner.fifo},
         )
         _CLASSES[inner] = cls
     return cls
@@ -352,7 +379,7 @@ class StableStrategy(Strategy):
 
     def select(self, view: HistoryView, budget: int) -> Selection:
         self.view = view
-        sel = None if self.force else replay(view, self.layout, budget)
+        sel = None if self.force else replay(view, self.layout, budget, fifo=self.fifo)
         if sel is not None:
             self.trimmed = None
         else:
@@ -362,7 +389,7 @@ class StableStrategy(Strategy):
             if sum(u.cost(Form.FULL) for u in view.hard()) > target:
                 target = budget
             sel = self.inner.select(view, target)
-            if not self.force:
+            if not self.force and not self.fifo:
                 sel = keep_prefix(view, self.layout, sel, target) or sel
             self.trimmed = layout_of(view, sel, self.session)
         self.selection = sel

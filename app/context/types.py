@@ -115,6 +115,9 @@ class Usage:
     budget: int
     tokenizer_mode: str
     breakdown: Breakdown
+    # The newest contiguous run of the history the payload holds, as sent (SPEC §3
+    # "Recency before stability"): what the agent just did, never traded for the cache.
+    recent_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +169,7 @@ class AssembledContext:
                 "input_tokens": self.usage.input_tokens,
                 "budget": self.usage.budget,
                 "tokenizer_mode": self.usage.tokenizer_mode,
+                "recent_tokens": self.usage.recent_tokens,
                 "breakdown": {
                     "system": b.system,
                     "tools": b.tools,

@@ -4,9 +4,11 @@ Every unit has two forms:
 
 - `Form.FULL`: the messages as logged (protocol fields only), except that a tool
   output over the preview limit is always a preview (SPEC §3 invariant);
-- `Form.COMPACT`: what is left when the budget is short: every tool output over
-  the small compact limit becomes a preview, long user/assistant texts are cut
-  to head and key lines. Pinned messages are never compacted further than FULL.
+- `Form.COMPACT`: what is left when the budget is short (observation masking):
+  every tool output over `MASK_TOKENS` becomes a preview (size, head, tail, the
+  path of the full message), a long assistant text is cut to a few lines and its
+  key lines while its tool calls stay whole, a long user text is cut to head and
+  key lines. Pinned messages are never compacted further than FULL.
 
 Costs come from each message's cached `token_count`; only messages that are
 transformed (previews, cuts, dropped unknown fields) are counted, once, and
@@ -27,6 +29,10 @@ from app.context.preview import cut_text, needs_sanitize, preview_tool, sanitize
 from app.context.types import Action, TokenCounter
 from app.messages.types import LoggedMessage
 
+# What a tool output or an assistant text becomes in the compact form: its header (size
+# and the path of the full message) and a line or two of head and tail.
+MASK_TOKENS = 64
+
 
 class Form(IntEnum):
     FULL = 0
@@ -43,10 +49,12 @@ class Limits:
 
     @classmethod
     def from_preview_limit(cls, session_id: str, preview_tokens: int) -> Limits:
-        # Compact forms scale with the preview limit but stay readable: a preview
-        # under ~64 tokens is little more than its header.
-        compact = max(64, min(256, preview_tokens // 4))
-        return cls(session_id, preview_tokens, compact, 2 * compact, compact)
+        # Observation masking: in the compact form the agent's own steps keep their
+        # tool calls (paths, commands, ids) and give up their texts to a few lines, so
+        # that many more of its actions fit than whole outputs would. The user's words
+        # are cut less: they scale with the preview limit and stay readable.
+        user_cut = max(MASK_TOKENS, min(256, preview_tokens // 4))
+        return cls(session_id, preview_tokens, MASK_TOKENS, 2 * user_cut, user_cut)
 
 
 _Rendered = tuple[tuple[dict[str, Any], ...], tuple[Action, ...], int]
@@ -187,9 +195,15 @@ class Unit:
                 if m.token_count > limit:
                     plan.append((m, "preview", limit))
                     continue
-            elif compact and not m.pinned and m.token_count > lim.cut_over_tokens:
-                plan.append((m, "cut", lim.cut_target_tokens))
-                continue
+            elif compact and not m.pinned:
+                over, target = (
+                    (lim.cut_over_tokens, lim.cut_target_tokens)
+                    if m.role == "user"
+                    else (2 * lim.compact_preview_tokens, lim.compact_preview_tokens)
+                )
+                if m.token_count > over:
+                    plan.append((m, "cut", target))
+                    continue
             plan.append((m, "as_logged" if plain else "sanitize", 0))
         return plan
 
@@ -259,7 +273,7 @@ class Unit:
                 m.body,
                 seq=m.seq,
                 session_id=lim.session_id,
-                target=lim.cut_target_tokens,
+                target=key[1],
                 token_count=m.token_count,
                 counter=counter,
                 strip_tool_calls=strip,

@@ -146,5 +146,7 @@ def calibrate_usage(usage: dict[str, Any], factor: float, budget: int) -> None:
     parts = {k: math.floor(v * factor) for k, v in usage["breakdown"].items()}
     parts["history"] += total - sum(parts.values())
     usage.update(input_tokens=total, budget=budget, breakdown=parts)
+    if isinstance(usage.get("recent_tokens"), int):
+        usage["recent_tokens"] = math.floor(usage["recent_tokens"] * factor)
     if isinstance(usage.get("stable_prefix_tokens"), int):
         usage["stable_prefix_tokens"] = math.floor(usage["stable_prefix_tokens"] * factor)

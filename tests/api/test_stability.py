@@ -153,36 +153,47 @@ async def test_an_instance_started_after_the_trims_answers_the_same(
     not from the process that trimmed."""
     await start(client, sid)
     calls: list[tuple[str | None, dict[str, Any]]] = []
-    for i in range(25):
+    trims: list[int] = []
+    for i in range(40):
         await append(client, sid, step(i))
         previous = calls[-1][1]["prefix_id"] if calls else None
         calls.append((previous, await payload(client, sid, previous)))
-    trims = [
-        n for n in range(1, len(calls))
-        if not is_prefix(calls[n - 1][1]["messages"], calls[n][1]["messages"])
-    ]  # fmt: skip
-    assert trims and trims[-1] < len(calls) - 1  # the last call replays a stored trim
+        if i and not is_prefix(calls[-2][1]["messages"], calls[-1][1]["messages"]):
+            trims.append(i)
+        elif len(trims) >= 2:
+            break  # the last call replays a stored trim
+    assert len(trims) >= 2 and trims[-1] < len(calls) - 1
     previous, last = calls[-1]
     fresh: FastAPI = create_app(settings, database_url=database_url)
     async with fresh.router.lifespan_context(fresh):
         transport = httpx.ASGITransport(app=fresh)
         async with httpx.AsyncClient(transport=transport, base_url="http://fresh.test") as c:
             assert await payload(c, sid, previous) == last
-            await append(c, sid, step(25))
+            await append(c, sid, step(len(calls)))
             after = await payload(c, sid, last["prefix_id"])
     # The new step appended to the replayed layout, and the first instance agrees.
     assert is_prefix(last["messages"], after["messages"])
     assert await payload(client, sid, last["prefix_id"]) == after
 
 
-async def test_a_trim_keeps_the_previous_payloads_leading_messages(
+def steps_sent(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The agent steps a payload holds (whole or masked), by their call ids `c<i>`."""
+    return [
+        int(c["id"][1:]) for m in messages for c in m.get("tool_calls") or () if c["id"][0] == "c"
+    ]
+
+
+async def test_a_trim_keeps_the_agents_recent_work_before_the_cache(
     client: httpx.AsyncClient, sid: str
 ) -> None:
-    """A trim drops from after the old front, not the front: the messages the previous
-    payload led with (system, task, the oldest steps it kept) stay, in the same form,
-    while every user message is still sent."""
+    """Recency before stability (SPEC §3): at every call the payload holds the newest steps
+    as one contiguous run ending at the step just taken, the newest one whole; old steps
+    leave before new ones; the system block, the task and every user message stay in
+    front; `usage.recent_tokens` counts that newest run."""
     await start(client, sid)
+    task = user("Please audit every module under src/ and report findings.")
     rule = user("Also: never edit anything under tests/.")
+    counter = get_counter("gpt-4o")
     prev: dict[str, Any] | None = None
     trims: list[int] = []
     for i in range(45):
@@ -190,17 +201,24 @@ async def test_a_trim_keeps_the_previous_payloads_leading_messages(
         body = await payload(client, sid, prev["prefix_id"] if prev else None)
         messages = body["messages"]
         assert body["usage"]["input_tokens"] <= BUDGET and tool_groups_whole(messages)
-        assert messages[1] == user("Please audit every module under src/ and report findings.")
+        assert messages[:2] == [{"role": "system", "content": SYSTEM}, task]
         if i >= 5:
             assert rule in messages
+        sent = steps_sent(messages)
+        assert sent == list(range(sent[0], i + 1)), sent  # the newest run, nothing older
+        assert step(i)[1] in messages  # what the agent just read, whole
+        if i > 5:
+            # The run reaches back to the task while step 0 is held, to the rule (logged
+            # between steps 5 and 6) while step 6 is.
+            newest = [m for m in messages[1 if sent[0] == 0 else 2 :] if m != rule or sent[0] <= 6]
+            assert body["usage"]["recent_tokens"] == sum(map(counter.count_message, newest))
         if prev is not None and not is_prefix(prev["messages"], messages):
             n, _ = shared_prefix(prev, body)
             trims.append(n)
+            assert sent[0] >= steps_sent(prev["messages"])[0]  # masked or gone: oldest first
         prev = body
     assert len(trims) >= 3
-    # Past the first trim (which may reshape the untrimmed history), each trim shares
-    # the system block, the task and at least one kept step ahead of the change.
-    assert all(n >= 4 for n in trims[1:]), trims
+    assert all(n >= 2 for n in trims), trims  # system block and task: the cache's head
 
 
 async def test_a_new_summary_or_tail_delete_invalidates_the_kept_selection(

@@ -96,6 +96,9 @@ class Strategy(ABC):
 
     name: ClassVar[str]
     summary_required: ClassVar[bool] = False
+    # A FIFO strategy's history is always the newest contiguous run plus the hard units:
+    # a trim never keeps an older prefix of the previous payload for the cache's sake.
+    fifo: ClassVar[bool] = False
 
     @abstractmethod
     def select(self, view: HistoryView, budget: int) -> Selection: ...

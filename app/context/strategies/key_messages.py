@@ -168,9 +168,17 @@ class KeyMessages(Strategy):
                 sel.pick(u, form, rule)
                 total += cost
 
-        add(units[-1], Form.COMPACT, "latest")
+        newest = units[-1]
+        add(newest, Form.COMPACT, "latest")
         for u in sorted(users, key=lambda u: (u.logged_tokens > cut_over, -u.index)):
             add(u, Form.COMPACT, self._user_rule(view, u))
+        # What the agent just read, whole, before any older step is sent at all.
+        chosen = sel.picks.get(newest.index)
+        if chosen is not None and chosen[0] is Form.COMPACT and not newest.pinned:
+            extra = newest.cost(Form.FULL) - newest.cost(Form.COMPACT)
+            if total + extra <= budget:
+                sel.picks[newest.index] = (Form.FULL, chosen[1])
+                total += extra
         for u in reversed(recent):
             add(u, Form.COMPACT, "recent")
         picked = [u for u in reversed(units) if u.index in sel.picks]
@@ -228,6 +236,11 @@ class KeyMessages(Strategy):
                 break
         if total > budget:  # the floors were optimistic: compact more, oldest first
             total = fit_by_compacting(sel, view, [units[i] for i in order], budget)
+        newest = units[-1]
+        if sel.picks[newest.index][0] is Form.COMPACT and not newest.pinned:
+            # Every older step masked, yet no room for what the agent just read: old
+            # steps must go instead (the tight path), recency before completeness.
+            return False
         return total <= budget
 
     @staticmethod

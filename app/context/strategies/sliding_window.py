@@ -17,6 +17,7 @@ from app.context.view import Form, HistoryView, Unit
 @register
 class SlidingWindow(Strategy):
     name = "sliding_window"
+    fifo = True
 
     def __init__(self, start_on_user: bool = True) -> None:
         self.start_on_user = start_on_user

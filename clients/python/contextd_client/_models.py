@@ -169,6 +169,7 @@ class ContextUsage(_Model):
     tokenizer_mode: str | None = None
     breakdown: dict[str, int] = Field(default_factory=dict)
     stable_prefix_tokens: int | None = None
+    recent_tokens: int | None = None
     prefix_id: str | None = None
 
 
