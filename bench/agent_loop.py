@@ -53,10 +53,10 @@ dataset session together, and long agent runs; a row with no trimming call is
 left out. The dialogues are short (none trims at 8,000 tokens), so they are
 also measured at `--dialogue-budgets`. Long runs (`--long N`): the
 dataset's agent traces are shorter than the runs of today's coding agents, so
-N runs of at least `--long-tokens` tokens are assembled by chaining the agent
-traces of one source that share one system prompt, in dataset order, each
-trace opening with its own task (user) message, tool-call ids made unique;
-they are measured at `--long-budgets` only.
+up to N runs of at least `--long-tokens` tokens are assembled by chaining the
+agent traces of one source that share one system prompt, in dataset order,
+each trace used once and opening with its own task (user) message, tool-call
+ids made unique; they are measured at `--long-budgets` only.
 """
 
 from __future__ import annotations
@@ -420,48 +420,45 @@ def group_of(session: Mapping[str, Any]) -> str:
 def long_runs(
     sessions: Sequence[Mapping[str, Any]], n: int, min_tokens: int
 ) -> list[dict[str, Any]]:
-    """`n` sessions of at least `min_tokens` tokens, each a chain of agent traces of one
-    source sharing one system prompt, in dataset order, going on where the previous run
-    stopped (and round again, with fresh tool-call ids, once every trace was used)."""
+    """Up to `n` sessions of at least `min_tokens` tokens, each a chain of agent traces of one
+    source sharing one system prompt, in dataset order, each going on where the previous
+    one stopped. A trace is used once: a repeated trace would tell the next step what the
+    earlier copy said. Pools are taken largest first; fewer runs when they run out."""
     pools: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
     for s in sessions:
         if s["meta"]["kind"] == "agent" and s.get("system"):
             pools.setdefault((s["source"], s["system"]), []).append(s)
-
-    def size(pool: list[Mapping[str, Any]]) -> int:
-        return sum(COUNTER.count_message(m) for s in pool for m in s["messages"])
-
-    sized = [(size(p), p) for p in pools.values() if len(p) > 1]
-    usable = [p for total, p in sorted(sized, key=lambda x: -x[0]) if total >= min_tokens]
+    sized = []
+    for pool in pools.values():
+        counts = [sum(COUNTER.count_message(m) for m in s["messages"]) for s in pool]
+        if len(pool) > 1:
+            sized.append((sum(counts), list(zip(pool, counts, strict=True))))
     runs: list[dict[str, Any]] = []
-    if not usable:
-        return runs
-    cursor = {id(p): 0 for p in usable}
-    k = 0
-    while len(runs) < n:
-        pool = usable[k % len(usable)]
-        messages: list[dict[str, Any]] = []
-        tokens = 0
-        parts: list[str] = []
-        while tokens < min_tokens:
-            j = cursor[id(pool)]
-            cursor[id(pool)] += 1
-            trace = pool[j % len(pool)]
-            parts.append(str(trace["id"]))
-            for m in trace["messages"]:
-                messages.append(with_unique_ids(m, f"L{len(runs)}t{j}"))
-                tokens += COUNTER.count_message(m)
-        first = pool[0]
-        runs.append(
-            {
-                "id": f"long:{first['source']}:{len(runs) + 1} ({len(parts)} traces)",
-                "source": first["source"],
-                "system": first["system"],
-                "messages": messages,
-                "meta": {"kind": "agent", "lang": "en", "chain": parts},
-            }
-        )
-        k += 1
+    for _, traces in sorted(sized, key=lambda x: -x[0]):
+        j = 0
+        while len(runs) < n:
+            chain: list[Mapping[str, Any]] = []
+            tokens = 0
+            while tokens < min_tokens and j < len(traces):
+                chain.append(traces[j][0])
+                tokens += traces[j][1]
+                j += 1
+            if tokens < min_tokens:
+                break
+            k = len(runs) + 1
+            runs.append(
+                {
+                    "id": f"long:{chain[0]['source']}:{k} ({len(chain)} traces)",
+                    "source": chain[0]["source"],
+                    "system": chain[0]["system"],
+                    "messages": [
+                        with_unique_ids(m, f"L{k}t{t}")
+                        for t, trace in enumerate(chain)
+                        for m in trace["messages"]
+                    ],
+                    "meta": {"kind": "agent", "lang": "en", "chain": [s["id"] for s in chain]},
+                }
+            )
     return runs
 
 
@@ -710,8 +707,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="1000,2000",
         help="extra budgets for the dialogues (none of them trims at 8,000)",
     )
-    p.add_argument("--long", type=int, default=3, help="long agent runs to assemble (0: none)")
-    p.add_argument("--long-tokens", type=int, default=100_000, help="least tokens of a long run")
+    p.add_argument("--long", type=int, default=2, help="long agent runs to assemble (0: none)")
+    # Above the largest budget, so that the long runs trim at 128,000 too.
+    p.add_argument("--long-tokens", type=int, default=150_000, help="least tokens of a long run")
     p.add_argument("--long-budgets", default="32000,128000")
     p.add_argument("--k", type=int, default=4, help="planted instructions per session")
     p.add_argument(

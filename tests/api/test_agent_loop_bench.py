@@ -202,16 +202,25 @@ def test_long_runs_chain_traces_of_one_source_and_system_prompt() -> None:
         }
 
     one = sum(COUNTER.count_message(m) for m in _messages())
-    sessions = [trace(0), trace(1, "other"), trace(1), trace(2), trace(3, system="Another.")]
-    runs = long_runs(sessions, 2, 2 * one)
-    assert len(runs) == 2
+    sessions = [
+        trace(0),
+        trace(1, "other"),
+        trace(1),
+        trace(2),
+        trace(3, system="Another."),
+        trace(4),
+    ]
+    runs = long_runs(sessions, 3, 2 * one)
+    # Four traces of agentx share the system prompt: two runs of two, none reused.
+    assert [r["meta"]["chain"] for r in runs] == [
+        ["agentx:0", "agentx:1"],
+        ["agentx:2", "agentx:4"],
+    ]
     for r in runs:
         assert r["system"] == SYSTEM and len(r["messages"]) == 2 * len(_messages())
         ids = [c["id"] for m in r["messages"] for c in m.get("tool_calls") or ()]
-        assert len(ids) == len(set(ids))
-    assert runs[0]["meta"]["chain"] == ["agentx:0", "agentx:1"]
-    assert runs[1]["meta"]["chain"] == ["agentx:2", "agentx:0"]  # round again
-    assert long_runs(sessions, 1, 10 * one) == []  # no pool that long
+        assert len(ids) == len(set(ids)) == 6
+    assert long_runs(sessions, 1, 5 * one) == []  # no pool that long
 
 
 async def test_one_session_through_the_app(database_url: str) -> None:
