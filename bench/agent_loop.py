@@ -97,7 +97,6 @@ from bench.replay import (
     COUNTER,
     MODEL,
     PRIMING,
-    SHARED,
     Trimmed,
     call_points,
     full_tokens,
@@ -718,7 +717,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the default strategy, compaction off, budgets 8000,32000, one long run at "
         "32000 (under ~2 minutes; the other options are ignored)",
     )
-    p.add_argument("--dataset", type=Path, default=DATASET if DATASET.exists() else SHARED)
+    p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--database-url", default=None)
     p.add_argument("--embedded", action="store_true", help="a private embedded PostgreSQL")
     args = p.parse_args(argv)

@@ -3,7 +3,7 @@
     python bench/cost_bench.py [--budgets 8000,32000] [--strategies a,b] [--k 4]
                                [--limit N] [--database-url URL | --embedded]
 
-An agent loop over every dataset session (`/work/shared/datasets`, with `k`
+An agent loop over every dataset session (`../shared/datasets`, with `k`
 planted mid-run user instructions from `tests/support/planted.py`): before
 every assistant message of the trace (a model call) the messages since the
 previous call are appended to a contextd session (in-process app, a throwaway
@@ -86,7 +86,6 @@ from bench.replay import (
     CACHED_PRICE,
     COUNTER,
     MODEL,
-    SHARED,
     call_points,
     fresh_tail,
     full_tokens,
@@ -379,7 +378,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=0, help="first N sessions only")
     p.add_argument("--ratio", type=float, default=None, help="CONTEXTD_TRIM_TARGET_RATIO")
     p.add_argument("--no-plain", dest="plain", action="store_false", help="skip (no stability)")
-    p.add_argument("--dataset", type=Path, default=DATASET if DATASET.exists() else SHARED)
+    p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--database-url", default=None)
     p.add_argument("--embedded", action="store_true", help="a private embedded PostgreSQL")
     args = p.parse_args(argv)

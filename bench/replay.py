@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
@@ -23,7 +22,6 @@ from bench.context_quality import Case
 MODEL = "gpt-4o"
 COUNTER = get_counter(MODEL)
 PRIMING = COUNTER.count_messages([])
-SHARED = Path("/work/shared/datasets/sessions.jsonl")  # when run from a git worktree
 # Cache reads bill at a tenth of the input price (Anthropic; OpenAI bills 0.25-0.5x and
 # caches from 1,024 tokens in 128-token steps, which the benches ignore).
 CACHED_PRICE = 0.1
