@@ -3,7 +3,7 @@
     python bench/cost_bench.py [--budgets 8000,32000] [--strategies a,b] [--k 4]
                                [--limit N] [--database-url URL | --embedded]
 
-An agent loop over every dataset session (`/work/shared/datasets`, with `k`
+An agent loop over every dataset session (`../shared/datasets`, with `k`
 planted mid-run user instructions from `tests/support/planted.py`): before
 every assistant message of the trace (a model call) the messages since the
 previous call are appended to a contextd session (in-process app, a throwaway
@@ -70,11 +70,9 @@ if __package__ in (None, ""):  # `python bench/cost_bench.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
-from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
 
 from app.context import AssemblyRequest, assemble, available_strategies
 from app.messages.types import LoggedMessage
-from app.tokens import get_counter
 from bench.common import (
     DATASET,
     Throwaway,
@@ -84,12 +82,18 @@ from bench.common import (
     throwaway_database,
 )
 from bench.context_quality import Case, load_cases, violations
+from bench.replay import (
+    CACHED_PRICE,
+    COUNTER,
+    MODEL,
+    call_points,
+    fresh_tail,
+    full_tokens,
+    mid_run,
+    run_langchain,
+    shared_prefix,
+)
 
-MODEL = "gpt-4o"
-COUNTER = get_counter(MODEL)
-PRIMING = COUNTER.count_messages([])
-SHARED = Path("/work/shared/datasets/sessions.jsonl")  # when run from a git worktree
-CACHED_PRICE = 0.1
 # A notional list price for the dollar figures: $3 per million input tokens, cache
 # reads at a tenth (Claude Sonnet's published prices; cache writes ignored).
 PRICE_PER_MTOK = 3.0
@@ -136,50 +140,6 @@ class Ceiling:
         self.budget_tokens += budget
 
 
-def shared_prefix(before: Sequence[dict[str, Any]] | None, after: Sequence[dict[str, Any]]) -> int:
-    """Tokens of the leading messages identical in both payloads (no tools in the dataset)."""
-    if before is None:
-        return 0
-    tokens = 0
-    for a, b in zip(before, after, strict=False):
-        if a != b:
-            break
-        tokens += COUNTER.count_message(b)
-    return tokens
-
-
-def fresh_tail(before: Sequence[dict[str, Any]] | None, after: Sequence[dict[str, Any]]) -> int:
-    """Tokens of the payload's trailing messages found nowhere in the previous payload.
-
-    They are the call's new messages as the method sent them; none of them can
-    be part of a prefix shared with the previous payload.
-    """
-    seen = {json.dumps(m, sort_keys=True) for m in before or ()}
-    tokens = 0
-    for message in reversed(after):
-        if json.dumps(message, sort_keys=True) in seen:
-            break
-        tokens += COUNTER.count_message(message)
-    return tokens
-
-
-def call_points(messages: Sequence[dict[str, Any]]) -> list[int]:
-    """Indexes i where the agent calls its model with messages[:i]: before each assistant."""
-    return [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
-
-
-def full_tokens(case: Case, upto: int) -> int:
-    system = [{"role": "system", "content": case.system}] if case.system else []
-    return sum(case.counts[:upto]) + COUNTER.count_messages(system)
-
-
-def mid_run(case: Case, upto: int) -> list[Any]:
-    """Planted instructions already in messages[:upto], except the latest user message."""
-    users = [i for i in case.users if i < upto]
-    latest = max(users) if users else -1
-    return [ins for i, ins in case.planted.items() if i < upto and i != latest]
-
-
 def run_plain(case: Case, upto: int, budget: int, strategy: str) -> tuple[list[Any], int]:
     history = [
         LoggedMessage(seq=i + 1, id=str(i), role=m["role"], body=m, token_count=c)
@@ -197,31 +157,6 @@ def run_plain(case: Case, upto: int, budget: int, strategy: str) -> tuple[list[A
         )
     )
     return list(result.messages), result.usage.input_tokens
-
-
-def run_langchain(case: Case, upto: int, budget: int) -> tuple[list[Any], int]:
-    msgs: list[BaseMessage] = convert_to_messages(case.messages[:upto])
-    counts = {str(i): c for i, c in enumerate(case.counts[:upto])}
-    for i, m in enumerate(msgs):
-        m.id = str(i)
-    if case.system:
-        msgs = [SystemMessage(case.system, id="system"), *msgs]
-        counts["system"] = COUNTER.count_message({"role": "system", "content": case.system})
-
-    def counter(batch: list[BaseMessage]) -> int:
-        return sum(counts[str(m.id)] for m in batch)
-
-    kept = trim_messages(
-        msgs,
-        max_tokens=budget - PRIMING,
-        token_counter=counter,
-        strategy="last",
-        include_system=True,
-        start_on="human",
-    )
-    payload = [{"role": "system", "content": case.system}] if case.system else []
-    payload += [case.messages[int(str(m.id))] for m in kept if m.id != "system"]
-    return payload, counter(kept) + PRIMING
 
 
 def record(
@@ -343,8 +278,17 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[Tallies, dict[in
                                 )
                                 prev[pkey] = payload
                         lkey = ("trim_messages", budget)
-                        payload, tokens = run_langchain(case, upto, budget)
-                        record(tally(*lkey), case, upto, trimming, payload, tokens, prev.get(lkey))
+                        trimmed = run_langchain(case, upto, budget)
+                        payload = trimmed.payload
+                        record(
+                            tally(*lkey),
+                            case,
+                            upto,
+                            trimming,
+                            payload,
+                            trimmed.input_tokens,
+                            prev.get(lkey),
+                        )
                         prev[lkey] = payload
                     last_call = upto
                 print(
@@ -434,7 +378,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=0, help="first N sessions only")
     p.add_argument("--ratio", type=float, default=None, help="CONTEXTD_TRIM_TARGET_RATIO")
     p.add_argument("--no-plain", dest="plain", action="store_false", help="skip (no stability)")
-    p.add_argument("--dataset", type=Path, default=DATASET if DATASET.exists() else SHARED)
+    p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--database-url", default=None)
     p.add_argument("--embedded", action="store_true", help="a private embedded PostgreSQL")
     args = p.parse_args(argv)

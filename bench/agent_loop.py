@@ -1,0 +1,785 @@
+"""The agent loop: does each payload hold what the agent's next step needs, and at what cost?
+
+    python bench/agent_loop.py [--budgets 8000,32000,128000] [--strategies a,b]
+                               [--compaction off,on] [--limit N] [--long N]
+                               [--long-budgets 32000,128000] [--quick]
+                               [--database-url URL | --embedded]
+
+For every dataset session (with `k` planted mid-run user instructions from
+`tests/support/planted.py`), before every assistant message of the trace (a
+model call) the messages since the previous call are appended to a contextd
+session (in-process app, throwaway PostgreSQL database) and the payload is
+asked for at each budget and strategy, echoing the previous payload's
+`prefix_id` (as `bench/cost_bench.py` does). Beside it, on the same calls:
+
+- `trim_messages`: LangChain's `trim_messages(strategy="last",
+  include_system=True, start_on="human")`, same counter;
+- `naive window`: the system prompt, the first user message, then the newest
+  whole units of the history (a tool group with its call, or one message)
+  that fit, newest first (a unit too large for the room left is skipped, older
+  ones are still tried), re-selected on every call.
+
+With `--compaction on` every budget has its own session with `auto_compact`
+on and `context_limit` = the budget (no output reserve, no safety margin, so
+compaction triggers at 90% of it); no model is configured, so compactions store
+the extractive summary. The bench waits for a compaction the call triggered to
+end before the next append, as the agent's model call would. The baselines
+never compact: their rows are the same in both tables.
+
+Measured on the *trimming calls* (the whole history with the system prompt
+does not fit the budget; the same calls for every method), per method:
+
+- grounding: the identifiers the trace's real next assistant message uses
+  (its text and its tool-call arguments: file paths, dotted and snake_case
+  names, ids and codes, numbers of 3+ digits; `identifiers()`) that only the
+  history could have told it (they occur in the history before the call and
+  not in the system prompt), and the share of them that occur in the
+  payload's text; identifiers contained in another one of the same step count
+  once, as the longer one;
+- recent / budget: tokens (as sent) of the newest contiguous run of the
+  history the payload holds, from the message just before the call backwards
+  to the first one it leaves out, as a share of the budget (a message sent as
+  a preview or cut counts as held, at its size in the payload);
+- stable: input tokens identical to the previous payload's prefix (leading
+  messages equal), measured by comparing payloads, on trimming calls and on
+  all calls; cost: input cost relative to no caching, cached tokens at 0.1x;
+- instructions kept: planted instructions visible in the payload (not the one
+  that is the latest user message);
+- tool-group violations: payloads (of all calls) the API would reject;
+  latest user: payloads (of all calls) holding the latest user message.
+
+Rows are apart for agent traces, dialogues in English and in Chinese, every
+dataset session together, and long agent runs; a row with no trimming call is
+left out. The dialogues are short (none trims at 8,000 tokens), so they are
+also measured at `--dialogue-budgets`. Long runs (`--long N`): the
+dataset's agent traces are shorter than the runs of today's coding agents, so
+up to N runs of at least `--long-tokens` tokens are assembled by chaining the
+agent traces of one source that share one system prompt, in dataset order,
+each trace used once and opening with its own task (user) message, tool-call
+ids made unique; they are measured at `--long-budgets` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # `python bench/agent_loop.py` from anywhere
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+
+from app.context import available_strategies
+from app.context.types import DEFAULT_STRATEGY
+from app.messages.types import content_text
+from app.models.job import ACTIVE
+from bench.common import (
+    DATASET,
+    load_average,
+    machine_info,
+    markdown_table,
+    throwaway_database,
+    with_unique_ids,
+)
+from bench.context_quality import Case, plant, violations
+from bench.replay import (
+    CACHED_PRICE,
+    COUNTER,
+    MODEL,
+    PRIMING,
+    Trimmed,
+    call_points,
+    full_tokens,
+    mid_run,
+    run_langchain,
+)
+
+TRIM_MESSAGES = "trim_messages"
+NAIVE = "naive window"
+BASELINES = (TRIM_MESSAGES, NAIVE)
+
+# --- identifiers of a step -------------------------------------------------------------------
+
+_EXTENSIONS = (
+    r"(?:py|pyi|pyx|ipynb|js|mjs|ts|tsx|jsx|json|ya?ml|toml|ini|cfg|conf|md|rst|txt|csv|log|"
+    r"c|h|cc|cpp|hpp|go|rs|java|kt|rb|php|sh|bash|sql|html|css|xml|lock|pony|patch|diff)"
+)
+_IDENTIFIER = re.compile(
+    "|".join(
+        (
+            # file paths: a/b, /a/b.py, ./a, ~/a (URLs give their host/path part)
+            r"(?:~|\.{1,2})?/?(?:[\w.@-]+/)+[\w.@-]+",
+            # file names with a known extension
+            rf"\b[\w-]+\.{_EXTENSIONS}\b",
+            # dotted names: os.path.join, self.assertEqual, np.array
+            r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b",
+            # snake_case names: user_id, test_parse_args, __init__
+            r"\b_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*",
+            # codes and ids of letters and digits: HXDUBJ, W2378156, a1b2c3d, 4WQ150
+            r"\b(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,}\b",
+            r"\b(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{4,}\b",
+            # numbers of 3+ digits (not the fraction of a decimal)
+            r"(?<![\w.])\d{3,}(?!\w)",
+        )
+    )
+)
+_DOTTED_PART = re.compile(r"\.")
+
+
+def identifiers(text: str) -> set[str]:
+    """The identifiers in `text`: file paths and names, dotted and snake_case names,
+    ids and codes, numbers of 3+ digits (at least 3 characters; trailing dots off)."""
+    out: set[str] = set()
+    for m in _IDENTIFIER.finditer(text):
+        value = m.group(0).rstrip(".-@")
+        if len(value) < 3:
+            continue
+        if "/" not in value and "." in value and value[0].isalpha():
+            # "e.g", "i.e": a dotted name has parts of 2+ characters
+            if min(len(p) for p in _DOTTED_PART.split(value)) < 2:
+                continue
+        out.add(value)
+    return out
+
+
+def _leaves(value: Any) -> Iterable[str]:
+    if isinstance(value, Mapping):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    elif value is not None and not isinstance(value, bool):
+        yield str(value)
+
+
+def step_text(message: Mapping[str, Any]) -> str:
+    """What a step says: its text and its tool calls' argument values (not the JSON keys)."""
+    parts = [content_text(message)]
+    for call in message.get("tool_calls") or ():
+        raw = (call.get("function") or {}).get("arguments") or ""
+        try:
+            parts.extend(_leaves(json.loads(raw)))
+        except (TypeError, ValueError):
+            parts.append(str(raw))
+    return "\n".join(parts)
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """Everything a message shows the model: text, tool names and raw arguments."""
+    parts = [content_text(message)]
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        parts += [str(fn.get("name") or ""), str(fn.get("arguments") or "")]
+    return "\n".join(parts)
+
+
+def payload_text(payload: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(message_text(m) for m in payload)
+
+
+class History:
+    """The case's messages as one text, to ask "did the history before call i say X?"."""
+
+    def __init__(self, case: Case) -> None:
+        texts = [message_text(m) for m in case.messages]
+        self.text = "\n".join(texts)
+        self.ends: list[int] = []
+        end = -1
+        for t in texts:
+            end += len(t) + 1
+            self.ends.append(end)
+        self.system = case.system or ""
+
+    def said_before(self, value: str, upto: int) -> bool:
+        if upto <= 0:
+            return False
+        at = self.text.find(value)
+        return at != -1 and at + len(value) <= self.ends[upto - 1]
+
+
+def needed(history: History, upto: int, next_step: Mapping[str, Any]) -> list[str]:
+    """The identifiers of `next_step` only the history before call `upto` could have told:
+    said before the call, not in the system prompt; one contained in another counts once."""
+    found = {
+        v
+        for v in identifiers(step_text(next_step))
+        if v not in history.system and history.said_before(v, upto)
+    }
+    return sorted(v for v in found if not any(v != o and v in o for o in found))
+
+
+def grounded(ids: Sequence[str], payload: Sequence[Mapping[str, Any]]) -> int:
+    """How many of `ids` occur in the payload's text."""
+    if not ids:
+        return 0
+    text = payload_text(payload)
+    return sum(v in text for v in ids)
+
+
+def recent_tokens(upto: int, held: Mapping[int, int]) -> int:
+    """Tokens of the newest contiguous run of messages[:upto] the payload holds.
+
+    `held`: index of a history message -> its tokens as the payload sends it.
+    """
+    tokens = 0
+    i = upto - 1
+    while i >= 0 and i in held:
+        tokens += held[i]
+        i -= 1
+    return tokens
+
+
+# --- the naive recent-first window --------------------------------------------------------------
+
+
+def units(messages: Sequence[Mapping[str, Any]], start: int, upto: int) -> list[list[int]]:
+    """messages[start:upto] as units: an assistant message with its tool results, or one message."""
+    out: list[list[int]] = []
+    for i in range(start, upto):
+        role = messages[i]["role"]
+        if role == "tool" and out and messages[out[-1][0]].get("tool_calls"):
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def naive_window(case: Case, upto: int, budget: int) -> Trimmed:
+    """System prompt, the first user message, then the newest whole units that fit, newest
+    first; a unit too large for the room left is skipped and older ones are still tried."""
+    system = [{"role": "system", "content": case.system}] if case.system else []
+    used = COUNTER.count_messages(system)  # priming included
+    first = next((i for i in range(upto) if case.messages[i]["role"] == "user"), None)
+    kept: list[int] = []
+    if first is not None and used + case.counts[first] <= budget:
+        kept.append(first)
+        used += case.counts[first]
+    start = first + 1 if kept and first is not None else 0
+    for unit in reversed(units(case.messages, start, upto)):
+        cost = sum(case.counts[i] for i in unit)
+        if used + cost <= budget:
+            used += cost
+            kept += unit
+    kept.sort()
+    return Trimmed(system + [case.messages[i] for i in kept], used, kept)
+
+
+# --- contextd's payload, read back -------------------------------------------------------------
+
+
+class Tokens:
+    """Token counts of payload messages, memoised by content (payloads repeat messages)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, int] = {}
+
+    def __call__(self, message: Mapping[str, Any]) -> int:
+        key = json.dumps(message, sort_keys=True, ensure_ascii=False)
+        n = self._memo.get(key)
+        if n is None:
+            n = self._memo[key] = COUNTER.count_message(dict(message))
+        return n
+
+
+def held_by_seq(
+    case: Case, got: Mapping[str, Any], tokens: Tokens, first_seq: int = 1
+) -> dict[int, int]:
+    """{index into case.messages: tokens as sent} of a GET /context answer.
+
+    The payload's history messages are its last `len(kept_seqs)` messages, in seq
+    order; message i of the case was appended with seq `first_seq + i`.
+    """
+    seqs = got["kept_seqs"]
+    messages = got["messages"]
+    if len(seqs) > len(messages):
+        raise RuntimeError(f"{case.id}: {len(seqs)} kept seqs, {len(messages)} messages")
+    out: dict[int, int] = {}
+    for seq, m in zip(seqs, messages[len(messages) - len(seqs) :], strict=True):
+        i = seq - first_seq
+        if not 0 <= i < len(case.messages) or case.messages[i]["role"] != m["role"]:
+            raise RuntimeError(f"{case.id}: seq {seq} is not the {m['role']} message sent")
+        out[i] = tokens(m)
+    return out
+
+
+# --- tallies ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    calls: int = 0
+    input_tokens: int = 0
+    stable_tokens: int = 0
+    trim_calls: int = 0
+    trim_input: int = 0
+    trim_stable: int = 0
+    ids_needed: int = 0
+    ids_held: int = 0
+    recent: int = 0
+    budget: int = 0
+    instructions: int = 0
+    instructions_kept: int = 0
+    violations: int = 0
+    latest_user: int = 0
+    with_user: int = 0
+    over_budget: int = 0
+
+    def merge(self, other: Tally) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class Call:
+    """One model call of one case at one budget: what every method is measured against."""
+
+    case: Case
+    upto: int
+    budget: int
+    trimming: bool
+    ids: list[str]
+    latest_user: int | None
+
+
+@dataclass
+class Stream:
+    """One method's previous payload (with its token counts) at one budget."""
+
+    payload: list[dict[str, Any]] | None = None
+    counts: list[int] = field(default_factory=list)
+    prefix_id: str | None = None
+
+
+def measure(
+    t: Tally,
+    call: Call,
+    payload: list[dict[str, Any]],
+    counts: list[int],
+    held: Mapping[int, int],
+    stream: Stream,
+) -> None:
+    """Add one payload (`counts`: tokens of each of its messages) to `t`; update `stream`."""
+    tokens = sum(counts) + PRIMING
+    stable = 0
+    if stream.payload is not None:
+        for a, b, n in zip(stream.payload, payload, counts, strict=False):
+            if a != b:
+                break
+            stable += n
+    stream.payload, stream.counts = payload, counts
+    t.calls += 1
+    t.input_tokens += tokens
+    t.stable_tokens += stable
+    t.violations += violations(payload) > 0
+    t.over_budget += tokens > call.budget
+    if call.latest_user is not None:
+        t.with_user += 1
+        t.latest_user += call.latest_user in held
+    if not call.trimming:
+        return
+    t.trim_calls += 1
+    t.trim_input += tokens
+    t.trim_stable += stable
+    t.ids_needed += len(call.ids)
+    t.ids_held += grounded(call.ids, payload)
+    t.recent += recent_tokens(call.upto, held)
+    t.budget += call.budget
+    present = mid_run(call.case, call.upto)
+    t.instructions += len(present)
+    t.instructions_kept += sum(ins.visible_in(payload) for ins in present)
+
+
+# --- cases --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    case: Case
+    group: str  # "agent traces", "dialogues (en)", "dialogues (zh)", "long agent runs"
+
+
+def group_of(session: Mapping[str, Any]) -> str:
+    meta = session["meta"]
+    if meta["kind"] == "agent":
+        return "agent traces"
+    return f"dialogues ({meta['lang']})"
+
+
+def long_runs(
+    sessions: Sequence[Mapping[str, Any]], n: int, min_tokens: int
+) -> list[dict[str, Any]]:
+    """Up to `n` sessions of at least `min_tokens` tokens, each a chain of agent traces of one
+    source sharing one system prompt, in dataset order, each going on where the previous
+    one stopped. A trace is used once: a repeated trace would tell the next step what the
+    earlier copy said. Pools are taken largest first; fewer runs when they run out."""
+    pools: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
+    for s in sessions:
+        if s["meta"]["kind"] == "agent" and s.get("system"):
+            pools.setdefault((s["source"], s["system"]), []).append(s)
+    sized = []
+    for pool in pools.values():
+        counts = [sum(COUNTER.count_message(m) for m in s["messages"]) for s in pool]
+        if len(pool) > 1:
+            sized.append((sum(counts), list(zip(pool, counts, strict=True))))
+    runs: list[dict[str, Any]] = []
+    for _, traces in sorted(sized, key=lambda x: -x[0]):
+        j = 0
+        while len(runs) < n:
+            chain: list[Mapping[str, Any]] = []
+            tokens = 0
+            while tokens < min_tokens and j < len(traces):
+                chain.append(traces[j][0])
+                tokens += traces[j][1]
+                j += 1
+            if tokens < min_tokens:
+                break
+            k = len(runs) + 1
+            runs.append(
+                {
+                    "id": f"long:{chain[0]['source']}:{k} ({len(chain)} traces)",
+                    "source": chain[0]["source"],
+                    "system": chain[0]["system"],
+                    "messages": [
+                        with_unique_ids(m, f"L{k}t{t}")
+                        for t, trace in enumerate(chain)
+                        for m in trace["messages"]
+                    ],
+                    "meta": {"kind": "agent", "lang": "en", "chain": [s["id"] for s in chain]},
+                }
+            )
+    return runs
+
+
+def load_entries(args: argparse.Namespace) -> list[Entry]:
+    with args.dataset.open(encoding="utf-8") as fh:
+        sessions = [json.loads(line) for line in fh if line.strip()]
+    entries = [
+        Entry(plant(s, args.k, offset=n), group_of(s))
+        for n, s in enumerate(sessions[: args.limit or None])
+    ]
+    for n, s in enumerate(long_runs(sessions, args.long, args.long_tokens)):
+        entries.append(Entry(plant(s, args.k, offset=n), "long agent runs"))
+    return entries
+
+
+# --- the loop -----------------------------------------------------------------------------------
+
+# (compaction "off" | "on" | "-" for the baselines, group, budget, method) -> tally
+Key = tuple[str, str, int, str]
+
+
+def check(r: httpx.Response, *statuses: int) -> Any:
+    if r.status_code not in statuses:
+        raise RuntimeError(
+            f"{r.request.method} {r.request.url.path}: HTTP {r.status_code} {r.text[:300]}"
+        )
+    return r.json()
+
+
+async def settle(c: httpx.AsyncClient, sid: str) -> None:
+    """Wait until the session has no compaction pending or running."""
+    for _ in range(6000):
+        jobs = check(await c.get(f"/sessions/{sid}/compaction"), 200)["jobs"]
+        if not any(j["status"] in ACTIVE for j in jobs):
+            return
+        await asyncio.sleep(0.02)
+    raise RuntimeError(f"{sid}: compaction still running after two minutes")
+
+
+@dataclass
+class Totals:
+    tallies: dict[Key, Tally] = field(default_factory=dict)
+    compactions: int = 0
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def tally(self, key: Key) -> Tally:
+        return self.tallies.setdefault(key, Tally())
+
+
+async def run_entry(
+    c: httpx.AsyncClient, entry: Entry, args: argparse.Namespace, totals: Totals
+) -> None:
+    case = entry.case
+    long = entry.group == "long agent runs"
+    if long:
+        budgets = args.long_budgets
+    elif entry.group.startswith("dialogues"):
+        budgets = sorted({*args.dialogue_budgets, *args.budgets})
+    else:
+        budgets = args.budgets
+    history = History(case)
+    tokens = Tokens()
+    # One session for every budget without compaction; with it, one per budget (its
+    # context_limit is the budget).
+    sessions: dict[tuple[str, int], str] = {}
+    for mode in args.compaction:
+        for budget in budgets if mode == "on" else budgets[:1]:
+            sid = f"loop-{mode}-{budget}-{uuid.uuid4().hex[:8]}"
+            body: dict[str, Any] = {"model": MODEL, "auto_compact": mode == "on"}
+            if mode == "on":
+                body["context_limit"] = budget
+                body["compaction"] = {"reserved_output_tokens": 0, "safety_margin_tokens": 0}
+            if case.system:
+                body["system_prompt"] = case.system
+            check(await c.put(f"/sessions/{sid}", json=body), 200, 201)
+            sessions[(mode, budget)] = sid
+    streams: dict[Key, Stream] = {}
+    done = 0
+    for upto in call_points(case.messages):
+        if upto > done:
+            for sid in sessions.values():
+                batch = case.messages[done:upto]
+                check(await c.post(f"/sessions/{sid}/messages", json={"messages": batch}), 201)
+            done = upto
+        users = [i for i in case.users if i < upto]
+        ids = needed(history, upto, case.messages[upto])
+        whole = full_tokens(case, upto)
+        for budget in budgets:
+            call = Call(case, upto, budget, whole > budget, ids, max(users) if users else None)
+            for mode in args.compaction:
+                sid = sessions[(mode, budget if mode == "on" else budgets[0])]
+                for strategy in args.strategies:
+                    key: Key = (mode, entry.group, budget, strategy)
+                    stream = streams.setdefault(key, Stream())
+                    query: dict[str, Any] = {"max_tokens": budget, "strategy": strategy}
+                    if stream.prefix_id is not None:
+                        query["previous_prefix_id"] = stream.prefix_id
+                    got = check(await c.get(f"/sessions/{sid}/context", params=query), 200)
+                    stream.prefix_id = got["prefix_id"]
+                    payload = got["messages"]
+                    held = held_by_seq(case, got, tokens)
+                    measure(
+                        totals.tally(key), call, payload, [tokens(m) for m in payload], held, stream
+                    )
+            for method in BASELINES:
+                trimmed = (
+                    run_langchain(case, upto, budget)
+                    if method == TRIM_MESSAGES
+                    else naive_window(case, upto, budget)
+                )
+                key = ("-", entry.group, budget, method)
+                stream = streams.setdefault(key, Stream())
+                system = [
+                    tokens(m) for m in trimmed.payload[: len(trimmed.payload) - len(trimmed.kept)]
+                ]
+                counts = system + [case.counts[i] for i in trimmed.kept]
+                held = {i: case.counts[i] for i in trimmed.kept}
+                measure(totals.tally(key), call, trimmed.payload, counts, held, stream)
+        totals.calls[entry.group] = totals.calls.get(entry.group, 0) + 1
+        # The agent's model call runs now: a compaction the appends triggered ends before
+        # the next step is appended.
+        for (mode, _), sid in sessions.items():
+            if mode == "on":
+                await settle(c, sid)
+    for (mode, _), sid in sessions.items():
+        if mode == "on":
+            state = check(await c.get(f"/sessions/{sid}/compaction"), 200)
+            totals.compactions += int(state["compaction_count"])
+
+
+async def run(args: argparse.Namespace, database_url: str, entries: list[Entry]) -> Totals:
+    from app.main import create_app
+    from app.observability.logging import configure_logging
+    from app.settings import load_settings
+
+    configure_logging("json", "WARNING")
+    # No model: a compaction stores the extractive summary.
+    settings = load_settings(
+        database_url=database_url,
+        llm_base_url=None,
+        llm_model=None,
+        llm_api_key=None,
+        api_keys=None,
+        compaction_workers=1,
+    )
+    totals = Totals()
+    app = create_app(settings, database_url=database_url)
+    started = time.perf_counter()
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://bench", timeout=120
+        ) as c:
+            for n, entry in enumerate(entries):
+                await run_entry(c, entry, args, totals)
+                print(
+                    f"[{time.perf_counter() - started:.0f}s] {n + 1}/{len(entries)} "
+                    f"{entry.case.id}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return totals
+
+
+# --- output -------------------------------------------------------------------------------------
+
+GROUPS = ("agent traces", "dialogues (en)", "dialogues (zh)", "dataset (all)", "long agent runs")
+
+
+def pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "–"
+
+
+def cost(total: int, stable: int) -> str:
+    return f"{(total - stable + CACHED_PRICE * stable) / total:.2f}" if total else "–"
+
+
+def with_all(tallies: Mapping[Key, Tally], budgets: Sequence[int]) -> dict[Key, Tally]:
+    """The tallies plus a `dataset (all)` group at `budgets`: every dataset session, long
+    runs apart."""
+    out = dict(tallies)
+    for (mode, group, budget, method), t in tallies.items():
+        if group == "long agent runs" or budget not in budgets:
+            continue
+        out.setdefault((mode, "dataset (all)", budget, method), Tally()).merge(t)
+    return out
+
+
+def method_label(name: str) -> str:
+    return f"{name} (default)" if name == DEFAULT_STRATEGY else name
+
+
+def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) -> str:
+    headers = (
+        "sessions",
+        "budget",
+        "method",
+        "calls (trimming)",
+        "grounding",
+        "recent / budget",
+        "stable, trimming",
+        "stable, all",
+        "cost, trimming",
+        "instructions kept",
+        "tool-group violations",
+        "latest user",
+    )
+    rows = []
+    budgets = sorted({k[2] for k in tallies})
+    for group in GROUPS:
+        for budget in budgets:
+            for method in [*strategies, *BASELINES]:
+                t = tallies.get(("-" if method in BASELINES else mode, group, budget, method))
+                if t is None or not t.trim_calls:
+                    continue
+                rows.append(
+                    (
+                        group,
+                        f"{budget:,}",
+                        method_label(method),
+                        f"{t.calls:,} ({t.trim_calls:,})",
+                        f"{pct(t.ids_held, t.ids_needed)} of {t.ids_needed:,}",
+                        pct(t.recent, t.budget),
+                        pct(t.trim_stable, t.trim_input),
+                        pct(t.stable_tokens, t.input_tokens),
+                        cost(t.trim_input, t.trim_stable),
+                        f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
+                        t.violations,
+                        pct(t.latest_user, t.with_user),
+                    )
+                )
+    return markdown_table(headers, rows)
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--budgets", default="8000,32000,128000")
+    p.add_argument("--strategies", default="", help="comma-separated; default every strategy")
+    p.add_argument("--compaction", default="off,on", help="off, on, or off,on")
+    p.add_argument("--limit", type=int, default=0, help="first N dataset sessions only")
+    p.add_argument(
+        "--dialogue-budgets",
+        default="1000,2000",
+        help="extra budgets for the dialogues (none of them trims at 8,000)",
+    )
+    p.add_argument("--long", type=int, default=2, help="long agent runs to assemble (0: none)")
+    # Above the largest budget, so that the long runs trim at 128,000 too.
+    p.add_argument("--long-tokens", type=int, default=150_000, help="least tokens of a long run")
+    p.add_argument("--long-budgets", default="32000,128000")
+    p.add_argument("--k", type=int, default=4, help="planted instructions per session")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="the default strategy, compaction off, budgets 8000,32000, one long run at "
+        "32000 (under ~2 minutes; the other options are ignored)",
+    )
+    p.add_argument("--dataset", type=Path, default=DATASET)
+    p.add_argument("--database-url", default=None)
+    p.add_argument("--embedded", action="store_true", help="a private embedded PostgreSQL")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.budgets, args.long_budgets, args.dialogue_budgets = "8000,32000", "32000", "2000"
+        args.strategies, args.compaction, args.long, args.limit = DEFAULT_STRATEGY, "off", 1, 0
+
+    def ints(text: str) -> list[int]:
+        return [int(b) for b in text.split(",") if b.strip()]
+
+    args.budgets = ints(args.budgets)
+    args.long_budgets = ints(args.long_budgets)
+    args.dialogue_budgets = ints(args.dialogue_budgets)
+    args.strategies = [s for s in args.strategies.split(",") if s.strip()] or available_strategies()
+    args.compaction = [m for m in args.compaction.split(",") if m.strip()]
+    unknown = set(args.strategies) - set(available_strategies())
+    if unknown or not args.budgets or not set(args.compaction) <= {"off", "on"}:
+        p.error(f"bad --strategies {sorted(unknown)} or --budgets or --compaction")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    from app.db import run_migrations
+
+    entries = load_entries(args)
+    load_start = load_average()
+    started = time.perf_counter()
+    with throwaway_database(server, prefix="contextd_agentloop") as db:
+        run_migrations(db.url)
+        totals = asyncio.run(run(args, db.url, entries))
+    tallies = with_all(totals.tallies, args.budgets)
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.group] = counts.get(e.group, 0) + 1
+    long = [e for e in entries if e.group == "long agent runs"]
+    print(
+        f"contextd agent-loop bench: {machine_info()}; {args.dataset.name}: "
+        + ", ".join(f"{n} {g}" for g, n in counts.items())
+        + f" ({', '.join(f'{g} {n:,}' for g, n in totals.calls.items())} model calls); "
+        f"{args.k} planted instructions each; model {MODEL} (exact o200k_base counts); "
+        f"budgets {', '.join(f'{b:,}' for b in args.budgets)}"
+        + (f", long runs at {', '.join(f'{b:,}' for b in args.long_budgets)}" if long else "")
+    )
+    for e in long:
+        tokens = sum(e.case.counts)
+        print(f"- {e.case.id}: {len(e.case.messages)} messages, {tokens:,} tokens")
+    print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
+    for mode in args.compaction:
+        print()
+        what = (
+            f"auto-compaction on (extractive, no model; {totals.compactions} compactions)"
+            if mode == "on"
+            else "auto-compaction off"
+        )
+        print(f"### {what}; trimming calls unless the column says all")
+        print()
+        print(table(tallies, mode, args.strategies))
+    print(f"\n{time.perf_counter() - started:.0f}s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,249 @@
+"""bench/agent_loop.py measures what it says: its metrics on hand-made payloads, and one
+small session through the app."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from bench.agent_loop import (
+    BASELINES,
+    NAIVE,
+    TRIM_MESSAGES,
+    Call,
+    Entry,
+    History,
+    Stream,
+    Tally,
+    Tokens,
+    grounded,
+    held_by_seq,
+    identifiers,
+    long_runs,
+    measure,
+    naive_window,
+    needed,
+    recent_tokens,
+    run,
+)
+from bench.context_quality import Case
+from bench.replay import COUNTER, PRIMING, call_points
+from tests.support.planted import INSTRUCTIONS
+
+SYSTEM = "You are a coding agent. Tools: open_file, run. Repository root: /repo."
+FILLER = "lorem ipsum dolor sit amet " * 60
+
+
+def _call(i: int, name: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"c{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+
+
+def _result(i: int, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": f"c{i}", "content": text}
+
+
+def _messages() -> list[dict[str, Any]]:
+    """A short agent run: each step uses what the step before it returned."""
+    return [
+        {"role": "user", "content": "The order export fails for order 48213. Fix it."},
+        _call(0, "run", command="grep -rn export_orders src"),
+        _result(0, "src/shop/export.py:1088: def export_orders(batch_size=500):\n" + FILLER),
+        _call(1, "open_file", path="src/shop/export.py", line=1088),
+        _result(1, "export.py line 1088: raises KeyError 'HXDUBJ' for order 48213\n" + FILLER),
+        INSTRUCTIONS[0].message(),
+        {"role": "assistant", "content": "The key HXDUBJ is missing in src/shop/export.py."},
+        {"role": "user", "content": "Then patch export_orders and run the tests."},
+        _call(2, "run", command="pytest tests/test_export.py -k HXDUBJ"),
+        _result(2, "1 passed in 0.31s\n" + FILLER),
+        {"role": "assistant", "content": "Fixed: export_orders skips HXDUBJ; order 48213 exports."},
+    ]
+
+
+def _case(messages: list[dict[str, Any]] | None = None, system: str | None = SYSTEM) -> Case:
+    msgs = messages if messages is not None else _messages()
+    users = {i for i, m in enumerate(msgs) if m["role"] == "user"}
+    planted = {i: INSTRUCTIONS[0] for i, m in enumerate(msgs) if m == INSTRUCTIONS[0].message()}
+    case = Case("hand-made", "agent", system, msgs, planted, users, max(users))
+    case.counts = [COUNTER.count_message(m) for m in msgs]
+    return case
+
+
+def test_identifiers_are_paths_names_codes_and_long_numbers() -> None:
+    found = identifiers(
+        "Open src/shop/export.py and setup.cfg, call os.path.join and export_orders, "
+        "e.g. for HXDUBJ or W2378156, order 48213 costs 42 (3.14159)."
+    )
+    assert {
+        "src/shop/export.py",
+        "setup.cfg",
+        "os.path.join",
+        "export_orders",
+        "HXDUBJ",
+        "W2378156",
+        "48213",
+    } <= found
+    assert not {"e.g", "42", "14159", "Open", "call"} & found
+
+
+def test_the_next_step_needs_what_only_the_history_said() -> None:
+    case = _case()
+    history = History(case)
+    # Before the call that opens the file: the path came from the grep output, and 1088.
+    assert needed(history, 3, case.messages[3]) == ["1088", "src/shop/export.py"]
+    # What the system prompt says is not counted ("/repo" is in it)...
+    assert needed(history, 3, _call(9, "open_file", path="/repo")) == []
+    # ...nor what the history has not said yet (HXDUBJ comes back at message 4).
+    assert needed(history, 3, {"role": "assistant", "content": "Look up HXDUBJ."}) == []
+    assert needed(history, 6, case.messages[6]) == ["HXDUBJ", "src/shop/export.py"]
+
+
+def test_grounding_of_a_payload_without_the_file_the_next_step_opens_is_below_one() -> None:
+    case = _case()
+    ids = needed(History(case), 3, case.messages[3])
+    whole = [{"role": "system", "content": SYSTEM}, *case.messages[:3]]
+    assert grounded(ids, whole) == len(ids) == 2
+    without = [{"role": "system", "content": SYSTEM}, case.messages[0], case.messages[1]]
+    assert grounded(ids, without) == 0
+    # A preview holding the head of the tool output still grounds the path.
+    preview = {**case.messages[2], "content": case.messages[2]["content"][:60] + " [...]"}
+    assert grounded(ids, [*without, preview]) == 2
+
+
+def test_recent_tokens_are_the_newest_contiguous_run_held() -> None:
+    held = {0: 10, 1: 20, 2: 30, 4: 50}
+    assert recent_tokens(5, held) == 50  # 3 is left out: the run stops there
+    assert recent_tokens(3, held) == 60
+    # The newest unit dropped: nothing recent, however much older work is held.
+    assert recent_tokens(6, held) == 0
+    assert recent_tokens(0, held) == 0
+
+
+def test_the_naive_window_keeps_the_task_and_the_newest_whole_units() -> None:
+    case = _case()
+    upto = 10  # before the final answer
+    budget = (
+        COUNTER.count_messages([{"role": "system", "content": SYSTEM}])
+        + case.counts[0]
+        + sum(case.counts[7:10])
+        + 5
+    )
+    out = naive_window(case, upto, budget)
+    assert out.kept == [0, 7, 8, 9]  # the task, then user + the last tool group, whole
+    assert out.input_tokens <= budget
+    assert out.payload[0] == {"role": "system", "content": SYSTEM}
+    assert out.payload[1:] == [case.messages[i] for i in out.kept]
+    # A tool group too large for the room left goes whole, and older units are tried.
+    tight = naive_window(case, upto, budget - case.counts[9])
+    assert 8 not in tight.kept and 9 not in tight.kept and 7 in tight.kept
+
+
+def test_measure_compares_consecutive_payloads_and_counts_the_trimming_calls() -> None:
+    case = _case()
+    t = Tally()
+    stream = Stream()
+    upto = 10
+    first = naive_window(case, 8, 100_000)
+    ids = needed(History(case), upto, case.messages[upto])
+    for payload, trimming in (
+        (first.payload, False),
+        (naive_window(case, upto, 100_000).payload, True),
+    ):
+        counts = [COUNTER.count_message(m) for m in payload]
+        held = {i: case.counts[i] for i in range(len(payload) - 1)}
+        measure(t, Call(case, upto, 100_000, trimming, ids, 7), payload, counts, held, stream)
+    assert t.calls == 2 and t.trim_calls == 1
+    assert t.trim_stable == sum(COUNTER.count_message(m) for m in first.payload)
+    assert t.ids_needed == len(ids) > 0 and t.ids_held == len(ids)
+    assert t.instructions == t.instructions_kept == 1
+    assert t.latest_user == t.with_user == 2 and t.violations == 0
+    assert t.recent == sum(case.counts[:upto])
+    assert t.trim_input == sum(COUNTER.count_message(m) for m in stream.payload or []) + PRIMING
+
+
+def test_held_by_seq_refuses_a_payload_that_does_not_line_up() -> None:
+    case = _case()
+    tokens = Tokens()
+    got = {
+        "kept_seqs": [1, 3],
+        "messages": [{"role": "system", "content": SYSTEM}, case.messages[0], case.messages[2]],
+    }
+    assert held_by_seq(case, got, tokens) == {
+        0: COUNTER.count_message(case.messages[0]),
+        2: COUNTER.count_message(case.messages[2]),
+    }
+    bad = {"kept_seqs": [1, 2], "messages": [case.messages[0], case.messages[2]]}
+    try:
+        held_by_seq(case, bad, tokens)
+    except RuntimeError as e:
+        assert "seq 2" in str(e)
+    else:
+        raise AssertionError("a misaligned payload was accepted")
+
+
+def test_long_runs_chain_traces_of_one_source_and_system_prompt() -> None:
+    def trace(n: int, source: str = "agentx", system: str = SYSTEM) -> dict[str, Any]:
+        return {
+            "id": f"{source}:{n}",
+            "source": source,
+            "system": system,
+            "messages": _messages(),
+            "meta": {"kind": "agent", "lang": "en"},
+        }
+
+    one = sum(COUNTER.count_message(m) for m in _messages())
+    sessions = [
+        trace(0),
+        trace(1, "other"),
+        trace(1),
+        trace(2),
+        trace(3, system="Another."),
+        trace(4),
+    ]
+    runs = long_runs(sessions, 3, 2 * one)
+    # Four traces of agentx share the system prompt: two runs of two, none reused.
+    assert [r["meta"]["chain"] for r in runs] == [
+        ["agentx:0", "agentx:1"],
+        ["agentx:2", "agentx:4"],
+    ]
+    for r in runs:
+        assert r["system"] == SYSTEM and len(r["messages"]) == 2 * len(_messages())
+        ids = [c["id"] for m in r["messages"] for c in m.get("tool_calls") or ()]
+        assert len(ids) == len(set(ids)) == 6
+    assert long_runs(sessions, 1, 5 * one) == []  # no pool that long
+
+
+async def test_one_session_through_the_app(database_url: str) -> None:
+    case = _case()
+    args = argparse.Namespace(
+        budgets=[600],
+        long_budgets=[],
+        dialogue_budgets=[],
+        strategies=["key_messages", "sliding_window"],
+        compaction=["off", "on"],
+    )
+    totals = await run(args, database_url, [Entry(case, "agent traces")])
+    calls = len(call_points(case.messages))
+    for mode in ("off", "on"):
+        for strategy in args.strategies:
+            t = totals.tallies[(mode, "agent traces", 600, strategy)]
+            assert t.calls == calls and t.trim_calls > 0
+            assert t.latest_user == t.with_user == calls
+            assert t.violations == 0 and t.over_budget == 0
+            assert t.ids_needed > 0 and 0 < t.ids_held <= t.ids_needed
+            assert 0 < t.recent <= t.budget
+    # With auto-compaction on, the extractive summariser ran (every strategy reads one session).
+    assert totals.compactions >= 1
+    for method in BASELINES:
+        assert totals.tallies[("-", "agent traces", 600, method)].calls == calls
+    assert {TRIM_MESSAGES, NAIVE} == set(BASELINES)
