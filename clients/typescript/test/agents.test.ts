@@ -5,7 +5,7 @@ import OpenAI from "openai";
 import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { ContextdSession } from "../src/agents.js";
-import { ScriptedModel } from "./support/model.js";
+import { ScriptedModel } from "../examples/scripted-model.js";
 import { RecordingClient, shape } from "./support/payloads.js";
 import { LossyProxy, type Seen } from "./support/proxy.js";
 import { client, contextdUrl, sessionId } from "./support/server.js";

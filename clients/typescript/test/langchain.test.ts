@@ -9,7 +9,7 @@ import { ChatOpenAI } from "@langchain/openai";
 import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { ContextdChatMessageHistory, contextdHooks } from "../src/langchain.js";
-import { ScriptedModel } from "./support/model.js";
+import { ScriptedModel } from "../examples/scripted-model.js";
 import { RecordingClient, shape } from "./support/payloads.js";
 import { LossyProxy, type Seen } from "./support/proxy.js";
 import { client, contextdUrl, sessionId } from "./support/server.js";

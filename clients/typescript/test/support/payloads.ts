@@ -1,7 +1,7 @@
 /** Compare what a model was sent with contextd's payload, in the chat format both reduce to. */
 import { ContextdClient } from "../../src/index.js";
 import type { Context, ContextOptions } from "../../src/index.js";
-import { text } from "./model.js";
+import { text } from "../../examples/scripted-model.js";
 
 type Chat = { role: string; content?: unknown; tool_calls?: unknown[] | null; tool_call_id?: string };
 type Call = { id: string; function: { name: string; arguments: string } };

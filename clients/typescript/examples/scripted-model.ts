@@ -1,7 +1,8 @@
 /**
  * A scripted OpenAI-compatible chat-completions server on 127.0.0.1 (a free port): a
  * tool-using agent with no model behind it. After a user message it calls the first
- * tool offered with `{"path": <the last word of the user message>}`; after tool
+ * tool offered with `{"path": <the first file name in the user message, else its
+ * last word>}`; after tool
  * results it answers, quoting the first line of the last result. Every request body is
  * kept in `calls`, so a test can check what the model was sent. `stream: true`
  * requests are answered as server-sent events.
@@ -82,8 +83,8 @@ export class ScriptedModel {
     const last = body.messages[body.messages.length - 1];
     const tool = body.tools?.[0]?.function.name;
     if (last?.role === "user" && tool) {
-      const words = text(last.content).trim().split(/\s+/);
-      const path = (words[words.length - 1] ?? "").replace(/[?.!]+$/, "");
+      const words = text(last.content).trim().split(/\s+/).map((w) => w.replace(/[?.!,]+$/, ""));
+      const path = words.find((w) => /\w\.\w+$/.test(w)) ?? words[words.length - 1] ?? "";
       const call = { id: `call_${this.counter + 1}`, type: "function" as const, function: { name: tool, arguments: JSON.stringify({ path }) } };
       return { role: "assistant", content: null, tool_calls: [call] };
     }
@@ -100,4 +101,17 @@ export function text(content: unknown): string {
     return content.map((p) => (p && typeof p === "object" && "text" in p ? String((p as { text: unknown }).text) : "")).join("");
   }
   return "";
+}
+
+/**
+ * The model the examples talk to: a real endpoint when OPENAI_BASE_URL is set (with
+ * OPENAI_API_KEY and MODEL), else a scripted model started here.
+ */
+export async function startModel(): Promise<{ baseUrl: string; apiKey: string; name: string; stop: () => Promise<void> }> {
+  const real = process.env.OPENAI_BASE_URL;
+  if (real) {
+    return { baseUrl: real, apiKey: process.env.OPENAI_API_KEY ?? "", name: process.env.MODEL ?? "gpt-4o-mini", stop: async () => undefined };
+  }
+  const scripted = await new ScriptedModel().start();
+  return { baseUrl: scripted.baseUrl, apiKey: "none", name: "scripted", stop: () => scripted.stop() };
 }
