@@ -71,7 +71,10 @@ export class ContextdSession implements Session {
     }
     let items = messages.flatMap((m) => messageToItems(m as ChatLike));
     if (limit !== undefined) items = items.slice(-limit);
+    // What the SDK puts in a model input as history comes from here: all of it is
+    // stored. A full read is the whole log; a tail adds to what is known, never shrinks it.
     if (limit === undefined) this.known.reset(items.map(key));
+    else this.known.merge(items.map(key));
     return items as AgentInputItem[];
   }
 
@@ -196,6 +199,12 @@ class Multiset {
     if (n === 1) this.counts.delete(k);
     else this.counts.set(k, n - 1);
     return true;
+  }
+  /** At least as many of each key as `keys` holds. */
+  merge(keys: string[]): void {
+    const other = new Multiset();
+    for (const k of keys) other.add(k);
+    for (const [k, n] of other.counts) this.counts.set(k, Math.max(n, this.counts.get(k) ?? 0));
   }
   reset(keys: string[]): void {
     this.counts = new Map();
