@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
-import { generateText, stepCountIs, streamText, tool } from "ai";
+import { Experimental_Agent as Agent, generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { ContextdMemory } from "../src/ai.js";
@@ -30,7 +30,7 @@ const tools = {
 };
 const stepAppends = (s: Seen) => s.method === "POST" && s.path.endsWith("/messages") && s.body.includes("tool_calls");
 
-for (const mode of ["generateText", "streamText"] as const) {
+for (const mode of ["generateText", "streamText", "Agent"] as const) {
   test(`AI SDK ${mode}: the model reads contextd's payload, and every step is logged once through a lost answer`, async () => {
     const ctx = new RecordingClient({ baseUrl: proxy.baseUrl, retry: new Retry({ backoff: 0.01 }) });
     const id = sessionId("ai");
@@ -53,6 +53,9 @@ for (const mode of ["generateText", "streamText"] as const) {
     let answer: string;
     if (mode === "generateText") {
       answer = (await generateText(options)).text;
+    } else if (mode === "Agent") {
+      const { prompt, ...settings } = options;
+      answer = (await new Agent(settings).generate({ prompt })).text;
     } else {
       const result = streamText(options);
       answer = await result.text;
