@@ -144,7 +144,7 @@ export function toStored(messages: readonly ModelMessage[]): ChatMessage[] {
     const lossless = JSON.stringify(fromChat(chats)) === JSON.stringify([message]);
     chats.forEach((chat, i) => {
       // The original rides on the first of its chat messages; the others point at it.
-      const meta = lossless ? undefined : { [AI_SDK_KEY]: i === 0 ? message : null };
+      const meta = lossless ? undefined : { [AI_SDK_KEY]: i === 0 ? jsonSafe(message) : null };
       out.push((meta ? { ...chat, metadata: meta } : chat) as ChatMessage);
     });
   }
@@ -181,6 +181,18 @@ export function toChat(message: ModelMessage): Chat[] {
   }
 }
 
+/** The message as JSON keeps it: binary data (images, files) as base64, which the SDK reads back. */
+function jsonSafe(message: ModelMessage): unknown {
+  return JSON.parse(
+    JSON.stringify(message, (_, value: unknown) => {
+      if (value instanceof Uint8Array) return base64(value);
+      if (value instanceof ArrayBuffer) return base64(new Uint8Array(value));
+      if (value instanceof URL) return value.href;
+      return value;
+    }),
+  );
+}
+
 function outputText(output: { type: string; value?: unknown }): string {
   if (output.type === "text" || output.type === "error-text") return String(output.value ?? "");
   if (output.type === "content" && Array.isArray(output.value)) {
@@ -192,9 +204,16 @@ function outputText(output: { type: string; value?: unknown }): string {
 function dataUrl(data: unknown, mediaType: string): string {
   if (data instanceof URL) return data.href;
   if (typeof data === "string") return /^(https?:|data:)/.test(data) ? data : `data:${mediaType};base64,${data}`;
-  if (data instanceof Uint8Array) return `data:${mediaType};base64,${Buffer.from(data).toString("base64")}`;
-  if (data instanceof ArrayBuffer) return `data:${mediaType};base64,${Buffer.from(new Uint8Array(data)).toString("base64")}`;
+  if (data instanceof Uint8Array) return `data:${mediaType};base64,${base64(data)}`;
+  if (data instanceof ArrayBuffer) return `data:${mediaType};base64,${base64(new Uint8Array(data))}`;
   return "";
+}
+
+// btoa, not Buffer: the AI SDK also runs on edge runtimes, which have no Buffer.
+function base64(bytes: Uint8Array): string {
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
 }
 
 // chat -> AI SDK -------------------------------------------------------------------
