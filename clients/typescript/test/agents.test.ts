@@ -6,7 +6,7 @@ import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { ContextdSession } from "../src/agents.js";
 import { ScriptedModel } from "../examples/scripted-model.js";
-import { RecordingClient, shape } from "./support/payloads.js";
+import { RecordingClient, seedLargeOutput, shape } from "./support/payloads.js";
 import { LossyProxy, type Seen } from "./support/proxy.js";
 import { client, contextdUrl, sessionId } from "./support/server.js";
 
@@ -117,4 +117,19 @@ test("Agents SDK session: items round-trip, getItems(limit), popItem splits para
   await session.clearSession();
   assert.deepEqual(await session.getItems(), []);
   assert.equal((await client().getSession(id)).system_prompt, "stay");
+});
+
+test("Agents SDK: a large old tool output reaches the model as contextd's preview, not in full", async () => {
+  const ctx = client();
+  const id = sessionId("agents");
+  const big = await seedLargeOutput(ctx, id);
+  const session = new ContextdSession(id, { client: ctx, context: { preview_limit_tokens: 100 } });
+  const before = model.calls.length;
+  const result = await run(agent(), "Please read notes.txt", { session, callModelInputFilter: session.callModelInputFilter });
+  assert.equal(result.finalOutput, "The file says: first line of notes.txt");
+  const oldOutput = model.calls[before + 1]!.messages.find((m) => m.role === "tool" && m.tool_call_id === "old_1");
+  assert.ok(oldOutput, "the old tool group is in the payload, whole");
+  assert.ok(JSON.stringify(oldOutput.content).length < big.length / 4, "a preview, not the output");
+  assert.equal((await ctx.allMessages(id)).length, 8, "the SDK's own persistence stored nothing twice");
+  assert.equal((await ctx.message(id, 3)).content, big);
 });

@@ -6,7 +6,7 @@ import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { ContextdMemory } from "../src/ai.js";
 import { ScriptedModel } from "../examples/scripted-model.js";
-import { RecordingClient, shape } from "./support/payloads.js";
+import { RecordingClient, seedLargeOutput, shape } from "./support/payloads.js";
 import { LossyProxy, type Seen } from "./support/proxy.js";
 import { client, contextdUrl, sessionId } from "./support/server.js";
 
@@ -88,3 +88,28 @@ for (const mode of ["generateText", "streamText", "Agent"] as const) {
     });
   });
 }
+
+test("AI SDK: a large old tool output reaches the model as contextd's preview, not in full", async () => {
+  const ctx = client();
+  const id = sessionId("ai");
+  const big = await seedLargeOutput(ctx, id);
+  const memory = new ContextdMemory({ sessionId: id, client: ctx, tools, context: { preview_limit_tokens: 100 } });
+  const provider = createOpenAICompatible({ name: "scripted", baseURL: model.baseUrl });
+  const before = model.calls.length;
+  const result = await generateText({
+    model: provider("scripted"),
+    tools,
+    stopWhen: stepCountIs(5),
+    prompt: "Please read notes.txt",
+    prepareStep: memory.prepareStep,
+    onStepFinish: memory.onStepFinish,
+  });
+  assert.equal(result.text, "The file says: first line of notes.txt");
+  const sent = model.calls.slice(before);
+  const oldOutput = sent[1]!.messages.find((m) => m.role === "tool" && m.tool_call_id === "old_1");
+  assert.ok(oldOutput, "the old tool group is in the payload, whole");
+  const shown = JSON.stringify(oldOutput.content);
+  assert.ok(shown.length < big.length / 4, "a preview, not the output");
+  assert.match(shown, new RegExp(`/sessions/${id}/messages/3`));
+  assert.equal((await ctx.message(id, 3)).content, big, "the log keeps the output in full");
+});

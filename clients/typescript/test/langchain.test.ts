@@ -10,7 +10,7 @@ import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { ContextdChatMessageHistory, contextdHooks } from "../src/langchain.js";
 import { ScriptedModel } from "../examples/scripted-model.js";
-import { RecordingClient, shape } from "./support/payloads.js";
+import { RecordingClient, seedLargeOutput, shape } from "./support/payloads.js";
 import { LossyProxy, type Seen } from "./support/proxy.js";
 import { client, contextdUrl, sessionId } from "./support/server.js";
 
@@ -110,4 +110,18 @@ test("LangGraph createReactAgent with contextdHooks: payload in, every step logg
   const back = await history.getMessages();
   assert.deepEqual(back.slice(2).map((m) => m.id), result.messages.map((m) => m.id));
   assert.equal(back[0]!.getType(), "human");
+});
+
+test("LangGraph: a large old tool output reaches the model as contextd's preview, not in full", async () => {
+  const ctx = client();
+  const id = sessionId("lc");
+  const big = await seedLargeOutput(ctx, id);
+  const history = new ContextdChatMessageHistory(id, { client: ctx, context: { preview_limit_tokens: 100 } });
+  const agent = createReactAgent({ llm: chat(), tools: [readFile], ...contextdHooks(history) });
+  const before = model.calls.length;
+  await agent.invoke({ messages: [new HumanMessage("Please read notes.txt")] });
+  const oldOutput = model.calls[before + 1]!.messages.find((m) => m.role === "tool" && m.tool_call_id === "old_1");
+  assert.ok(oldOutput, "the old tool group is in the payload, whole");
+  assert.ok(JSON.stringify(oldOutput.content).length < big.length / 4, "a preview, not the output");
+  assert.equal((await ctx.allMessages(id)).length, 8);
 });

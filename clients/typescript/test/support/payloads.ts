@@ -25,3 +25,19 @@ export class RecordingClient extends ContextdClient {
     return payload;
   }
 }
+
+/** An old turn whose tool output is far over a small preview limit: the payload shows a preview of it. */
+export async function seedLargeOutput(ctx: ContextdClient, sessionId: string): Promise<string> {
+  const big = Array.from({ length: 400 }, (_, i) => `log line ${i} of big.log: nothing to see here`).join("\n");
+  await ctx.append(sessionId, [
+    { role: "user", content: "open big.log" },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "old_1", type: "function", function: { name: "read_file", arguments: '{"path":"big.log"}' } }],
+    },
+    { role: "tool", tool_call_id: "old_1", content: big },
+    { role: "assistant", content: "It is long." },
+  ]);
+  return big;
+}
