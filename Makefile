@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint typecheck bench fuzz clean
+.PHONY: serve test test-ts lint typecheck bench fuzz clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,11 +15,15 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 serve: $(STAMP)  ## run the service (embedded PostgreSQL unless CONTEXTD_DATABASE_URL is set)
 	$(BIN)/contextd serve
 
-test: $(STAMP)  ## lint, typecheck, then the whole test suite against a real PostgreSQL
+test: $(STAMP)  ## lint, typecheck, then the whole test suite against a real PostgreSQL, then the TypeScript client's
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest
+	$(MAKE) test-ts
+
+test-ts: $(STAMP)  ## the TypeScript client: npm ci from the lock file, tsc --noEmit, its tests against a contextd it starts
+	cd clients/typescript && npm ci --no-audit --no-fund && npm test
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
@@ -46,3 +50,4 @@ bench: $(STAMP)  ## the benchmarks of README.md's Measured, in order (~20 min; C
 
 clean:
 	rm -rf $(VENV) .contextd .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf clients/typescript/node_modules clients/typescript/.build clients/typescript/dist

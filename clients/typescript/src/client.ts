@@ -1,0 +1,420 @@
+/**
+ * `ContextdClient`: the whole contextd API over `fetch`. Every method is one call,
+ * answered with the schema's type; options use the API's own (snake_case) names.
+ *
+ *     const ctx = new ContextdClient({ baseUrl: "http://127.0.0.1:8080" });
+ *     await ctx.putSession("demo", { model: "gpt-4o-mini", system_prompt: "Be brief." });
+ *     await ctx.append("demo", [{ role: "user", content: "hi" }]);
+ *     const payload = await ctx.context("demo"); // payload.messages go to the model
+ */
+import { ContextdError, TransportError, errorFromResponse, Conflict, NotFound } from "./errors.js";
+import type { paths } from "./generated/openapi.js";
+import { type Answer, type Call, type Method, type Op, renderPath, renderQuery } from "./http.js";
+import { PrefixMemory, type PreviousPrefix } from "./prefix.js";
+import { Retry, type RetryOptions } from "./retry.js";
+import type * as T from "./types.js";
+
+export const DEFAULT_URL = "http://127.0.0.1:8080";
+const TAIL_PAGE = 100; // the server's default page size; a longer tail takes several pages
+// A prefix_id grows with the payload's head; a long one goes in a body, not a URL.
+const MAX_QUERY_PREFIX_ID = 2048;
+const QUERY_PARAMS = new Set(["max_tokens", "strategy", "mode", "format", "reserve_output_tokens"]);
+
+export type ClientOptions = {
+  /** Defaults to `$CONTEXTD_URL`, then http://127.0.0.1:8080. */
+  baseUrl?: string;
+  /** Defaults to `$CONTEXTD_API_KEY`; sent as `Authorization: Bearer`. */
+  apiKey?: string;
+  /** Seconds per attempt. */
+  timeout?: number;
+  retry?: Retry | RetryOptions;
+  headers?: Record<string, string>;
+  /** Send each payload stream's last `prefix_id` back on its next context call (default true). */
+  echoPrefixIds?: boolean;
+  /** Another fetch (a proxy, a test double); defaults to the global one. */
+  fetch?: typeof fetch;
+};
+
+/** A message with an `id`: what `withIds` returns and `append` sends. */
+export type Identified<M> = M & { id: string };
+
+/** A fresh message id; contextd stores a message once per id. */
+export function newMessageId(): string {
+  return crypto.randomUUID().replace(/-/g, "");
+}
+
+/**
+ * Copies of `messages`, each with an `id` (kept if it has one, else a new one). Ids are
+ * assigned here, once, before the first attempt: every retry of the same append
+ * carries the same ids, so the server stores each message once.
+ */
+export function withIds<M extends { id?: string | null }>(messages: readonly M[]): Identified<M>[] {
+  return messages.map((m) => ({ ...m, id: m.id || newMessageId() }));
+}
+
+type Sleep = (seconds: number) => Promise<void>;
+const sleep: Sleep = (s) => new Promise((resolve) => setTimeout(resolve, s * 1000));
+
+function env(name: string): string | undefined {
+  return typeof process !== "undefined" ? process.env[name] : undefined;
+}
+
+export class ContextdClient {
+  readonly baseUrl: string;
+  readonly retry: Retry;
+  readonly prefixIds: PrefixMemory;
+  private readonly headers: Record<string, string>;
+  private readonly timeoutMs: number;
+  private readonly fetchImpl: typeof fetch;
+  /** Replaceable in tests. */
+  sleep: Sleep = sleep;
+
+  constructor(options: ClientOptions = {}) {
+    this.baseUrl = (options.baseUrl ?? env("CONTEXTD_URL") ?? DEFAULT_URL).replace(/\/+$/, "");
+    this.retry = options.retry instanceof Retry ? options.retry : new Retry(options.retry);
+    this.prefixIds = new PrefixMemory(options.echoPrefixIds ?? true);
+    this.timeoutMs = (options.timeout ?? 30) * 1000;
+    this.fetchImpl = options.fetch ?? globalThis.fetch;
+    const key = options.apiKey ?? env("CONTEXTD_API_KEY");
+    this.headers = { accept: "application/json", ...(options.headers ?? {}) };
+    if (key) this.headers.authorization = `Bearer ${key}`;
+  }
+
+  /**
+   * Send one call with the retry rules of retry.ts; the answer's status comes along
+   * (an append's 201 or 200 says whether anything new was stored).
+   */
+  async request<P extends keyof paths, M extends Method>(
+    call: Call<P, M>,
+  ): Promise<{ status: number; data: Answer<Op<P, M>> }> {
+    const url =
+      this.baseUrl +
+      renderPath(call.path, call.params as Record<string, unknown>) +
+      renderQuery(call.query as Record<string, unknown>);
+    const hasBody = call.body !== undefined;
+    const init: RequestInit = {
+      method: call.method.toUpperCase(),
+      headers: hasBody ? { ...this.headers, "content-type": "application/json" } : this.headers,
+      body: hasBody ? JSON.stringify(call.body) : undefined,
+    };
+    const retried = call.retried ?? true;
+    const idempotent = call.idempotent ?? false;
+    for (let attempt = 0; ; attempt++) {
+      let status: number;
+      let headers: Headers;
+      let text: string;
+      try {
+        const response = await this.fetchImpl(url, { ...init, signal: AbortSignal.timeout(this.timeoutMs) });
+        status = response.status;
+        headers = response.headers;
+        text = await response.text();
+      } catch (error) {
+        const delay = retried ? this.retry.afterError(attempt, idempotent) : undefined;
+        if (delay === undefined) {
+          throw new TransportError(`${init.method} ${call.path}: ${describe(error)}`, { cause: error });
+        }
+        await this.sleep(delay);
+        continue;
+      }
+      if ((status >= 200 && status < 300) || call.answers?.includes(status)) {
+        const data = (text ? JSON.parse(text) : undefined) as Answer<Op<P, M>>;
+        return { status, data };
+      }
+      const delay = retried ? this.retry.afterResponse(attempt, status, headers, idempotent) : undefined;
+      if (delay === undefined) throw errorFromResponse(status, headers, text);
+      await this.sleep(delay);
+    }
+  }
+
+  private async send<P extends keyof paths, M extends Method>(call: Call<P, M>): Promise<Answer<Op<P, M>>> {
+    return (await this.request(call)).data;
+  }
+
+  // sessions
+
+  /** Create or update a session; fields left out keep their stored value, null resets one. */
+  putSession(sessionId: string, settings: T.SessionSettings, lockToken?: string): Promise<T.Session> {
+    const body = lockToken === undefined ? settings : { ...settings, lock_token: lockToken };
+    return this.send({ method: "put", path: "/sessions/{session_id}", params: { session_id: sessionId }, body, idempotent: true });
+  }
+
+  getSession(sessionId: string): Promise<T.Session> {
+    return this.send({ method: "get", path: "/sessions/{session_id}", params: { session_id: sessionId }, idempotent: true });
+  }
+
+  listSessions(query: { limit?: number; cursor?: string } = {}): Promise<T.SessionPage> {
+    return this.send({ method: "get", path: "/sessions", query, idempotent: true });
+  }
+
+  /** Delete the session, its log and its settings (see `clear` to keep the settings). */
+  async deleteSession(sessionId: string, options: { lockToken?: string } = {}): Promise<void> {
+    const body = options.lockToken ? { lock_token: options.lockToken } : undefined;
+    await this.send({ method: "delete", path: "/sessions/{session_id}", params: { session_id: sessionId }, body });
+    this.prefixIds.forget(sessionId);
+  }
+
+  // messages
+
+  /**
+   * Append messages atomically. Each gets an `id` (unless it has one) before the first
+   * attempt, so a retried append is stored once; `created` is false when every message
+   * was already stored.
+   */
+  async append(
+    sessionId: string,
+    messages: readonly T.ChatMessage[],
+    options: { lockToken?: string } = {},
+  ): Promise<T.AppendResult> {
+    const body = { messages: withIds(messages), lock_token: options.lockToken ?? null };
+    const { status, data } = await this.request({
+      method: "post",
+      path: "/sessions/{session_id}/messages",
+      params: { session_id: sessionId },
+      body,
+      idempotent: true,
+    });
+    return { ...data, created: status === 201 };
+  }
+
+  /** One page of the raw log; `order: "desc"` reads from the tail (`before_seq`). */
+  messages(
+    sessionId: string,
+    query: { order?: "asc" | "desc"; after_seq?: number; before_seq?: number; limit?: number } = {},
+  ): Promise<T.MessagePage> {
+    return this.send({
+      method: "get",
+      path: "/sessions/{session_id}/messages",
+      params: { session_id: sessionId },
+      query: { ...query, order: query.order === "desc" ? "desc" : undefined },
+      idempotent: true,
+    });
+  }
+
+  /** Every message of the log, oldest first, page by page. */
+  async allMessages(sessionId: string): Promise<T.Message[]> {
+    const out: T.Message[] = [];
+    let after = 0;
+    for (;;) {
+      const page = await this.messages(sessionId, { after_seq: after, limit: TAIL_PAGE });
+      out.push(...page.messages);
+      if (page.next_after_seq === null || page.messages.length === 0) return out;
+      after = page.next_after_seq;
+    }
+  }
+
+  /** The last `limit` messages of the log, oldest first. */
+  async tail(sessionId: string, limit: number): Promise<T.Message[]> {
+    const out: T.Message[] = [];
+    let before: number | undefined;
+    while (out.length < limit) {
+      const want = Math.min(TAIL_PAGE, limit - out.length);
+      const page = await this.messages(sessionId, { order: "desc", before_seq: before, limit: want });
+      out.push(...page.messages);
+      if (page.next_before_seq === null || page.messages.length === 0) break;
+      before = page.next_before_seq;
+    }
+    return out.reverse();
+  }
+
+  /** One message in full, or a character or line range of its text. */
+  message(
+    sessionId: string,
+    seq: number,
+    range: { char_start?: number; char_end?: number; line_start?: number; line_end?: number } = {},
+  ): Promise<T.MessageOut> {
+    return this.send({
+      method: "get",
+      path: "/sessions/{session_id}/messages/{seq}",
+      params: { session_id: sessionId, seq },
+      query: range,
+      idempotent: true,
+    });
+  }
+
+  /** Remove the messages with `seq >= fromSeq` (above the watermark only). */
+  deleteTail(sessionId: string, fromSeq: number, options: { lockToken?: string } = {}): Promise<T.TailDeleteResult> {
+    // Not retried without an answer: between two attempts another writer may have
+    // appended above fromSeq, and the second attempt would delete that too.
+    const body = options.lockToken ? { lock_token: options.lockToken } : undefined;
+    return this.send({
+      method: "delete",
+      path: "/sessions/{session_id}/messages",
+      params: { session_id: sessionId },
+      query: { from_seq: fromSeq },
+      body,
+    });
+  }
+
+  /** Empty the log, summary and watermark; the settings stay. */
+  async clear(sessionId: string, options: { lockToken?: string } = {}): Promise<T.ClearResult> {
+    const body = { lock_token: options.lockToken ?? null };
+    const result = await this.send({ method: "post", path: "/sessions/{session_id}/clear", params: { session_id: sessionId }, body });
+    this.prefixIds.forget(sessionId);
+    return result;
+  }
+
+  // context, budget
+
+  /**
+   * The payload for the next model call. Per-call `system`, `tools` or
+   * `dynamic_context` make it a POST; otherwise the session's stored ones apply.
+   *
+   * `previousPrefixId` defaults to the `prefix_id` this client got last for the same
+   * session and parameters, which makes `usage.stable_prefix_tokens` exact; pass a
+   * string to send that one, or null to send none.
+   */
+  async context(
+    sessionId: string,
+    options: T.ContextOptions = {},
+    previousPrefixId: PreviousPrefix = undefined,
+  ): Promise<T.Context> {
+    const given = Object.fromEntries(
+      Object.entries(options).filter(([, v]) => v !== undefined && v !== null),
+    ) as T.ContextOptions;
+    const stream = PrefixMemory.key(sessionId, given);
+    const echo = this.prefixIds.resolve(stream, previousPrefixId);
+    const params = { session_id: sessionId };
+    const path = "/sessions/{session_id}/context" as const;
+    const queryOnly = Object.keys(given).every((k) => QUERY_PARAMS.has(k));
+    let payload: T.Context;
+    if (queryOnly && (echo ?? "").length <= MAX_QUERY_PREFIX_ID) {
+      const query = { ...(given as Record<string, unknown>), previous_prefix_id: echo ?? undefined };
+      payload = await this.send({ method: "get", path, params, query, idempotent: true });
+    } else {
+      const body = { ...given, previous_prefix_id: echo ?? null };
+      payload = await this.send({ method: "post", path, params, body, idempotent: true });
+    }
+    this.prefixIds.remember(stream, payload.prefix_id ?? null);
+    return payload;
+  }
+
+  budget(sessionId: string): Promise<T.Budget> {
+    return this.send({ method: "get", path: "/sessions/{session_id}/budget", params: { session_id: sessionId }, idempotent: true });
+  }
+
+  /** The budget after appending `messages`, and whether they fit; writes nothing. */
+  previewBudget(sessionId: string, messages: readonly T.ChatMessage[]): Promise<T.BudgetPreview> {
+    return this.send({
+      method: "post",
+      path: "/sessions/{session_id}/budget",
+      params: { session_id: sessionId },
+      body: { messages: [...messages] },
+      idempotent: true,
+    });
+  }
+
+  /** Report the provider's own input-token count for the last payload (calibration). */
+  reportUsage(sessionId: string, usage: T.UsageInput, options: { lockToken?: string } = {}): Promise<T.UsageReport> {
+    return this.send({
+      method: "post",
+      path: "/sessions/{session_id}/usage",
+      params: { session_id: sessionId },
+      body: { ...usage, lock_token: options.lockToken ?? null },
+    });
+  }
+
+  // compaction, events
+
+  compact(sessionId: string, options: T.CompactOptions = {}, lockToken?: string): Promise<T.CompactResult> {
+    // A retried request joins the running job or starts a harmless noop: safe twice.
+    return this.send({
+      method: "post",
+      path: "/sessions/{session_id}/compact",
+      params: { session_id: sessionId },
+      body: { ...options, lock_token: lockToken ?? null },
+      idempotent: true,
+    });
+  }
+
+  compaction(sessionId: string): Promise<T.CompactionState> {
+    return this.send({ method: "get", path: "/sessions/{session_id}/compaction", params: { session_id: sessionId }, idempotent: true });
+  }
+
+  events(sessionId: string, query: { after_id?: number; limit?: number; type?: string } = {}): Promise<T.EventPage> {
+    return this.send({ method: "get", path: "/sessions/{session_id}/events", params: { session_id: sessionId }, query, idempotent: true });
+  }
+
+  // leases
+
+  /** Claim the writer lease; `LockHeld` (409) while another owner holds it. */
+  claimLease(sessionId: string, owner: string, ttlS = 30): Promise<T.Lease> {
+    // Not idempotent: a second claim meets the first one's lease (409 lock_held).
+    return this.send({ method: "post", path: "/sessions/{session_id}/lock", params: { session_id: sessionId }, body: { owner, ttl_s: ttlS } });
+  }
+
+  renewLease(sessionId: string, lockToken: string, ttlS = 30): Promise<T.Lease> {
+    return this.send({
+      method: "post",
+      path: "/sessions/{session_id}/lock/renew",
+      params: { session_id: sessionId },
+      body: { lock_token: lockToken, ttl_s: ttlS },
+      idempotent: true,
+    });
+  }
+
+  async releaseLease(sessionId: string, lockToken: string): Promise<void> {
+    await this.send({ method: "delete", path: "/sessions/{session_id}/lock", params: { session_id: sessionId }, body: { lock_token: lockToken } });
+  }
+
+  /**
+   * Hold the session's writer lease while `work` runs: claimed first (`LockHeld` if
+   * another owner has it), renewed at a third of its life, released at the end.
+   * `work` gets the lease; pass `lease.lock_token` to every write.
+   */
+  async withLease<R>(
+    sessionId: string,
+    owner: string,
+    work: (lease: T.Lease & { lost?: ContextdError }) => Promise<R>,
+    options: { ttlS?: number; renewEvery?: number } = {},
+  ): Promise<R> {
+    const ttlS = options.ttlS ?? 30;
+    const held: T.Lease & { lost?: ContextdError } = await this.claimLease(sessionId, owner, ttlS);
+    const interval = (options.renewEvery ?? Math.max(ttlS / 3, 0.05)) * 1000;
+    const timer = setInterval(() => {
+      this.renewLease(sessionId, held.lock_token, ttlS).then(
+        (lease) => (held.expires_at = lease.expires_at),
+        (error: unknown) => {
+          if (error instanceof TransportError) return; // the next tick tries again
+          held.lost = error instanceof ContextdError ? error : new ContextdError(String(error));
+          clearInterval(timer);
+        },
+      );
+    }, interval);
+    timer.unref?.();
+    try {
+      return await work(held);
+    } finally {
+      clearInterval(timer);
+      try {
+        await this.releaseLease(sessionId, held.lock_token);
+      } catch (error) {
+        // Someone else's lease, or none left: there is nothing of ours to release.
+        if (!(error instanceof Conflict || error instanceof NotFound)) throw error;
+      }
+    }
+  }
+
+  // tokens, operations
+
+  countTokens(input: T.TokenCountInput): Promise<T.TokenCount> {
+    return this.send({ method: "post", path: "/tokens/count", body: input, idempotent: true });
+  }
+
+  health(): Promise<Record<string, string>> {
+    return this.send({ method: "get", path: "/healthz", idempotent: true });
+  }
+
+  /** `status` is "ready" or "not_ready" (database away, schema behind): both are answers. */
+  async ready(): Promise<{ status: string; [key: string]: unknown }> {
+    const answer = await this.send({ method: "get", path: "/readyz", idempotent: true, answers: [503], retried: false });
+    return answer as { status: string };
+  }
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) {
+    const cause = (error as { cause?: unknown }).cause;
+    return cause instanceof Error ? `${error.message} (${cause.message})` : error.message;
+  }
+  return String(error);
+}

@@ -1,0 +1,3468 @@
+/**
+ * contextd's HTTP API as TypeScript types, generated from the server's /openapi.json
+ * by openapi-typescript. Do not edit: run `npm run generate` after an API change.
+ */
+
+export interface paths {
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Liveness: the process answers */
+        get: operations["healthz_healthz_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Prometheus metrics */
+        get: operations["metrics_metrics_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Readiness: database reachable and schema at the latest migration */
+        get: operations["readyz_readyz_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List sessions, cursor-paginated by id */
+        get: operations["list_sessions_sessions_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Settings plus stats, lease and budget */
+        get: operations["get_session_sessions__session_id__get"];
+        /**
+         * Create or update a session
+         * @description 201 when it created the session, 200 when it updated it. Omitted fields keep their value.
+         */
+        put: operations["put_session_sessions__session_id__put"];
+        post?: never;
+        /** Delete a session and its log */
+        delete: operations["delete_session_sessions__session_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/budget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Budget status (SPEC §4) */
+        get: operations["get_budget_sessions__session_id__budget_get"];
+        put?: never;
+        /** The budget after appending these messages, without writing anything */
+        post: operations["preview_budget_sessions__session_id__budget_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/clear": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Empty the log, summary and watermark; keep the settings
+         * @description Deletes every message, the rolling summary, the memory-flush candidates and
+         *     the watermark in one transaction; settings (model, system prompt, tools,
+         *     anchors, compaction overrides, metadata), the lease and the event log stay.
+         *     The next append gets seq 1. Fenced like an append (`lock_token` in the body).
+         *     A compaction running meanwhile stores nothing. A `session.cleared` event
+         *     records it.
+         */
+        post: operations["clear_session_sessions__session_id__clear_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/compact": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Request a compaction
+         * @description 202 `{job_id, status}`; concurrent requests for one session share one job.
+         *     With `wait`, 200 with the finished job `{job_id, status, compaction_metadata}`
+         *     (202 if it is still running when the wait ends).
+         */
+        post: operations["compact_sessions__session_id__compact_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/compaction": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Compaction state
+         * @description Summary text and structure, watermark, metadata, memory-flush candidates, recent jobs.
+         */
+        get: operations["compaction_state_sessions__session_id__compaction_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/context": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The assembled payload
+         * @description From the session's stored system prompt and tools. `messages` goes straight to
+         *     `chat.completions.create(messages=...)`; `decisions` say why each seq is kept,
+         *     previewed, cut, dropped or excluded. `format` picks the provider's shape.
+         */
+        get: operations["get_context_sessions__session_id__context_get"];
+        put?: never;
+        /**
+         * The assembled payload, with per-call parts
+         * @description Per-call `system` (string or system messages) and `tools` replace the session's;
+         *     `dynamic_context` (strings or messages: task goal, retrieved knowledge) comes after
+         *     the system block and before the summary and history.
+         */
+        post: operations["post_context_sessions__session_id__context_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The session's event log */
+        get: operations["list_events_sessions__session_id__events_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/lock": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim the writer lease
+         * @description 409 `lock_held` naming the holder while another live lease exists.
+         */
+        post: operations["claim_sessions__session_id__lock_post"];
+        /** Release the lease */
+        delete: operations["release_sessions__session_id__lock_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/lock/renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Extend the lease */
+        post: operations["renew_sessions__session_id__lock_renew_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The raw log, paginated by seq
+         * @description Compacted messages are included: compaction never deletes the log.
+         *
+         *     `after_seq < seq < before_seq`, `limit` at a time. In `asc` order (the
+         *     default) page on with `after_seq=next_after_seq`; in `desc` order the
+         *     messages come newest first and the next (older) page is
+         *     `before_seq=next_before_seq`. The last `n` messages of a session are
+         *     `?order=desc&limit=n`, one request however long the log.
+         */
+        get: operations["list_messages_sessions__session_id__messages_get"];
+        put?: never;
+        /**
+         * Append 1..N messages atomically
+         * @description Messages are OpenAI chat messages with optional contextd flags inline
+         *     (`id`, `pinned`, `include_in_context`, `mode`, `run_id`, `metadata`, `error`).
+         *     Unknown fields are stored verbatim. A message whose `id` was stored before is
+         *     not stored again: its original seq is returned.
+         */
+        post: operations["append_messages_sessions__session_id__messages_post"];
+        /**
+         * Delete the tail of the log (seq >= from_seq)
+         * @description Removes every message with `seq >= from_seq` in one transaction (an agent
+         *     undoing its last step: `pop_item`). Later appends reuse the freed seqs.
+         *
+         *     Fenced like an append: while a lease is live, send its `lock_token` as a query
+         *     parameter or in a JSON body (`{"lock_token": ...}`, as `DELETE /sessions/{id}`
+         *     takes it). Only the effective history can be cut: a `from_seq` at or below the
+         *     compaction watermark is a 409 `below_watermark`. A `from_seq` past the end deletes
+         *     nothing. Tool calls whose answer was deleted are open again; call ids and message
+         *     ids of deleted messages may be used again. A compaction running meanwhile stores
+         *     nothing. The answer carries the deleted messages in log order, the session's new
+         *     `last_seq` and its budget; a `messages.deleted` event records the cut.
+         */
+        delete: operations["delete_messages_sessions__session_id__messages_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/messages/{seq}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One message in full, or a range of it
+         * @description The target of tool-output previews. With `char_start`/`char_end` (0-based,
+         *     end exclusive) or `line_start`/`line_end` (1-based, inclusive), `content` is
+         *     that slice of the message's text and `range` says where it sits in the whole,
+         *     so an agent can read a large output in pieces.
+         */
+        get: operations["get_message_sessions__session_id__messages__seq__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session_id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report the provider's usage for a payload: calibrates the session's estimate
+         * @description For sessions counted by estimate (`tokenizer_mode: "estimate"`: Claude, Gemini, …)
+         *     each report updates the session's calibration factor, which then scales its
+         *     counts, budget status and the budget payloads are fitted to. Exact-tokenizer
+         *     sessions record the report (the error is shown) and keep factor 1. Fenced by
+         *     the session's lease like any write. Returns the calibration with the last
+         *     report's error before and after.
+         */
+        post: operations["report_usage_sessions__session_id__usage_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tokens/count": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Count tokens of text, messages and/or tools for a model
+         * @description `messages` counts include per-message overhead and the reply priming, as a request would.
+         */
+        post: operations["count_tokens_tokens_count_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
+export type webhooks = Record<string, never>;
+export interface components {
+    schemas: {
+        /**
+         * AppendIn
+         * @example {
+         *       "messages": [
+         *         {
+         *           "content": "Find the bug in app.py",
+         *           "id": "m-1",
+         *           "role": "user"
+         *         },
+         *         {
+         *           "content": null,
+         *           "role": "assistant",
+         *           "tool_calls": [
+         *             {
+         *               "function": {
+         *                 "arguments": "{\"path\": \"app.py\"}",
+         *                 "name": "read_file"
+         *               },
+         *               "id": "call_1",
+         *               "type": "function"
+         *             }
+         *           ]
+         *         },
+         *         {
+         *           "content": "def main(): ...",
+         *           "role": "tool",
+         *           "tool_call_id": "call_1"
+         *         }
+         *       ]
+         *     }
+         */
+        AppendIn: {
+            /**
+             * Lock Token
+             * @description the live lease's token
+             * @default null
+             */
+            lock_token?: string | null;
+            /** Messages */
+            messages: (components["schemas"]["SystemMessage"] | components["schemas"]["UserMessage"] | components["schemas"]["AssistantMessage"] | components["schemas"]["ToolMessage"])[];
+        };
+        /**
+         * AppendOut
+         * @example {
+         *       "budget": {
+         *         "compact_threshold": 112435,
+         *         "context_limit": 128000,
+         *         "current_tokens": 36,
+         *         "status": "ok",
+         *         "tokenizer_mode": "exact",
+         *         "usable_budget": 124928,
+         *         "warn_threshold": 99942
+         *       },
+         *       "messages": [
+         *         {
+         *           "id": "m-1",
+         *           "seq": 1,
+         *           "token_count": 6
+         *         }
+         *       ]
+         *     }
+         */
+        AppendOut: {
+            budget: components["schemas"]["Budget"];
+            /** Messages */
+            messages: components["schemas"]["StoredRef"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /** AssistantMessage */
+        AssistantMessage: {
+            /**
+             * Content
+             * @default null
+             */
+            content?: string | {
+                [key: string]: unknown;
+            }[] | null;
+            /** @default null */
+            error?: components["schemas"]["ErrorInfo"] | null;
+            /**
+             * Id
+             * @description client-chosen id: a retried append with the same id is stored once
+             * @default null
+             */
+            id?: string | null;
+            /**
+             * Include In Context
+             * @description false: logged, never sent
+             * @default null
+             */
+            include_in_context?: boolean | null;
+            /**
+             * Metadata
+             * @default null
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Mode
+             * @default null
+             */
+            mode?: ("chat" | "agent" | "run") | null;
+            /**
+             * Name
+             * @default null
+             */
+            name?: string | null;
+            /**
+             * Pinned
+             * @description always kept in context
+             * @default null
+             */
+            pinned?: boolean | null;
+            /**
+             * Refusal
+             * @default null
+             */
+            refusal?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            role: "assistant";
+            /**
+             * Run Id
+             * @default null
+             */
+            run_id?: string | null;
+            /**
+             * Tool Calls
+             * @default null
+             */
+            tool_calls?: components["schemas"]["ToolCall"][] | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * Budget
+         * @description Budget status of SPEC §4.
+         * @example {
+         *       "compact_threshold": 112435,
+         *       "context_limit": 128000,
+         *       "current_tokens": 36,
+         *       "status": "ok",
+         *       "tokenizer_mode": "exact",
+         *       "usable_budget": 124928,
+         *       "warn_threshold": 99942
+         *     }
+         */
+        Budget: {
+            /** Compact Threshold */
+            compact_threshold: number;
+            /** Context Limit */
+            context_limit: number;
+            /** Current Tokens */
+            current_tokens: number;
+            /**
+             * Status
+             * @description ok, warn or compact_needed
+             */
+            status: string;
+            /**
+             * Tokenizer Mode
+             * @description exact or estimate
+             */
+            tokenizer_mode: string;
+            /** Usable Budget */
+            usable_budget: number;
+            /** Warn Threshold */
+            warn_threshold: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** BudgetPreview */
+        BudgetPreview: {
+            /** Added Tokens */
+            added_tokens: number;
+            /** @description after appending the messages */
+            budget: components["schemas"]["Budget"];
+            current: components["schemas"]["Budget"];
+            /** Fits */
+            fits: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * BudgetPreviewIn
+         * @example {
+         *       "messages": [
+         *         {
+         *           "content": "hi",
+         *           "role": "user"
+         *         }
+         *       ]
+         *     }
+         */
+        BudgetPreviewIn: {
+            /** Messages */
+            messages: (components["schemas"]["SystemMessage"] | components["schemas"]["UserMessage"] | components["schemas"]["AssistantMessage"] | components["schemas"]["ToolMessage"])[];
+        };
+        /** ClaimIn */
+        ClaimIn: {
+            /** Owner */
+            owner: string;
+            /**
+             * Ttl S
+             * @default 30
+             */
+            ttl_s?: number;
+        };
+        /** Cleared */
+        Cleared: {
+            budget: components["schemas"]["Budget"];
+            /** Deleted Count */
+            deleted_count: number;
+            /** Last Seq */
+            last_seq: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** CompactIn */
+        CompactIn: {
+            /**
+             * Dry Run
+             * @description answer what would be compacted; write nothing
+             * @default false
+             */
+            dry_run?: boolean;
+            /**
+             * Force
+             * @description skip the no-thrash guards (too little to free, not regrown)
+             * @default false
+             */
+            force?: boolean;
+            /** Lock Token */
+            lock_token?: string | null;
+            /**
+             * Timeout S
+             * @description how long `wait` waits
+             */
+            timeout_s?: number | null;
+            /**
+             * Wait
+             * @default false
+             */
+            wait?: boolean;
+        };
+        /** CompactionDryRun */
+        CompactionDryRun: {
+            /**
+             * Dry Run
+             * @constant
+             */
+            dry_run: true;
+            /** Reason */
+            reason?: string | null;
+            /** Would */
+            would: string;
+            /** Would Compact */
+            would_compact: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /** CompactionJob */
+        CompactionJob: {
+            /** Attempts */
+            attempts?: number | null;
+            /** Compaction Metadata */
+            compaction_metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /** Created At */
+            created_at?: string | null;
+            /** Finished At */
+            finished_at?: string | null;
+            /** Force */
+            force?: boolean | null;
+            /** Job Id */
+            job_id: string;
+            /** Reason */
+            reason?: string | null;
+            /** Started At */
+            started_at?: string | null;
+            /**
+             * Status
+             * @description pending, running, success, degraded, noop, failed, ...
+             */
+            status: string;
+            /** Trigger */
+            trigger?: string | null;
+            /** Watermark After */
+            watermark_after?: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** CompactionState */
+        CompactionState: {
+            /** Compacted Context */
+            compacted_context?: unknown;
+            /** Compaction Count */
+            compaction_count: number;
+            /** Compaction Metadata */
+            compaction_metadata: {
+                [key: string]: unknown;
+            } | null;
+            /** Jobs */
+            jobs: components["schemas"]["CompactionJob"][];
+            /** Last Compaction Seq */
+            last_compaction_seq: number;
+            /** Memory Flush Candidates */
+            memory_flush_candidates: {
+                [key: string]: unknown;
+            }[];
+            summary: components["schemas"]["CompactionSummary"];
+        } & {
+            [key: string]: unknown;
+        };
+        /** CompactionSummary */
+        CompactionSummary: {
+            /** Structure */
+            structure: {
+                [key: string]: unknown;
+            } | null;
+            /** Text */
+            text: string | null;
+            /** Through Seq */
+            through_seq: number | null;
+            /** Tokens */
+            tokens: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ContextIn
+         * @example {
+         *       "dynamic_context": [
+         *         "Task: make the failing test in tests/test_app.py pass."
+         *       ],
+         *       "max_tokens": 16000,
+         *       "mode": "agent",
+         *       "reserve_output_tokens": 1024,
+         *       "strategy": "key_messages",
+         *       "system": "You are a careful coding agent."
+         *     }
+         */
+        ContextIn: {
+            /**
+             * Dynamic Context
+             * @description after the system block, before the summary and history
+             * @default null
+             */
+            dynamic_context?: (string | (components["schemas"]["SystemMessage"] | components["schemas"]["UserMessage"] | components["schemas"]["AssistantMessage"]))[] | null;
+            /**
+             * Format
+             * @default openai
+             * @enum {string}
+             */
+            format?: "openai" | "responses" | "anthropic";
+            /**
+             * Max Tokens
+             * @default null
+             */
+            max_tokens?: number | null;
+            /**
+             * Mode
+             * @default null
+             */
+            mode?: ("chat" | "agent" | "run") | null;
+            /**
+             * Preview Limit Tokens
+             * @default null
+             */
+            preview_limit_tokens?: number | null;
+            /**
+             * Previous Prefix Id
+             * @description the `prefix_id` of this stream's previous payload (exact prefix stability)
+             * @default null
+             */
+            previous_prefix_id?: string | null;
+            /**
+             * Reserve Output Tokens
+             * @default null
+             */
+            reserve_output_tokens?: number | null;
+            /**
+             * Strategy
+             * @default null
+             */
+            strategy?: string | null;
+            /**
+             * System
+             * @description replaces the session's system prompt for this call
+             * @default null
+             */
+            system?: string | components["schemas"]["SystemMessage"][] | null;
+            /**
+             * Tools
+             * @description replaces the session's tools
+             * @default null
+             */
+            tools?: {
+                [key: string]: unknown;
+            }[] | null;
+        };
+        /**
+         * ContextPayload
+         * @description The budget-fitted payload. `format` decides the provider part: `openai` has
+         *     `messages` (+ `tools`), `responses` has `input` items, `anthropic` has `system`
+         *     blocks and Messages-API `messages`.
+         */
+        ContextPayload: {
+            /** Decisions */
+            decisions: components["schemas"]["Decision"][];
+            /** Dropped Count */
+            dropped_count: number;
+            /**
+             * Format
+             * @enum {string}
+             */
+            format: "openai" | "responses" | "anthropic";
+            /** Input */
+            input?: {
+                [key: string]: unknown;
+            }[] | null;
+            /** Kept Seqs */
+            kept_seqs: number[];
+            /** Messages */
+            messages?: {
+                [key: string]: unknown;
+            }[] | null;
+            /** Over Budget */
+            over_budget: boolean;
+            /**
+             * Prefix Id
+             * @description send back as previous_prefix_id
+             */
+            prefix_id?: string | null;
+            /** Strategy */
+            strategy: string;
+            /** Summary */
+            summary: {
+                [key: string]: unknown;
+            };
+            /** System */
+            system?: {
+                [key: string]: unknown;
+            }[] | string | null;
+            /** Tools */
+            tools?: {
+                [key: string]: unknown;
+            }[] | null;
+            usage: components["schemas"]["ContextUsage"];
+            /** Warnings */
+            warnings: unknown[];
+        } & {
+            [key: string]: unknown;
+        };
+        /** ContextUsage */
+        ContextUsage: {
+            /** Breakdown */
+            breakdown: {
+                [key: string]: number;
+            };
+            /** Budget */
+            budget: number;
+            /** Input Tokens */
+            input_tokens: number;
+            /** Stable Prefix Messages */
+            stable_prefix_messages?: number | null;
+            /**
+             * Stable Prefix Tokens
+             * @description tokens at the start identical to the previous payload (cacheable)
+             */
+            stable_prefix_tokens?: number | null;
+            /** Status */
+            status: string;
+            /** Tokenizer Mode */
+            tokenizer_mode: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** CountIn */
+        CountIn: {
+            /** Messages */
+            messages?: unknown[] | null;
+            /** Model */
+            model?: string | null;
+            /** Text */
+            text?: string | null;
+            /** Tools */
+            tools?: {
+                [key: string]: unknown;
+            }[] | null;
+        };
+        /** Decision */
+        Decision: {
+            /**
+             * Action
+             * @description kept, previewed, cut, dropped or excluded
+             */
+            action: string;
+            /** Rule */
+            rule?: string | null;
+            /** Seq */
+            seq: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** DeletedTail */
+        DeletedTail: {
+            budget: components["schemas"]["Budget"];
+            /** Deleted Count */
+            deleted_count: number;
+            /** Last Seq */
+            last_seq: number;
+            /**
+             * Messages
+             * @description the deleted messages, in log order
+             */
+            messages: components["schemas"]["StoredMessage"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ErrorInfo
+         * @description A failed model call (assistant) or tool call (tool).
+         */
+        ErrorInfo: {
+            /** Message */
+            message: string;
+            /** Type */
+            type: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** Event */
+        Event: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Data */
+            data: {
+                [key: string]: unknown;
+            } | null;
+            /** Id */
+            id: number;
+            /** Type */
+            type: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** EventPage */
+        EventPage: {
+            /** Events */
+            events: components["schemas"]["Event"][];
+            /** Next After Id */
+            next_after_id: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** FunctionCall */
+        FunctionCall: {
+            /**
+             * Arguments
+             * @description the arguments as a JSON string, as the model wrote them
+             */
+            arguments: string;
+            /** Name */
+            name: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * Lease
+         * @example {
+         *       "expires_at": "2026-11-23T11:47:53.726686+00:00",
+         *       "fencing_token": 1,
+         *       "lock_token": "zLYVLNERreCRrwXAy3nE6edL-epxC4Q4",
+         *       "owner": "agent-1"
+         *     }
+         */
+        Lease: {
+            /**
+             * Expires At
+             * Format: date-time
+             */
+            expires_at: string;
+            /** Fencing Token */
+            fencing_token: number;
+            /** Lock Token */
+            lock_token: string;
+            /** Owner */
+            owner: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** LockTokenIn */
+        LockTokenIn: {
+            /** Lock Token */
+            lock_token?: string | null;
+        };
+        /** MessageOut */
+        MessageOut: {
+            /** Content */
+            content?: unknown;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            error?: components["schemas"]["ErrorInfo"] | null;
+            /** Id */
+            id: string;
+            /** Include In Context */
+            include_in_context: boolean;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /** Mode */
+            mode?: ("chat" | "agent" | "run") | null;
+            /** Pinned */
+            pinned: boolean;
+            /** @description with a char or line range: where it sits */
+            range?: components["schemas"]["TextRange"] | null;
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "system" | "user" | "assistant" | "tool";
+            /** Run Id */
+            run_id?: string | null;
+            /** Seq */
+            seq: number;
+            /** Token Count */
+            token_count: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** MessagePage */
+        MessagePage: {
+            /** Last Seq */
+            last_seq: number;
+            /** Messages */
+            messages: components["schemas"]["StoredMessage"][];
+            /** Next After Seq */
+            next_after_seq: number | null;
+            /** Next Before Seq */
+            next_before_seq: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * Problem
+         * @description RFC 9457 problem details with contextd's stable `code`.
+         * @example {
+         *       "code": "validation_error",
+         *       "detail": "messages[0].role: must be one of system, user, assistant, tool",
+         *       "errors": [
+         *         {
+         *           "loc": "messages[0].role",
+         *           "msg": "must be one of system, user, assistant, tool"
+         *         }
+         *       ],
+         *       "status": 422,
+         *       "title": "Validation failed",
+         *       "type": "https://contextd.dev/problems/validation_error"
+         *     }
+         */
+        Problem: {
+            /** Code */
+            code: string;
+            /** Detail */
+            detail: string;
+            /**
+             * Errors
+             * @default null
+             */
+            errors?: components["schemas"]["ProblemItem"][] | null;
+            /** Status */
+            status: number;
+            /** Title */
+            title: string;
+            /** Type */
+            type: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** ProblemItem */
+        ProblemItem: {
+            /** Loc */
+            loc: string;
+            /** Msg */
+            msg: string;
+        };
+        /** ReleaseIn */
+        ReleaseIn: {
+            /** Lock Token */
+            lock_token: string;
+        };
+        /** RenewIn */
+        RenewIn: {
+            /** Lock Token */
+            lock_token: string;
+            /**
+             * Ttl S
+             * @default 30
+             */
+            ttl_s?: number;
+        };
+        /** Session */
+        Session: {
+            /** Anchors */
+            anchors: string[];
+            /** Auto Compact */
+            auto_compact: boolean;
+            budget: components["schemas"]["Budget"];
+            /** Compaction */
+            compaction: {
+                [key: string]: unknown;
+            };
+            /** Context Limit */
+            context_limit: number;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Effective Model */
+            effective_model: string;
+            /** Id */
+            id: string;
+            /** Last Compaction Seq */
+            last_compaction_seq: number;
+            /** Last Seq */
+            last_seq: number;
+            /**
+             * Lease
+             * @description the live lease (its token is not shown)
+             */
+            lease: {
+                [key: string]: unknown;
+            } | null;
+            /** Metadata */
+            metadata: {
+                [key: string]: unknown;
+            };
+            /** Model */
+            model: string | null;
+            stats: components["schemas"]["SessionStats"];
+            /** Strategy */
+            strategy: string | null;
+            /** System Prompt */
+            system_prompt: string | null;
+            /** Tokenizer */
+            tokenizer: string;
+            /** Tools */
+            tools: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SessionPage */
+        SessionPage: {
+            /** Next Cursor */
+            next_cursor: string | null;
+            /** Sessions */
+            sessions: components["schemas"]["Session"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SessionSettingsIn
+         * @description Fields left out keep their value; an explicit null resets one to its default.
+         */
+        SessionSettingsIn: {
+            /** Anchors */
+            anchors?: string[] | null;
+            /** Auto Compact */
+            auto_compact?: boolean | null;
+            /** Compaction */
+            compaction?: {
+                [key: string]: unknown;
+            } | null;
+            /** Context Limit */
+            context_limit?: number | null;
+            /** Lock Token */
+            lock_token?: string | null;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /** Model */
+            model?: string | null;
+            /** Strategy */
+            strategy?: string | null;
+            /** System Prompt */
+            system_prompt?: string | null;
+            /** Tools */
+            tools?: {
+                [key: string]: unknown;
+            }[] | null;
+        };
+        /** SessionStats */
+        SessionStats: {
+            /** Context Tokens */
+            context_tokens: number;
+            /** Last Compaction Seq */
+            last_compaction_seq: number;
+            /** Last Seq */
+            last_seq: number;
+            /** Message Counts */
+            message_counts: {
+                [key: string]: number;
+            };
+            /** Token Calibration */
+            token_calibration?: {
+                [key: string]: unknown;
+            } | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * StoredMessage
+         * @description A logged message: the message as sent (unknown fields included) plus what contextd keeps.
+         */
+        StoredMessage: {
+            /** Content */
+            content?: unknown;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            error?: components["schemas"]["ErrorInfo"] | null;
+            /** Id */
+            id: string;
+            /** Include In Context */
+            include_in_context: boolean;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /** Mode */
+            mode?: ("chat" | "agent" | "run") | null;
+            /** Pinned */
+            pinned: boolean;
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "system" | "user" | "assistant" | "tool";
+            /** Run Id */
+            run_id?: string | null;
+            /** Seq */
+            seq: number;
+            /** Token Count */
+            token_count: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** StoredRef */
+        StoredRef: {
+            /** Id */
+            id: string;
+            /** Seq */
+            seq: number;
+            /** Token Count */
+            token_count: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SystemMessage */
+        SystemMessage: {
+            /** Content */
+            content: string | {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Id
+             * @description client-chosen id: a retried append with the same id is stored once
+             * @default null
+             */
+            id?: string | null;
+            /**
+             * Include In Context
+             * @description false: logged, never sent
+             * @default null
+             */
+            include_in_context?: boolean | null;
+            /**
+             * Metadata
+             * @default null
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Mode
+             * @default null
+             */
+            mode?: ("chat" | "agent" | "run") | null;
+            /**
+             * Name
+             * @default null
+             */
+            name?: string | null;
+            /**
+             * Pinned
+             * @description always kept in context
+             * @default null
+             */
+            pinned?: boolean | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            role: "system";
+            /**
+             * Run Id
+             * @default null
+             */
+            run_id?: string | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** TextRange */
+        TextRange: {
+            /** End */
+            end: number;
+            /** Start */
+            start: number;
+            /** Total */
+            total: number;
+            /**
+             * Unit
+             * @enum {string}
+             */
+            unit: "char" | "line";
+        } & {
+            [key: string]: unknown;
+        };
+        /** TokenCount */
+        TokenCount: {
+            /** Messages */
+            messages?: number | null;
+            /** Model */
+            model: string;
+            /** Text */
+            text?: number | null;
+            /** Tokenizer */
+            tokenizer: string;
+            /** Tokenizer Mode */
+            tokenizer_mode: string;
+            /** Tools */
+            tools?: number | null;
+            /** Total */
+            total: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** ToolCall */
+        ToolCall: {
+            function: components["schemas"]["FunctionCall"];
+            /** Id */
+            id: string;
+            /**
+             * Type
+             * @default function
+             * @constant
+             */
+            type?: "function";
+        } & {
+            [key: string]: unknown;
+        };
+        /** ToolMessage */
+        ToolMessage: {
+            /** Content */
+            content: string | {
+                [key: string]: unknown;
+            }[];
+            /** @default null */
+            error?: components["schemas"]["ErrorInfo"] | null;
+            /**
+             * Id
+             * @description client-chosen id: a retried append with the same id is stored once
+             * @default null
+             */
+            id?: string | null;
+            /**
+             * Include In Context
+             * @description false: logged, never sent
+             * @default null
+             */
+            include_in_context?: boolean | null;
+            /**
+             * Metadata
+             * @default null
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Mode
+             * @default null
+             */
+            mode?: ("chat" | "agent" | "run") | null;
+            /**
+             * Name
+             * @default null
+             */
+            name?: string | null;
+            /**
+             * Pinned
+             * @description always kept in context
+             * @default null
+             */
+            pinned?: boolean | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            role: "tool";
+            /**
+             * Run Id
+             * @default null
+             */
+            run_id?: string | null;
+            /** Tool Call Id */
+            tool_call_id: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * UsageIn
+         * @description What the provider billed for one payload contextd assembled.
+         *
+         *     `input_tokens` is every input token of the call: OpenAI's `prompt_tokens` /
+         *     `input_tokens` (cached ones included), or Anthropic's `input_tokens`, to which
+         *     `cache_creation_input_tokens` and `cache_read_input_tokens` are added when given
+         *     (Anthropic reports them apart). `uncalibrated_input_tokens` is the
+         *     `usage.uncalibrated_input_tokens` of the context response that was sent.
+         */
+        UsageIn: {
+            /**
+             * Cache Creation Input Tokens
+             * @default 0
+             */
+            cache_creation_input_tokens?: number;
+            /**
+             * Cache Read Input Tokens
+             * @default 0
+             */
+            cache_read_input_tokens?: number;
+            /** Input Tokens */
+            input_tokens: number;
+            /** Lock Token */
+            lock_token?: string | null;
+            /** Uncalibrated Input Tokens */
+            uncalibrated_input_tokens: number;
+        };
+        /** UsageReport */
+        UsageReport: {
+            /** Calibration */
+            calibration: {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        /** UserMessage */
+        UserMessage: {
+            /** Content */
+            content: string | {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Id
+             * @description client-chosen id: a retried append with the same id is stored once
+             * @default null
+             */
+            id?: string | null;
+            /**
+             * Include In Context
+             * @description false: logged, never sent
+             * @default null
+             */
+            include_in_context?: boolean | null;
+            /**
+             * Metadata
+             * @default null
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Mode
+             * @default null
+             */
+            mode?: ("chat" | "agent" | "run") | null;
+            /**
+             * Name
+             * @default null
+             */
+            name?: string | null;
+            /**
+             * Pinned
+             * @description always kept in context
+             * @default null
+             */
+            pinned?: boolean | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            role: "user";
+            /**
+             * Run Id
+             * @default null
+             */
+            run_id?: string | null;
+        } & {
+            [key: string]: unknown;
+        };
+    };
+    responses: never;
+    parameters: never;
+    requestBodies: never;
+    headers: never;
+    pathItems: never;
+}
+export type $defs = Record<string, never>;
+export interface operations {
+    healthz_healthz_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: string;
+                    };
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    metrics_metrics_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    readyz_readyz_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_sessions_sessions_get: {
+        parameters: {
+            query?: {
+                cursor?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description one page of sessions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionPage"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_session_sessions__session_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the session */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    put_session_sessions__session_id__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionSettingsIn"];
+            };
+        };
+        responses: {
+            /** @description the session was updated */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description the session was created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_session_sessions__session_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["LockTokenIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_budget_sessions__session_id__budget_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the budget now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Budget"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    preview_budget_sessions__session_id__budget_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BudgetPreviewIn"];
+            };
+        };
+        responses: {
+            /** @description the budget now and after the messages */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BudgetPreview"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    clear_session_sessions__session_id__clear_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["LockTokenIn"] | null;
+            };
+        };
+        responses: {
+            /** @description how many messages went; the budget now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Cleared"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    compact_sessions__session_id__compact_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CompactIn"] | null;
+            };
+        };
+        responses: {
+            /** @description the finished job (wait) or the dry-run plan */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompactionJob"] | components["schemas"]["CompactionDryRun"];
+                };
+            };
+            /** @description the job, queued or running */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompactionJob"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    compaction_state_sessions__session_id__compaction_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description summary, watermark, candidates, recent jobs */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompactionState"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_context_sessions__session_id__context_get: {
+        parameters: {
+            query?: {
+                /** @description openai (default): Chat Completions `messages`; responses: Responses API `input` items; anthropic: Messages API `system` + `messages` with a cache_control breakpoint */
+                format?: "openai" | "responses" | "anthropic";
+                max_tokens?: number | null;
+                mode?: string | null;
+                /** @description the `prefix_id` of this stream's previous payload: makes `usage.stable_prefix_tokens` exact (without it the previous call is assumed to lack only the newest step) */
+                previous_prefix_id?: string | null;
+                reserve_output_tokens?: number;
+                strategy?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the payload in the asked format */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContextPayload"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    post_context_sessions__session_id__context_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContextIn"];
+            };
+        };
+        responses: {
+            /** @description the payload in the asked format */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContextPayload"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_events_sessions__session_id__events_get: {
+        parameters: {
+            query?: {
+                after_id?: number;
+                limit?: number;
+                /** @description type prefix */
+                type?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description one page of events */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventPage"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    claim_sessions__session_id__lock_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ClaimIn"];
+            };
+        };
+        responses: {
+            /** @description the lease; send its lock_token with every write */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Lease"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    release_sessions__session_id__lock_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    renew_sessions__session_id__lock_renew_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RenewIn"];
+            };
+        };
+        responses: {
+            /** @description the lease with its new expiry */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Lease"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_messages_sessions__session_id__messages_get: {
+        parameters: {
+            query?: {
+                after_seq?: number;
+                /** @description only messages with seq below this */
+                before_seq?: number | null;
+                limit?: number;
+                /** @description `desc` reads the tail first: the newest `limit` messages */
+                order?: "asc" | "desc";
+            };
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description one page of the log */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagePage"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    append_messages_sessions__session_id__messages_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AppendIn"];
+            };
+        };
+        responses: {
+            /** @description every message was a replay of an earlier id */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppendOut"];
+                };
+            };
+            /** @description stored: each message's seq and the session's budget */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppendOut"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_messages_sessions__session_id__messages_delete: {
+        parameters: {
+            query: {
+                /** @description first seq to delete */
+                from_seq: number;
+                /** @description the live lease's token (or in the body) */
+                lock_token?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["LockTokenIn"] | null;
+            };
+        };
+        responses: {
+            /** @description what was deleted, the new last_seq and budget */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedTail"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `below_watermark`, or the lease refuses the write */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_message_sessions__session_id__messages__seq__get: {
+        parameters: {
+            query?: {
+                char_end?: number | null;
+                char_start?: number | null;
+                line_end?: number | null;
+                line_start?: number | null;
+            };
+            header?: never;
+            path: {
+                seq: number;
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the message, or the asked range of its text */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageOut"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    report_usage_sessions__session_id__usage_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UsageIn"];
+            };
+        };
+        responses: {
+            /** @description the session's calibration after the report */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageReport"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    count_tokens_tokens_count_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CountIn"];
+            };
+        };
+        responses: {
+            /** @description the counts, per part and in total */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenCount"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+}

@@ -1,0 +1,13 @@
+/**
+ * contextd-client: a typed TypeScript client for contextd, the context service for LLM
+ * agents. Adapters, each behind an optional peer dependency: `contextd-client/ai`
+ * (Vercel AI SDK), `contextd-client/agents` (OpenAI Agents SDK), `contextd-client/langchain`.
+ */
+export { ContextdClient, DEFAULT_URL, newMessageId, withIds } from "./client.js";
+export type { ClientOptions, Identified } from "./client.js";
+export * from "./errors.js";
+export { PrefixMemory } from "./prefix.js";
+export type { PreviousPrefix } from "./prefix.js";
+export { Retry } from "./retry.js";
+export type { RetryOptions } from "./retry.js";
+export type * from "./types.js";
