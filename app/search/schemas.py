@@ -16,6 +16,9 @@ class SearchHit(BaseModel):
         description="a tool message's tool; the function an assistant message calls first"
     )
     snippet: str = Field(description="about 160 characters around the match")
+    line: int | None = Field(
+        description="the content line of the match (for `line_start`), if in the content"
+    )
     path: str = Field(description="`/sessions/{id}/messages/{seq}`: the message in full")
     score: float = Field(description="the summed weights of the query terms it matches")
     compacted: bool = Field(description="at or below the compaction watermark")

@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any
 from app.errors import NotFound, invalid
 from app.messages import repository as messages
 from app.messages.service import message_view, slice_text
-from app.messages.types import call_function
+from app.messages.types import call_function, content_text
 from app.search import repository as repo
 from app.search.text import (
     MAX_QUERY_CHARS,
     Term,
     in_session,
+    line_of,
+    match_at,
     query_terms,
     searchable_text,
     snippet,
@@ -52,6 +54,7 @@ class Hit:
     role: str
     tool_name: str | None
     snippet: str
+    line: int | None
     score: float
     compacted: bool
 
@@ -61,6 +64,7 @@ class Hit:
             "role": self.role,
             "tool_name": self.tool_name,
             "snippet": self.snippet,
+            "line": self.line,
             "path": f"/sessions/{sid}/messages/{self.seq}",
             "score": round(self.score, 4),
             "compacted": self.compacted,
@@ -176,11 +180,15 @@ async def search(
 
 def _hit(row: Any, terms: list[Term], names: dict[str, str], watermark: int) -> Hit:
     body: dict[str, Any] = row["body"]
+    content = content_text(body)
+    at, _ = match_at(content, terms)
     return Hit(
         seq=int(row["seq"]),
         role=str(row["role"]),
         tool_name=_tool_name(str(row["role"]), body, names),
         snippet=snippet(searchable_text(body), terms),
+        # In the content's lines, as GET …/messages/{seq}?line_start= counts them.
+        line=line_of(content, at),
         score=float(row["score"]),
         compacted=int(row["seq"]) <= watermark,
     )

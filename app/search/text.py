@@ -239,12 +239,10 @@ def query_terms(q: str) -> list[Term]:
 SNIPPET_CHARS = 160
 
 
-def snippet(text: str, terms: list[Term], width: int = SNIPPET_CHARS) -> str:
-    """About `width` characters of `text` around the first place one of `terms` (the
-    most selective first) occurs; the text's start when none is found literally."""
+def match_at(text: str, terms: list[Term]) -> tuple[int, str]:
+    """Where the first of `terms` (the most selective first) occurs in `text`, as
+    written or by its first part: (index, what was found), or (-1, "")."""
     lower = text.lower()
-    at = -1
-    found = ""
     for term in terms:
         needle = term.text.lower()
         at = lower.find(needle)
@@ -254,8 +252,19 @@ def snippet(text: str, terms: list[Term], width: int = SNIPPET_CHARS) -> str:
                 needle = parts[0]
                 at = lower.find(needle)
         if at >= 0:
-            found = needle
-            break
+            return at, needle
+    return -1, ""
+
+
+def line_of(text: str, at: int) -> int | None:
+    """The 1-based line of index `at` (None when nothing was found)."""
+    return text.count("\n", 0, at) + 1 if at >= 0 else None
+
+
+def snippet(text: str, terms: list[Term], width: int = SNIPPET_CHARS) -> str:
+    """About `width` characters of `text` around the first place one of `terms` (the
+    most selective first) occurs; the text's start when none is found literally."""
+    at, found = match_at(text, terms)
     if at < 0:
         head = text[:width]
         return _flat(head) + ("…" if len(text) > width else "")

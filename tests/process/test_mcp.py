@@ -87,3 +87,54 @@ async def test_search_read_and_budget_over_mcp_with_tenants(
     async with httpx.AsyncClient(base_url=server.base_url) as anon:
         r = await anon.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert r.status_code == 401
+
+
+async def test_an_agent_recalls_a_trimmed_output_through_mcp(
+    start_server: Callable[..., Server], sid: str
+) -> None:
+    """The scripted model calls the recall tool; the loop runs it as MCP tool calls."""
+    from contextd_client import Message, SearchResult
+    from contextd_client.recall import format_message, format_search
+    from openai import AsyncOpenAI
+
+    from tests.clients.test_recall_tool import QUESTION, SECRET, history
+    from tests.fakellm import FakeLLM
+
+    server = start_server(env={"CONTEXTD_API_KEYS": f"{ALPHA}:alpha"})
+    headers = {"Authorization": f"Bearer {ALPHA}"}
+    async with (
+        FakeLLM(behaviour="recall") as llm,
+        AsyncOpenAI(base_url=llm.base_url, api_key="k", max_retries=0) as openai,
+        httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=30) as http,
+        mcp_client(server, ALPHA) as mcp,
+    ):
+        r = await http.post(f"/sessions/{sid}/messages", json={"messages": history()})
+        assert r.status_code == 201
+        await http.post(f"/sessions/{sid}/messages", json={"messages": [
+            {"role": "user", "content": QUESTION}
+        ]})  # fmt: skip
+        for _ in range(5):
+            params: dict[str, Any] = {"max_tokens": 4000, "recall": "true"}
+            payload = (await http.get(f"/sessions/{sid}/context", params=params)).json()
+            reply = await openai.chat.completions.create(
+                model="gpt-4o-mini", messages=payload["messages"], tools=payload["tools"]
+            )
+            message = reply.choices[0].message
+            if not message.tool_calls:
+                break
+            answers = []
+            for call in message.tool_calls:
+                assert call.type == "function"
+                args = json.loads(call.function.arguments)
+                if "query" in args:
+                    found = await mcp.call_tool("search", {"session_id": sid, **args})
+                    output = format_search(SearchResult.model_validate_json(text_of(found)))
+                else:
+                    read = await mcp.call_tool("read_message", {"session_id": sid, **args})
+                    output = format_message(Message.model_validate_json(text_of(read)))
+                answers.append({"role": "tool", "tool_call_id": call.id, "content": output})
+            stored = message.model_dump(exclude_none=True)
+            r = await http.post(f"/sessions/{sid}/messages", json={"messages": [stored, *answers]})
+            assert r.status_code == 201, r.text
+        assert SECRET not in json.dumps(llm.calls[0].body["messages"])
+        assert message.content == f"Recalled: {SECRET}"
