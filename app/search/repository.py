@@ -32,8 +32,11 @@ FROM unnest($3::tsquery[]) WITH ORDINALITY AS g(q, i)
 # The best `$7` messages among those matching `$3` (the selective terms' OR, or all
 # terms' AND when every term is common): each scored by the weights of the terms it
 # matches, newest first among equals. At most `$8` candidates are scored, newest
-# first, so a query of only common words costs a bounded read. Bodies are read
-# for the winners only.
+# first, so a query of only common words costs a bounded read. The best `$12` of
+# them are then checked for the query's literal texts (`$10`, e.g. `value[-1]` or
+# `xfail(run=False)`, whose words alone are everywhere): each found in the stored
+# message adds `$11` times its length in tokens (`$13`). Bodies are read for those
+# few only.
 RANKED = """
 WITH c AS MATERIALIZED (
     SELECT m.seq, m.search FROM messages m
@@ -41,19 +44,25 @@ WITH c AS MATERIALIZED (
       AND m.seq < $4 AND ($5::text[] IS NULL OR m.role = ANY($5::text[]))
     ORDER BY m.seq DESC
     LIMIT $8
-), best AS (
+), scored AS (
     SELECT c.seq, (
         SELECT coalesce(sum(t.w), 0) FROM unnest($6::tsquery[], $9::float8[]) AS t(q, w)
         WHERE c.search @@ t.q
     ) AS score
     FROM c
     ORDER BY score DESC, c.seq DESC
-    LIMIT $7
+    LIMIT $12
+), best AS (
+    SELECT s.seq, m.role, m.body, s.score + coalesce((
+        SELECT sum($11::float8 * l.n) FROM unnest($10::text[], $13::int[]) AS l(needle, n)
+        WHERE strpos(m.body::text, l.needle) > 0
+    ), 0) AS score
+    FROM scored s JOIN messages m
+      ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = s.seq
 )
-SELECT best.seq, best.score, m.role, m.body
-FROM best JOIN messages m
-  ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = best.seq
-ORDER BY best.score DESC, best.seq DESC
+SELECT seq, score, role, body FROM best
+ORDER BY score DESC, seq DESC
+LIMIT $7
 """
 
 # The function name behind each answered call id: the tool name of a tool message.
@@ -93,6 +102,9 @@ async def ranked(
     weighted: Sequence[tuple[str, float]],
     limit: int,
     candidates: int,
+    literals: Sequence[tuple[str, int]],
+    literal_weight: float,
+    rescored: int,
 ) -> list[Any]:
     return list(
         await conn.fetch(
@@ -106,6 +118,10 @@ async def ranked(
             limit,
             candidates,
             [w for _, w in weighted],
+            [text for text, _ in literals],
+            literal_weight,
+            rescored,
+            [n for _, n in literals],
         )
     )
 

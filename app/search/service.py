@@ -28,6 +28,7 @@ from app.search.text import (
     Term,
     in_session,
     line_of,
+    literals,
     match_at,
     query_terms,
     searchable_text,
@@ -46,6 +47,10 @@ MAX_SEQ = 2**63 - 1
 COMMON = 200
 # The most candidates one search scores.
 CANDIDATES = 2000
+# How many of the best-scored are checked for the query's literal text.
+RESCORED = 50
+# An identifier outweighs plain words: "what did the test say about X" is about X.
+IDENTIFIER_BOOST = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +139,13 @@ async def search(
         if not present:
             return found
         total = max(found.last_seq, 1)
-        weighted = [(t.tsquery, math.log1p(total / n)) for t, n in present]
+        weighted = [
+            (t.tsquery, math.log1p(total / n) * (IDENTIFIER_BOOST if t.identifier else 1.0))
+            for t, n in present
+        ]
+        # Exact text of the query in a message beats any sum of its words.
+        literal_weight = 2 * sum(w for _, w in weighted)
+        exact = literals(q)
         selective = [t for t, n in present if n < COMMON]
         if selective:
             match = " | ".join(f"({t.tsquery})" for t in selective)
@@ -150,6 +161,9 @@ async def search(
             weighted,
             limit,
             CANDIDATES,
+            exact,
+            literal_weight,
+            RESCORED,
         )
         if not rows and not selective:
             # No message holds every common term: the most recent holding the rarest.
@@ -164,6 +178,9 @@ async def search(
                 weighted,
                 limit,
                 CANDIDATES,
+                exact,
+                literal_weight,
+                RESCORED,
             )
         answered = [
             str(r["body"].get("tool_call_id"))

@@ -23,6 +23,7 @@ run); `app/search/service.py` ranks messages by the rarer groups they match.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -99,6 +100,15 @@ class Term:
 
     text: str  # as the user wrote it (for snippets)
     tsquery: str  # PostgreSQL tsquery text, every lexeme quoted
+
+    @property
+    def identifier(self) -> bool:
+        """A path, a code, a snake_case or camelCase name, a number: what a recall asks
+        for by name, and what plain words around it (in "what did the test say about
+        X") must not outweigh."""
+        return not self.text.isalpha() or (
+            self.text.isascii() and self.text[1:] != self.text[1:].lower()
+        )
 
 
 def _segments(text: str) -> list[tuple[str, str]]:
@@ -237,6 +247,38 @@ def query_terms(q: str) -> list[Term]:
 
 
 SNIPPET_CHARS = 160
+_EDGE = "\"'`.,;:!?()[]{}<>"
+_IDENTISH = re.compile(r"[\d_./\\:=\-\[\](){}#@]|[a-z][A-Z]")
+
+
+MAX_LITERALS = 24
+
+
+def literals(q: str) -> list[tuple[str, int]]:
+    """Exact texts of the query to look for in the stored JSON of the best candidates,
+    each with its length in tokens: every run of up to five tokens that holds code
+    (a path, a call, an operator), so "what did the test say about pytest -rsx a.py"
+    finds the message with that very command first. JSON-escaped as the stored body is
+    (`"` as `\\"`), case kept; the whole query first when it is short code."""
+    q = q.strip()
+    tokens = [t for t in q.split() if t]
+    out: dict[str, int] = {}
+    if len(q) >= 3 and _IDENTISH.search(q) and len(tokens) <= 4:
+        out[q] = len(tokens)
+    for n in range(min(5, len(tokens)), 0, -1):
+        for i in range(len(tokens) - n + 1):
+            run = tokens[i : i + n]
+            text = " ".join(run).strip(_EDGE) if n == 1 else " ".join(run)
+            # A run's ends may carry the question's own punctuation ("…about x.py?").
+            text = text.rstrip("?!,;") if i + n == len(tokens) else text
+            if len(text) >= 3 and any(_IDENTISH.search(t) for t in run):
+                out.setdefault(text, n)
+    escaped: dict[str, int] = {}
+    for text, n in out.items():
+        e = json.dumps(text, ensure_ascii=False)[1:-1]
+        if 3 <= len(e) <= 500:
+            escaped.setdefault(e, n)
+    return list(escaped.items())[:MAX_LITERALS]
 
 
 def match_at(text: str, terms: list[Term]) -> tuple[int, str]:
