@@ -32,6 +32,7 @@ class SessionSettings(TypedDict, total=False):
     strategy: str | None
     anchors: list[str] | None
     auto_compact: bool | None
+    recall: bool | None
     compaction: dict[str, Any] | None
     metadata: dict[str, Any] | None
     lock_token: str | None

@@ -80,6 +80,7 @@ class Session(_Model):
     strategy: str | None = None
     anchors: list[str] | None = None
     auto_compact: bool | None = None
+    recall: bool | None = None
     compaction: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     tokenizer: str | None = None
