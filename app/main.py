@@ -35,6 +35,8 @@ from app.messages.groups import Groups
 from app.messages.lane import AppendLane
 from app.messages.router import router as messages_router
 from app.observability.middleware import BodyLimit, RequestContext
+from app.search.mcp import build as build_mcp
+from app.search.router import router as search_router
 from app.sessions.router import router as sessions_router
 from app.settings import Settings
 from app.tokens import get_counter
@@ -91,9 +93,11 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
             app.state.compactions = runner
             if in_process:  # True or "auto"
                 runner.start()
+            await app.state.mcp.start()
             try:
                 yield
             finally:
+                await app.state.mcp.stop()
                 await runner.stop()
                 await groups.close()
                 await app.state.events.stop()
@@ -118,9 +122,12 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         tokens_router,
         context_router,
         compaction_router,
+        search_router,
         console_router,
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
+    # /mcp: the recall tools over the Model Context Protocol (its route, its lifespan above).
+    app.state.mcp = build_mcp(app)
     _install_error_handlers(app)
     install_openapi(app)
     keyring = Keyring(

@@ -16,8 +16,12 @@ The loop every agent on contextd runs:
 4. repeat until the model answers without calling a tool.
 
 The agent keeps no history of its own: run it again with the same `--session`
-and it picks up where it stopped. One tool, `read_file`, confined to the folder
-the agent runs in. Needs `pip install contextd-client openai`;
+and it picks up where it stopped. One tool of its own, `read_file`, confined to
+the folder the agent runs in; and contextd's `recall` tool (the session's
+`recall` setting): when a payload leaves older messages out, it says so, and the
+model can search the whole log and read any message back, which the client runs
+(`contextd_client.recall.run_recall`). `--max-tokens` fits payloads to a smaller
+budget than the model's window. Needs `pip install contextd-client openai`;
 `CONTEXTD_API_KEY` if the server has keys.
 """
 
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from contextd_client import ContextdClient
+from contextd_client.recall import RECALL_TOOL_NAME, run_recall
 from openai import OpenAI
 
 TOOLS = [
@@ -60,7 +65,9 @@ def read_file(path: str) -> str:
     return f"{len(text.splitlines())} lines in {path}\n{text}"
 
 
-def run_tool(call: dict[str, Any]) -> str:
+def run_tool(contextd: ContextdClient, session: str, call: dict[str, Any]) -> str:
+    if call["function"]["name"] == RECALL_TOOL_NAME:  # contextd's own: the client runs it
+        return run_recall(contextd, session, call["function"]["arguments"])
     try:
         args = json.loads(call["function"]["arguments"] or "{}")
     except json.JSONDecodeError:
@@ -75,17 +82,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("question")
     p.add_argument("--session", default=f"agent-{uuid.uuid4().hex[:8]}")
     p.add_argument("--max-steps", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=None, help="payload budget")
     args = p.parse_args(argv)
 
     model = os.environ.get("MODEL", "gpt-4o-mini")
     llm = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY from the environment
     with ContextdClient() as contextd:  # CONTEXTD_URL and CONTEXTD_API_KEY
-        # The session carries the system prompt and tools, so every payload has them.
-        contextd.put_session(args.session, model=model, system_prompt=SYSTEM, tools=TOOLS)
+        # The session carries the system prompt and tools, so every payload has them, and
+        # `recall`: payloads add the recall tool and say what they leave out.
+        contextd.put_session(
+            args.session, model=model, system_prompt=SYSTEM, tools=TOOLS, recall=True
+        )
         contextd.append(args.session, [{"role": "user", "content": args.question}])
 
         for _ in range(args.max_steps):
-            payload = contextd.context(args.session)
+            payload = contextd.context(args.session, max_tokens=args.max_tokens)
             reply = llm.chat.completions.create(
                 model=model, messages=payload.messages, tools=payload.tools
             )
@@ -99,7 +110,12 @@ def main(argv: list[str] | None = None) -> int:
             if calls:
                 said["tool_calls"] = calls
             results = [
-                {"role": "tool", "tool_call_id": c["id"], "content": run_tool(c)} for c in calls
+                {
+                    "role": "tool",
+                    "tool_call_id": c["id"],
+                    "content": run_tool(contextd, args.session, c),
+                }
+                for c in calls
             ]
             contextd.append(args.session, [said, *results])
             if not calls:

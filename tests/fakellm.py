@@ -27,6 +27,11 @@ Behaviours:
 - ``omit_anchors``: ``normal`` without any item that contains an anchor
 - ``minimal``: a valid summary of one vague timeline entry (no anchors, no identifiers)
 - ``english``: a plausible summary in English whatever the conversation's language
+- ``recall``: an agent that recalls, for requests that offer a ``recall`` tool: after a
+  user message it calls ``recall`` with ``{"query": <the last word of the user
+  message>}``; after that answer, ``recall`` with ``{"seq": <the first "seq N" the
+  answer names>}``; after that, it answers ``Recalled: <the line of the result that
+  holds the query>`` (or ``Recalled nothing``)
 - ``agent``: a tool-using agent, for requests that offer ``tools``: after a user
   message it calls the first tool with ``{"path": <the last word of the user
   message>}``; after tool results it answers, quoting the first line of the last
@@ -63,7 +68,7 @@ BEHAVIOURS = frozenset(
     {
         "normal", "slow", "timeout", "500", "503", "429", "garbage", "drop_connection", "refuse",
         "refuse_text", "not_json", "wrong_types", "empty", "truncate", "omit_anchors", "english",
-        "minimal", "agent",
+        "minimal", "agent", "recall",
     }
 )  # fmt: skip
 
@@ -332,6 +337,8 @@ class FakeLLM:
         messages = body.get("messages") or []
         if behaviour == "agent" and body.get("tools"):
             return self._agent_step(body, messages)
+        if behaviour == "recall" and body.get("tools"):
+            return self._recall_step(body, messages)
         prompt = parse_prompt(messages)
         summary = faithful_summary(
             prompt, int(body.get("max_tokens") or body.get("max_completion_tokens") or 1024)
@@ -400,6 +407,43 @@ class FakeLLM:
             ]
             finish = "tool_calls"
         return self._envelope(body, message, finish, 0, 0)
+
+    def _recall_step(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+        users = [m for m in messages if m.get("role") == "user"]
+        words = str(users[-1].get("content") or "").split() if users else []
+        query = words[-1].strip("?.!") if words else ""
+        last = messages[-1] if messages else {}
+        asked = [m for m in messages if m.get("role") == "assistant" and m.get("tool_calls")]
+        previous = (
+            json.loads(asked[-1]["tool_calls"][0]["function"]["arguments"] or "{}")
+            if asked and last.get("role") == "tool"
+            else None
+        )
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        args: dict[str, Any] | None = None
+        if previous is None:
+            args = {"query": query}
+        elif "query" in previous:
+            # The first tool output among the hits: a model looking for what a tool said.
+            found = re.search(r"seq (\d+) \(tool[^)]*\)(?: line (\d+))?", str(last.get("content")))
+            if found:
+                args = {"seq": int(found.group(1))}
+                if found.group(2):  # a few lines around the match, not the whole output
+                    line = int(found.group(2))
+                    args.update(line_start=max(1, line - 2), line_end=line + 2)
+        if args is None:
+            lines = [x for x in str(last.get("content") or "").splitlines() if query in x]
+            message["content"] = f"Recalled: {lines[0]}" if lines else "Recalled nothing"
+            return self._envelope(body, message, "stop", 0, 0)
+        call_id = f"call_{len(self.calls)}"
+        message["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "recall", "arguments": json.dumps(args)},
+            }
+        ]
+        return self._envelope(body, message, "tool_calls", 0, 0)
 
     async def _send(
         self,

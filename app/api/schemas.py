@@ -187,6 +187,9 @@ class ContextIn(BaseModel):
     strategy: str | None = Field(None, max_length=100)
     reserve_output_tokens: int | None = Field(None, ge=0, le=100_000_000)
     preview_limit_tokens: int | None = Field(None, ge=1)
+    recall: bool | None = Field(
+        None, description="the recall tool and the note on what was left out (default: session)"
+    )
     format: Literal["openai", "responses", "anthropic"] = "openai"
     previous_prefix_id: str | None = Field(
         None,
@@ -344,6 +347,7 @@ class Session(BaseModel):
     strategy: str | None
     anchors: list[str]
     auto_compact: bool
+    recall: bool = Field(False, description="payloads carry the recall tool and note")
     compaction: dict[str, Any]
     metadata: dict[str, Any]
     tokenizer: str

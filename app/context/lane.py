@@ -65,6 +65,10 @@ def query_args(raw: bytes) -> dict[str, Any] | None:
     prefix_id = args["previous_prefix_id"]
     if prefix_id is not None and _PREFIX_ID.fullmatch(prefix_id) is None:
         return None
+    recall = values.pop("recall", None)
+    if recall is not None and recall not in ("true", "false"):
+        return None  # the route reads the other spellings of a bool
+    args["recall"] = None if recall is None else recall == "true"
     args["format"] = values.pop("format", DEFAULT_FORMAT)
     if values or args["format"] not in FORMATS:
         return None

@@ -25,6 +25,7 @@ POST_FIELDS = (
     "preview_limit_tokens",
     "format",
     "previous_prefix_id",
+    "recall",
 )
 
 FORMAT_DOC = (
@@ -43,6 +44,10 @@ PREFIX_ID_MAX = 16384
 # to 12 bytes a character, and 16,384 of them made a request line the HTTP server
 # refuses (over 80 KB: a bare 400 before the app sees it; `make fuzz` found it).
 PREFIX_ID_PATTERN = r"^[!-~]*$"
+RECALL_DOC = (
+    "the recall tool among `tools`, and a system note on what the payload leaves out "
+    "(default: the session's `recall` setting)"
+)
 PREFIX_ID_DOC = (
     "the `prefix_id` of this stream's previous payload: makes `usage.stable_prefix_tokens` "
     "exact (without it the previous call is assumed to lack only the newest step)"
@@ -66,13 +71,14 @@ async def get_context(
         str | None,
         Query(max_length=PREFIX_ID_MAX, pattern=PREFIX_ID_PATTERN, description=PREFIX_ID_DOC),
     ] = None,
+    recall: Annotated[bool | None, Query(description=RECALL_DOC)] = None,
 ) -> Response:
     """From the session's stored system prompt and tools. `messages` goes straight to
     `chat.completions.create(messages=...)`; `decisions` say why each seq is kept,
     previewed, cut, dropped or excluded. `format` picks the provider's shape."""
     # Most calls never get here: app/context/lane.py answers them ahead of the router.
     params = get_params(
-        max_tokens, strategy, mode, reserve_output_tokens, format, previous_prefix_id
+        max_tokens, strategy, mode, reserve_output_tokens, format, previous_prefix_id, recall
     )
     return _response(await answer(request.app.state, await get_tenant(request), session_id, params))
 
@@ -84,6 +90,7 @@ def get_params(
     reserve_output_tokens: int,
     format: str,
     previous_prefix_id: str | None,
+    recall: bool | None = None,
 ) -> service.ContextParams:
     """The GET route's parameters, once FastAPI (or the lane) has parsed the query."""
     validate_context_params(
@@ -99,6 +106,7 @@ def get_params(
         reserve_output_tokens=reserve_output_tokens,
         format=format,
         previous_prefix_id=previous_prefix_id,
+        recall=recall,
     )
 
 
@@ -133,8 +141,15 @@ def post_params(body: dict[str, Any]) -> service.ContextParams:
     previous = body.get("previous_prefix_id")
     if previous is not None and (not isinstance(previous, str) or len(previous) > PREFIX_ID_MAX):
         raise invalid("previous_prefix_id", f"must be a string of at most {PREFIX_ID_MAX} chars")
+    recall = body.get("recall")
+    if recall is not None and not isinstance(recall, bool):
+        raise invalid("recall", "must be true or false")
     validate_context_params(
-        **{k: body.get(k) for k in POST_FIELDS if k not in ("format", "previous_prefix_id")}
+        **{
+            k: body.get(k)
+            for k in POST_FIELDS
+            if k not in ("format", "previous_prefix_id", "recall")
+        }
     )
     return service.ContextParams(
         max_tokens=body.get("max_tokens"),
@@ -147,6 +162,7 @@ def post_params(body: dict[str, Any]) -> service.ContextParams:
         dynamic_context=list(body.get("dynamic_context") or []),
         format=fmt,
         previous_prefix_id=previous,
+        recall=recall,
     )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from app.context import (
     formats,
     memo,
     preview,
+    recall,
     signals,
     stability,
 )
@@ -63,6 +65,8 @@ class ContextParams:
     # The `prefix_id` of the previous payload of this stream, echoed by the client:
     # makes `usage.stable_prefix_tokens` exact (see app/context/stability.py).
     previous_prefix_id: str | None = None
+    # The recall tool and note (app/context/recall.py); None: the session's setting.
+    recall: bool | None = None
 
 
 async def payload(
@@ -92,6 +96,7 @@ async def build(
     budget, status = await _budget(db, tenant, sid, row, params, settings)
     counter = get_counter(effective_model(row, settings))
     call = _Stream.of(row, params, settings, counter, budget)
+    recalls = recall.enabled(params.recall, row.recall)
     stored, replaced = stability.stored(streams, call.key)
     in_force = stored if stored is not None and stored.holds_for(row) else None
     layout = in_force or stability.Layout.untrimmed(row)
@@ -112,7 +117,7 @@ async def build(
             budget=call.raw_budget,
             session_id=sid,
             system=params.system if params.system is not None else row.system_prompt,
-            tools=params.tools if params.tools is not None else row.tools,
+            tools=_tools(params, row, recalls),
             dynamic_context=params.dynamic_context,
             summary=summary,
             mode=params.mode,
@@ -130,7 +135,8 @@ async def build(
         x for x in (layout, stored, replaced, stability.Layout.untrimmed(row)) if x is not None
     ]
     shared = _shared_prefix(stable, result, previous, row, counter, params.previous_prefix_id)
-    body = _body(result, status, shared, call.factor, budget - params.reserve_output_tokens)
+    note = _recall_note(stable, result, row, counter) if recalls else None
+    body = _body(result, status, shared, call.factor, budget - params.reserve_output_tokens, note)
     _record(events, tenant, sid, row, result, budget, retrimmed)
     # The hook where the Chat Completions payload becomes the requested provider format.
     errors = (
@@ -195,6 +201,8 @@ class _Stream:
         raw_budget, raw_reserve = calibration.raw_budget(
             budget, params.reserve_output_tokens, factor
         )
+        if recall.enabled(params.recall, row.recall):
+            raw_reserve += recall.reserve(counter)  # room for the note, kept like output
         strategy_name = validate_strategy(params.strategy or row.strategy or DEFAULT_STRATEGY)
         preview_limit = params.preview_limit_tokens or settings.tool_preview_tokens
         # The payload stream: the parameters that shape the history selection. Not the
@@ -252,18 +260,41 @@ def _shared_prefix(
     )
 
 
+def _tools(params: ContextParams, row: SessionRow, recalls: bool) -> list[dict[str, Any]]:
+    tools = params.tools if params.tools is not None else row.tools
+    return recall.with_tool(tools) if recalls else tools
+
+
+def _recall_note(
+    stable: stability.StableStrategy,
+    result: AssembledContext,
+    row: SessionRow,
+    counter: TokenCounter,
+) -> Callable[[dict[str, Any]], None]:
+    """recall.add_note for this payload: the note goes after the head (the messages
+    before the history units sent)."""
+    sent = sum(len(u.messages) for u, _ in stable.units_sent())
+    head = len(result.messages) - sent
+    return functools.partial(
+        recall.add_note, result=result, head_messages=head, last_seq=row.last_seq, counter=counter
+    )
+
+
 def _body(
     result: AssembledContext,
     status: str,
     shared: stability.SharedPrefix,
     factor: float,
     input_limit: int,
+    note: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     body = result.to_dict()
     body["usage"]["status"] = status
     body["usage"]["stable_prefix_tokens"] = shared.tokens
     body["usage"]["stable_prefix_messages"] = shared.messages
     body["prefix_id"] = shared.prefix_id
+    if note is not None:
+        note(body)  # counted before calibration, like every other part
     calibration.calibrate_usage(body["usage"], factor, input_limit)
     return body
 

@@ -53,7 +53,9 @@ ON CONFLICT (tenant_id, id) DO NOTHING
 # whatever committed meanwhile. Stored message ids and used call ids are skipped
 # (ON CONFLICT DO NOTHING) and an answer only lands on an open call: the counts
 # returned say whether the batch went in whole; when not, the caller rolls back and
-# appends again the careful way, which names the problem.
+# appends again the careful way, which names the problem. Each message's search
+# lexemes (`search`, app/search/text.py: made before the transaction, as the token
+# counts are) go in with it: a search never misses an acknowledged message.
 WRITE_BATCH = f"""
 WITH s AS (
     UPDATE sessions SET
@@ -68,15 +70,16 @@ WITH s AS (
     RETURNING last_seq - $3 AS base_seq, context_tokens - $4 AS base_tokens, {_HEAD}
 ), m AS (
     INSERT INTO messages (tenant_id, session_id, seq, message_id, role, body, token_count,
-        context_tokens_through, pinned, include_in_context, mode, run_id, metadata, error)
+        context_tokens_through, pinned, include_in_context, mode, run_id, metadata, error,
+        search)
     SELECT $1, $2, s.base_seq + u.ord, u.message_id, u.role, u.body, u.token_count,
         s.base_tokens + u.through, u.pinned, u.include_in_context, u.mode, u.run_id,
-        u.metadata, u.error
+        u.metadata, u.error, u.search::tsvector
     FROM s, unnest($9::text[], $10::text[], $11::jsonb[], $12::int[], $13::bigint[],
                    $14::bool[], $15::bool[], $16::text[], $17::text[], $18::jsonb[],
-                   $19::jsonb[]) WITH ORDINALITY
+                   $19::jsonb[], $25::text[]) WITH ORDINALITY
         AS u(message_id, role, body, token_count, through, pinned, include_in_context,
-             mode, run_id, metadata, error, ord)
+             mode, run_id, metadata, error, search, ord)
     ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING
     RETURNING 1
 ), c AS (
@@ -137,15 +140,16 @@ WITH r AS MATERIALIZED (
         last_seq - r.n AS base_seq, context_tokens - r.added AS base_tokens, {_HEAD}
 ), m AS (
     INSERT INTO messages (tenant_id, session_id, seq, message_id, role, body, token_count,
-        context_tokens_through, pinned, include_in_context, mode, run_id, metadata, error)
+        context_tokens_through, pinned, include_in_context, mode, run_id, metadata, error,
+        search)
     SELECT s.tenant_id, s.session_id, s.base_seq + u.ord, u.message_id, u.role, u.body,
         u.token_count, s.base_tokens + u.through, u.pinned, u.include_in_context, u.mode,
-        u.run_id, u.metadata, u.error
+        u.run_id, u.metadata, u.error, u.search::tsvector
     FROM s JOIN unnest($9::int[], $10::int[], $11::text[], $12::text[], $13::jsonb[],
                        $14::int[], $15::bigint[], $16::bool[], $17::bool[], $18::text[],
-                       $19::text[], $20::jsonb[], $21::jsonb[])
+                       $19::text[], $20::jsonb[], $21::jsonb[], $29::text[])
         AS u(k, ord, message_id, role, body, token_count, through, pinned,
-             include_in_context, mode, run_id, metadata, error) ON u.k = s.k
+             include_in_context, mode, run_id, metadata, error, search) ON u.k = s.k
     ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING
     RETURNING tenant_id, session_id
 ), c AS (

@@ -38,6 +38,7 @@ from app.messages.types import content_text, counts_in_context
 from app.messages.validation import Incoming, parse_batch
 from app.models import MessageRow, SessionRow
 from app.observability import metrics
+from app.search.text import message_tsvector, session_lexeme
 from app.sessions import repository as sessions
 from app.sessions.recount import recount_log
 from app.sessions.service import budget_of, effective_model
@@ -191,7 +192,7 @@ async def _optimistic(conn: Any, p: Pending) -> AppendResult:
 async def _write_batch(conn: Any, p: Pending) -> Any:
     """WRITE_BATCH's row for the append: its session as it was, and what went in."""
     return await conn.fetchrow(
-        repo.WRITE_BATCH, p.tenant, p.sid, *_write_args(p.batch, p.counts, p.ids)
+        repo.WRITE_BATCH, p.tenant, p.sid, *_write_args(p.tenant, p.sid, p.batch, p.counts, p.ids)
     )
 
 
@@ -333,9 +334,9 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
 
 def _group_args(items: Sequence[Pending]) -> list[Any]:
     """WRITE_GROUP's parameters: each append's WRITE_BATCH arguments, tagged with its k."""
-    columns: list[list[Any]] = [[] for _ in range(28)]
+    columns: list[list[Any]] = [[] for _ in range(29)]
     for k, p in enumerate(items, 1):
-        args = _write_args(p.batch, p.counts, p.ids)
+        args = _write_args(p.tenant, p.sid, p.batch, p.counts, p.ids)
         columns[0].append(p.tenant)
         columns[1].append(p.sid)
         for col, value in enumerate(args[:6], 2):  # n, tokens, then the four role counts
@@ -350,6 +351,7 @@ def _group_args(items: Sequence[Pending]) -> list[Any]:
         columns[25].extend([k] * len(args[20]))
         for col, values in enumerate(args[20:22], 26):  # the answers to earlier calls
             columns[col].extend(values)
+        columns[28].extend(args[22])  # the messages' search lexemes
     return columns
 
 
@@ -387,7 +389,7 @@ async def _careful(
     assigned: dict[int, dict[str, Any]] = {}
     if fresh:
         result = await conn.fetchrow(
-            repo.WRITE_BATCH, tenant, sid, *_write_args(fresh, fresh_counts, ids)
+            repo.WRITE_BATCH, tenant, sid, *_write_args(tenant, sid, fresh, fresh_counts, ids)
         )
         calls, answers = _tool_rows(fresh)
         # Checked and locked: anything short of the whole batch is a bug, not a race.
@@ -436,8 +438,11 @@ async def _finish(
     return AppendResult(bool(fresh), acks, now, was.status, before.auto_compact, joins)
 
 
-def _write_args(batch: Sequence[Incoming], counts: Sequence[int], ids: Sequence[str]) -> list[Any]:
+def _write_args(
+    tenant: str, sid: str, batch: Sequence[Incoming], counts: Sequence[int], ids: Sequence[str]
+) -> list[Any]:
     """WRITE_BATCH's parameters after tenant and session: totals, then one array per column."""
+    key = session_lexeme(tenant, sid)
     roles = {"system": 0, "user": 0, "assistant": 0, "tool": 0}
     through: list[int] = []
     running = 0
@@ -471,6 +476,9 @@ def _write_args(batch: Sequence[Incoming], counts: Sequence[int], ids: Sequence[
         [c[2] for c in calls],
         [a[0] for a in answers],
         [a[1] for a in answers],
+        # The search lexemes as tsvector text ($25): the index is written by the same
+        # statement, in the same transaction, as the message.
+        [message_tsvector(m.body, key) for m in batch],
     ]
 
 

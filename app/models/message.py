@@ -15,6 +15,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base, created_at_column
@@ -53,6 +54,11 @@ class MessageRow(Base):
             "seq",
             postgresql_where=text("role = 'user'"),
         ),
+        # Recall (app/search/): the lexemes of every message. Each message's vector
+        # also holds its session's key lexeme (app/search/text.py `session_lexeme`),
+        # so a search intersects its terms with the session inside this index
+        # (btree_gin would do it by column, but the embedded PostgreSQL lacks it).
+        Index("ix_messages_search", "search", postgresql_using="gin"),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -72,6 +78,9 @@ class MessageRow(Base):
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata")
     error: Mapped[dict[str, Any] | None] = mapped_column()
     created_at: Mapped[datetime] = created_at_column()
+    # The lexemes search finds the message by (app/search/text.py), written by the
+    # append's own statement. Never loaded with the row: only search reads it.
+    search: Mapped[str | None] = mapped_column(TSVECTOR, deferred=True, deferred_raiseload=True)
 
 
 class ToolCallRow(Base):

@@ -65,6 +65,8 @@ class SessionRow(Base):
     generation: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     # The estimate's calibration from reported provider usage (app/tokens/calibration.py).
     token_calibration: Mapped[dict[str, Any]] = mapped_column(server_default=text("'{}'::jsonb"))
+    # Payloads offer the recall tool and the note on what was left out (app/context/recall.py).
+    recall: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
 
     lease_token: Mapped[str | None] = mapped_column(Text)
     lease_owner: Mapped[str | None] = mapped_column(Text)

@@ -23,6 +23,8 @@ class SessionSettingsIn(BaseModel):
     strategy: StoredStr | None = Field(None, min_length=1, max_length=100)
     anchors: list[Anchor] | None = Field(None, max_length=200)
     auto_compact: bool | None = None
+    # Payloads offer the recall tool and a note on what they leave out (SPEC §3 Recall).
+    recall: bool | None = None
     compaction: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     lock_token: StoredStr | None = Field(None, max_length=200)

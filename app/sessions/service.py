@@ -26,6 +26,7 @@ SETTING_FIELDS = (
     "strategy",
     "anchors",
     "auto_compact",
+    "recall",
     "compaction",
     "metadata",
 )
@@ -111,7 +112,14 @@ async def put_session(
 
     changes = {f: getattr(body, f) for f in SETTING_FIELDS if f in body.model_fields_set}
     _validate_changes(changes, row, settings)
-    defaults = {"tools": [], "anchors": [], "auto_compact": True, "compaction": {}, "metadata": {}}
+    defaults = {
+        "tools": [],
+        "anchors": [],
+        "auto_compact": True,
+        "recall": False,
+        "compaction": {},
+        "metadata": {},
+    }
     for name, value in changes.items():
         if value is None and name in defaults:
             value = defaults[name]
@@ -203,6 +211,7 @@ def view(row: SessionRow, settings: Settings) -> dict[str, Any]:
         "strategy": row.strategy,
         "anchors": row.anchors,
         "auto_compact": row.auto_compact,
+        "recall": row.recall,
         "compaction": row.compaction,
         "metadata": row.metadata_,
         "tokenizer": row.tokenizer,

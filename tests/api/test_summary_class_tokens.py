@@ -104,6 +104,8 @@ async def test_migration_0011_counts_summaries_already_logged(
             summary_tokens,
             sid,
         )
+        # Later migrations undone for real first: stamping only rewrites the revision.
+        await asyncio.to_thread(command.downgrade, alembic_config(url), "0011_summary_class_tokens")
         await asyncio.to_thread(command.stamp, alembic_config(url), "0010_claim_indexes")
         await asyncio.to_thread(run_migrations, url)
         through = await conn.fetch(

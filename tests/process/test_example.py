@@ -106,3 +106,37 @@ async def test_the_agents_sdk_example_remembers_and_undoes(
     ]
     third = llm.calls[2].body["messages"]
     assert [m["role"] for m in third] == ["system", "user", "assistant", "tool", "user"]
+
+
+async def test_the_example_agent_recalls_what_its_payload_left_out(
+    start_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    from tests.clients.test_recall_tool import QUESTION, SECRET, history
+
+    server = start_server()
+    sid = f"example-recall-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as c:
+        r = await c.post(f"/sessions/{sid}/messages", json={"messages": history()})
+        assert r.status_code == 201
+    async with FakeLLM(behaviour="recall") as llm:
+        env = {
+            **os.environ,
+            "CONTEXTD_URL": server.base_url,
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "test-key",
+            "MODEL": "gpt-4o-mini",
+            "PYTHONPATH": str(REPO / "clients" / "python"),
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(REPO / "examples" / "agent_loop.py"),
+            "--session", sid, "--max-tokens", "4000", QUESTION,
+            cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip() == f"Recalled: {SECRET}"
+    first = llm.calls[0].body
+    assert SECRET not in str(first["messages"])
+    assert [t["function"]["name"] for t in first["tools"]] == ["read_file", "recall"]
+    assert any("not shown here" in str(m["content"]) for m in first["messages"])

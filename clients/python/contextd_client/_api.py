@@ -32,6 +32,7 @@ class SessionSettings(TypedDict, total=False):
     strategy: str | None
     anchors: list[str] | None
     auto_compact: bool | None
+    recall: bool | None
     compaction: dict[str, Any] | None
     metadata: dict[str, Any] | None
     lock_token: str | None
@@ -165,6 +166,20 @@ def message(
     return _call("GET", path, _model(m.Message), params=params, idempotent=True)
 
 
+def search(
+    session_id: str,
+    q: str,
+    limit: int | None,
+    before_seq: int | None,
+    roles: Sequence[str] | None,
+) -> Call[m.SearchResult]:
+    params = _params(
+        q=q, limit=limit, before_seq=before_seq, roles=",".join(roles) if roles else None
+    )
+    path = f"/sessions/{_sid(session_id)}/search"
+    return _call("GET", path, _model(m.SearchResult), params=params, idempotent=True)
+
+
 def delete_tail(session_id: str, from_seq: int, lock_token: str | None) -> Call[m.TailDeleteResult]:
     # Not retried without an answer: between two attempts another writer may have
     # appended above from_seq, and the second attempt would delete that too.
@@ -183,7 +198,7 @@ def clear(session_id: str, lock_token: str | None) -> Call[m.ClearResult]:
 # context and budget -------------------------------------------------------------------
 
 
-QUERY_PARAMS = ("max_tokens", "strategy", "mode", "format", "reserve_output_tokens")
+QUERY_PARAMS = ("max_tokens", "strategy", "mode", "format", "reserve_output_tokens", "recall")
 MAX_QUERY_PREFIX_ID = 2048
 
 

@@ -190,6 +190,19 @@ class ContextdClient:
         )
         return self._send(_api.message(session_id, seq, ranges))
 
+    def search(
+        self,
+        session_id: str,
+        q: str,
+        *,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        roles: Sequence[str] | None = None,
+    ) -> m.SearchResult:
+        """Recall: full-text search over the whole log (compacted and trimmed messages
+        included), best first; read a hit in full with `message(session_id, hit.seq)`."""
+        return self._send(_api.search(session_id, q, limit, before_seq, roles))
+
     def delete_tail(
         self, session_id: str, from_seq: int, *, lock_token: str | None = None
     ) -> m.TailDeleteResult:
@@ -215,6 +228,7 @@ class ContextdClient:
         tools: list[dict[str, Any]] | None = None,
         dynamic_context: list[str | dict[str, Any]] | None = None,
         preview_limit_tokens: int | None = None,
+        recall: bool | None = None,
         previous_prefix_id: PreviousPrefix = REMEMBERED,
     ) -> m.Context:
         """The payload for the next model call. Per-call `system`, `tools` or
@@ -224,11 +238,14 @@ class ContextdClient:
         same session and parameters (`contextd_client._prefix.STREAM_PARAMS`), which
         makes `usage.stable_prefix_tokens` exact; pass a string to send that one, or
         None to send none (the server then assumes only the newest step is new).
-        `echo_prefix_ids=False` on the client turns the default off."""
+        `echo_prefix_ids=False` on the client turns the default off. `recall=True`
+        adds the recall tool and a note on what was left out (`contextd_client.recall`
+        runs the tool); None keeps the session's setting."""
         parts = dict(
             max_tokens=max_tokens, strategy=strategy, mode=mode, format=format,
             reserve_output_tokens=reserve_output_tokens, system=system, tools=tools,
             dynamic_context=dynamic_context, preview_limit_tokens=preview_limit_tokens,
+            recall=recall,
         )  # fmt: skip
         stream = self.prefix_ids.key(session_id, parts)
         parts["previous_prefix_id"] = self.prefix_ids.resolve(stream, previous_prefix_id)

@@ -30,6 +30,8 @@ __all__ = [
     "LeaseHolder",
     "Message",
     "MessagePage",
+    "SearchHit",
+    "SearchResult",
     "Session",
     "SessionPage",
     "SessionStats",
@@ -78,6 +80,7 @@ class Session(_Model):
     strategy: str | None = None
     anchors: list[str] | None = None
     auto_compact: bool | None = None
+    recall: bool | None = None
     compaction: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     tokenizer: str | None = None
@@ -123,6 +126,28 @@ class Message(_Model):
             if value is not None:
                 out[key] = value
         return out
+
+
+class SearchHit(_Model):
+    """One message a search found: where it is and a snippet around the match."""
+
+    seq: int
+    role: str
+    tool_name: str | None = None
+    snippet: str = ""
+    line: int | None = None
+    path: str = ""
+    score: float = 0.0
+    compacted: bool = False
+
+
+class SearchResult(_Model):
+    """`GET /sessions/{id}/search`: hits best first, newest first among equals."""
+
+    query: str = ""
+    hits: list[SearchHit] = Field(default_factory=list)
+    last_seq: int = 0
+    last_compaction_seq: int = 0
 
 
 class MessagePage(_Model):

@@ -39,6 +39,7 @@ STREAM_PARAMS = (
     "format",
     "reserve_output_tokens",
     "preview_limit_tokens",
+    "recall",
 )
 # Enough for every stream a long-lived process keeps calling; the oldest go first.
 MAX_STREAMS = 4096

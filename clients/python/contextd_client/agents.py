@@ -7,6 +7,9 @@
     config = RunConfig(call_model_input_filter=session.call_model_input_filter)
     result = await Runner.run(agent, "Hi!", session=session, run_config=config)
 
+`session.recall_tool()` is contextd's recall tool as an SDK `FunctionTool`: the
+model searches the whole log and reads back what trimming or compaction left out.
+
 `ContextdSession` implements the SDK's `Session` protocol on contextd's log:
 items are stored as chat messages (see `contextd_client._responses` for the
 mapping, which loses nothing), `get_items(limit)` reads the tail, `pop_item`
@@ -31,6 +34,12 @@ from contextd_client._async_client import AsyncContextdClient
 from contextd_client._exceptions import NotFound
 from contextd_client._models import Message
 from contextd_client._responses import chat_to_items, items_to_messages, message_to_items
+from contextd_client.recall import (
+    RECALL_DESCRIPTION,
+    RECALL_PARAMETERS,
+    RECALL_TOOL_NAME,
+    arun_recall,
+)
 
 __all__ = ["ContextdSession"]
 
@@ -123,6 +132,24 @@ class ContextdSession:
         # messages, so what the model reads is exactly what contextd counted.
         items = chat_to_items(payload.messages)
         return ModelInputData(input=cast(list[TResponseInputItem], items), instructions=None)
+
+    def recall_tool(self) -> FunctionTool:
+        """The recall tool as an Agents SDK tool, run on this session: give it to the
+        agent (`Agent(tools=[..., session.recall_tool()])`) and the model can search
+        the whole log and read back what the payload left out. With it among the
+        agent's tools the input filter budgets for it like any other."""
+
+        async def invoke(ctx: Any, arguments: str) -> str:
+            return await arun_recall(self.client, self.session_id, arguments)
+
+        return FunctionTool(
+            name=RECALL_TOOL_NAME,
+            description=RECALL_DESCRIPTION,
+            params_json_schema=RECALL_PARAMETERS,
+            on_invoke_tool=invoke,
+            # Either argument alone is a valid call: strict mode would require both.
+            strict_json_schema=False,
+        )
 
     async def _all_messages(self) -> list[Message]:
         out: list[Message] = []

@@ -34,6 +34,7 @@ from langchain_core.messages import (
     message_to_dict,
     messages_from_dict,
 )
+from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
@@ -41,8 +42,21 @@ from contextd_client._async_client import AsyncContextdClient
 from contextd_client._client import ContextdClient
 from contextd_client._exceptions import NotFound
 from contextd_client._models import Context, Message
+from contextd_client.recall import (
+    RECALL_DESCRIPTION,
+    RECALL_PARAMETERS,
+    RECALL_TOOL_NAME,
+    arun_recall,
+    run_recall,
+)
 
-__all__ = ["ContextdChatMessageHistory", "ContextdMiddleware", "from_stored", "to_stored"]
+__all__ = [
+    "ContextdChatMessageHistory",
+    "ContextdMiddleware",
+    "from_stored",
+    "recall_tool",
+    "to_stored",
+]
 
 LC_KEY = "langchain"
 # Ids of the messages a payload put into the agent's state: they are contextd's
@@ -159,6 +173,35 @@ class ContextdChatMessageHistory(BaseChatMessageHistory):
             return
 
 
+def recall_tool(
+    session_id: str,
+    client: ContextdClient | None = None,
+    *,
+    async_client: AsyncContextdClient | None = None,
+) -> BaseTool:
+    """contextd's recall tool as a LangChain tool on `session_id`: the model searches the
+    whole log (`query`) or reads one message in full (`seq`). Sync calls need `client`,
+    async ones `async_client`."""
+
+    def run(**arguments: Any) -> str:
+        if client is None:
+            raise RuntimeError("this recall tool has only an async client: invoke it async")
+        return run_recall(client, session_id, arguments)
+
+    async def arun(**arguments: Any) -> str:
+        if async_client is None:
+            return run(**arguments)
+        return await arun_recall(async_client, session_id, arguments)
+
+    return StructuredTool.from_function(
+        func=run,
+        coroutine=arun,
+        name=RECALL_TOOL_NAME,
+        description=RECALL_DESCRIPTION,
+        args_schema=RECALL_PARAMETERS,
+    )
+
+
 def _unsaved(state: AgentState[Any]) -> list[dict[str, Any]]:
     return [
         to_stored(m) for m in state["messages"] if not (m.id or "").startswith(PAYLOAD_ID_PREFIX)
@@ -178,6 +221,9 @@ class ContextdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     Put the system prompt and tools in the session (`client.put_session(...)`) so
     contextd budgets for them, and leave `create_agent`'s `system_prompt` unset.
     `context_options` go to every context call (`max_tokens`, `strategy`, ...).
+    With `recall=True` the middleware registers contextd's recall tool with the agent
+    (`recall_tool`), and its payloads carry the recall tool's definition and the note
+    on what was left out, so the budget counts both.
     """
 
     def __init__(
@@ -187,6 +233,7 @@ class ContextdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         *,
         async_client: AsyncContextdClient | None = None,
         lock_token: str | None = None,
+        recall: bool = False,
         **context_options: Any,
     ) -> None:
         super().__init__()
@@ -197,6 +244,9 @@ class ContextdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.async_client = async_client
         self.lock_token = lock_token
         self.context_options = context_options
+        if recall:
+            self.context_options["recall"] = True
+            self.tools = [recall_tool(session_id, client, async_client=async_client)]
 
     def _sync(self) -> ContextdClient:
         if self.client is None:

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import DatabaseDep, SessionId, TenantDep
+from app.api.openapi import answers
+from app.search import service
+from app.search.schemas import SearchOut
+
+router = APIRouter(tags=["search"])
+
+
+@router.get(
+    "/sessions/{session_id}/search",
+    summary="Recall: full-text search over the whole log",
+    responses=answers({200: (SearchOut, "ranked hits with snippets and message paths")}),
+)
+async def search(
+    session_id: SessionId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    q: Annotated[str | None, Query(description="words, identifiers, any language")] = None,
+    limit: Annotated[int, Query(ge=1, le=service.MAX_LIMIT)] = 10,
+    before_seq: Annotated[
+        int | None, Query(ge=1, le=service.MAX_SEQ, description="only messages with seq below")
+    ] = None,
+    roles: Annotated[
+        list[str] | None,
+        Query(description="only these roles: `roles=user,tool` or `roles=user&roles=tool`"),
+    ] = None,
+) -> dict[str, Any]:
+    """Every message of the session is searched: compacted ones, ones a payload left
+    out, tool outputs, tool-call names and arguments. Words match whole or, from
+    three characters on, as a prefix; an identifier (`src/app/models.py`,
+    `snake_case_name`, `getUserName`) whole or by a run of its parts
+    (`app/models.py`, `case_name`); Chinese, Japanese and Korean text by any
+    substring of two or more characters. Messages matching the query's rarest
+    terms rank first, newest first among equals. A query of only punctuation
+    finds nothing; an empty one is a 422. Read a hit in full at its `path`."""
+    found = await service.search(
+        db,
+        tenant,
+        session_id,
+        service.check_query(q),
+        limit=limit,
+        before_seq=before_seq,
+        roles=service.check_roles(roles),
+    )
+    return found.as_dict(session_id, q or "")

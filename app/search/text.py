@@ -1,0 +1,321 @@
+"""What search indexes of a message and how a query matches it: pure, no database.
+
+PostgreSQL's own parsers do not fit a conversation log: `to_tsvector('simple', …)`
+keeps a run of Chinese characters as one lexeme (a word inside it is never
+found), and pg_trgm cannot look up a word shorter than three characters, which
+is most Chinese words. So contextd splits text itself, once, on append, and
+hands PostgreSQL a ready `tsvector`:
+
+- a word is lower-cased (`Größe` -> `größe`), no stemming, no stop words: a
+  conversation mixes languages, and a stemmer of one language mangles the rest;
+- an identifier (`src/app/models.py`, `snake_case_name`, `getUserName`,
+  `HXDUBJ`) is indexed whole and as its parts at consecutive positions, so it
+  is found whole, and by any run of its parts as a phrase (`app/models.py`,
+  `case_name`, `UserName`);
+- a run of CJK characters (no spaces between words) is indexed as overlapping
+  bigrams at consecutive positions, and a query's run is the phrase of its
+  bigrams: any substring of two or more characters is found.
+
+A query is split the same way into groups (one per word, identifier or CJK
+run); `app/search/service.py` ranks messages by the rarer groups they match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.messages.types import call_function, content_text
+
+# A chunk: word characters, joined by single punctuation marks that are part of
+# identifiers and paths when a word character follows (`a.b`, `x/y`, `k-v`, `a:b`).
+_CHUNK = re.compile(r"\w+(?:[./\\\-:@#+~=]\w+)*")
+# Parts of an identifier: letters-and-digits runs, split at camelCase boundaries.
+_PART = re.compile(r"[^\W_]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_CJK = re.compile(
+    "["
+    "\u2e80-\u2fdf"  # radicals
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3100-\u312f\u31a0-\u31bf"  # bopomofo
+    "\u3400-\u4dbf\u4e00-\u9fff"  # CJK unified ideographs (+ extension A)
+    "\uac00-\ud7af"  # hangul syllables
+    "\uf900-\ufaff"  # compatibility ideographs
+    "\U00020000-\U0002fa1f"  # extensions B and later
+    "]+"
+)
+
+# PostgreSQL limits: a lexeme under 2 KB, positions up to 16383, a tsvector under
+# 1 MB. Longer "words" are blobs (base64, minified code): their parts still count.
+MAX_LEXEME_CHARS = 100
+MAX_POSITION = 16383
+# What is indexed of one message: a bound on the append's cost and on the tsvector's
+# size. Text past it is still stored and read back; it is only not found by search.
+MAX_INDEXED_CHARS = 200_000
+# PostgreSQL's tsvector holds under 1 MB: each lexeme costs its UTF-8 bytes and a few
+# more, each position 2 bytes. Past this budget new lexemes and positions are left out.
+MAX_TSVECTOR_BYTES = 800_000
+
+
+def searchable_text(body: Mapping[str, Any]) -> str:
+    """The text search sees of a message: content, the `name`, and every tool call's
+    function name and arguments."""
+    pieces = [content_text(body)]
+    name = body.get("name")
+    if isinstance(name, str) and name:
+        pieces.append(name)
+    for call in body.get("tool_calls") or ():
+        fn = call_function(call)
+        if fn is not None:
+            pieces.extend(fn)
+    refusal = body.get("refusal")
+    if isinstance(refusal, str):
+        pieces.append(refusal)
+    return "\n".join(p for p in pieces if p)
+
+
+def _parts(chunk: str) -> list[str]:
+    out: list[str] = []
+    for run in _PART.findall(chunk):
+        # camelCase is an ASCII habit: other scripts' words stay whole.
+        pieces = (_CAMEL.findall(run) or [run]) if run.isascii() else [run]
+        out.extend(p.lower() for p in pieces)
+    return out
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One group of a query: an identifier, a word or a CJK run, matched as a unit."""
+
+    text: str  # as the user wrote it (for snippets)
+    tsquery: str  # PostgreSQL tsquery text, every lexeme quoted
+
+    @property
+    def identifier(self) -> bool:
+        """A path, a code, a snake_case or camelCase name, a number: what a recall asks
+        for by name, and what plain words around it (in "what did the test say about
+        X") must not outweigh."""
+        return not self.text.isalpha() or (
+            self.text.isascii() and self.text[1:] != self.text[1:].lower()
+        )
+
+
+def _segments(text: str) -> list[tuple[str, str]]:
+    """(kind, piece) in text order: "cjk" runs and "word" chunks."""
+    out: list[tuple[str, str]] = []
+    for chunk in _CHUNK.finditer(text):
+        s = chunk.group()
+        pos = 0
+        for cjk in _CJK.finditer(s):
+            if cjk.start() > pos:
+                out.extend(("word", m.group()) for m in _CHUNK.finditer(s[pos : cjk.start()]))
+            out.append(("cjk", cjk.group()))
+            pos = cjk.end()
+        if pos == 0:
+            out.append(("word", s))
+        elif pos < len(s):
+            out.extend(("word", m.group()) for m in _CHUNK.finditer(s[pos:]))
+    return out
+
+
+def lexemes(text: str) -> dict[str, list[int]]:
+    """Lexeme -> positions (1-based, as PostgreSQL counts) of the text's words."""
+    text = unicodedata.normalize("NFC", text[:MAX_INDEXED_CHARS])
+    out: dict[str, list[int]] = {}
+    pos = 1
+    room = MAX_TSVECTOR_BYTES
+
+    def add(lexeme: str, at: int) -> None:
+        nonlocal room
+        if len(lexeme) > MAX_LEXEME_CHARS:
+            return
+        where = out.get(lexeme)
+        if where is None:
+            cost = len(lexeme.encode()) + 8
+            if cost > room:
+                return
+            room -= cost
+            out[lexeme] = where = []
+        # PostgreSQL keeps 256 positions per lexeme; more only cost the append.
+        if len(where) < 256 and room >= 2:
+            room -= 2
+            where.append(min(at, MAX_POSITION))
+
+    for kind, piece in _segments(text):
+        if kind == "cjk":
+            grams = _bigrams(piece)
+            for i, gram in enumerate(grams):
+                add(gram, pos + i)
+            pos += len(grams)
+            continue
+        parts = _parts(piece)
+        if not parts:
+            continue
+        whole = piece.lower()
+        if len(parts) > 1 or parts[0] != whole:
+            add(whole, pos)
+        for i, part in enumerate(parts):
+            add(part, pos + i)
+        pos += len(parts)
+    return out
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsvector_literal(text: str) -> str:
+    """The text's lexemes as a tsvector literal (`'a':1 'b':2,5`), for `::tsvector`."""
+    return " ".join(
+        _quote(lex) + (":" + ",".join(map(str, sorted(set(pos)))) if pos else "")
+        for lex, pos in lexemes(text).items()
+    )
+
+
+def session_lexeme(tenant: str, sid: str) -> str:
+    """The lexeme every message of a session carries: a search asks for it with its
+    terms, so the GIN index intersects them with the session's messages itself. It
+    starts with `~`, which no word lexeme does. A hash, not the ids: bounded length;
+    a collision only costs a recheck, since every query also filters on the key."""
+    digest = hashlib.blake2b(f"{tenant}\0{sid}".encode(), digest_size=8).hexdigest()
+    return "~" + digest
+
+
+def in_session(tenant: str, sid: str, tsquery: str) -> str:
+    """`tsquery` restricted to the session's messages, inside the index."""
+    return f"{_quote(session_lexeme(tenant, sid))} & ({tsquery})"
+
+
+def message_tsvector(body: Mapping[str, Any], session_key: str) -> str:
+    """What the append stores in `messages.search` for this body: its lexemes and the
+    session's key lexeme."""
+    words = tsvector_literal(searchable_text(body))
+    return f"{_quote(session_key)} {words}" if words else _quote(session_key)
+
+
+# A query's bounds: groups past these add nothing a user meant to ask.
+MAX_QUERY_CHARS = 1000
+MAX_TERMS = 16
+# A single word this short matches as itself only; longer ones also as a prefix
+# (`datenbank` finds `Datenbanken`, `HXDU` finds `HXDUBJ`).
+PREFIX_MIN_CHARS = 3
+
+
+def query_terms(q: str) -> list[Term]:
+    """The query's groups, in order, without repeats; at most MAX_TERMS."""
+    q = unicodedata.normalize("NFC", q)
+    terms: list[Term] = []
+    seen: set[str] = set()
+    for kind, piece in _segments(q):
+        if kind == "cjk":
+            grams = _bigrams(piece)
+            if len(grams) == 1 and len(piece) == 1:
+                tsq = _quote(piece) + ":*"
+            else:
+                tsq = " <-> ".join(_quote(g) for g in grams)
+        else:
+            parts = [p for p in _parts(piece) if len(p) <= MAX_LEXEME_CHARS]
+            if not parts:
+                continue
+            whole = piece.lower()
+            if len(parts) == 1:
+                one = _quote(parts[0])
+                tsq = one + ":*" if len(parts[0]) >= PREFIX_MIN_CHARS else one
+                if whole != parts[0] and len(whole) <= MAX_LEXEME_CHARS:
+                    tsq = f"{_quote(whole)} | {tsq}"
+            else:
+                phrase = "(" + " <-> ".join(_quote(p) for p in parts) + ")"
+                tsq = f"{_quote(whole)} | {phrase}" if len(whole) <= MAX_LEXEME_CHARS else phrase
+        if tsq in seen:
+            continue
+        seen.add(tsq)
+        terms.append(Term(piece, tsq))
+        if len(terms) >= MAX_TERMS:
+            break
+    return terms
+
+
+SNIPPET_CHARS = 160
+_EDGE = "\"'`.,;:!?()[]{}<>"
+_IDENTISH = re.compile(r"[\d_./\\:=\-\[\](){}#@]|[a-z][A-Z]")
+
+
+MAX_LITERALS = 24
+
+
+def literals(q: str) -> list[tuple[str, int]]:
+    """Exact texts of the query to look for in the stored JSON of the best candidates,
+    each with its length in tokens: every run of up to five tokens that holds code
+    (a path, a call, an operator), so "what did the test say about pytest -rsx a.py"
+    finds the message with that very command first. JSON-escaped as the stored body is
+    (`"` as `\\"`), case kept; the whole query first when it is short code."""
+    q = q.strip()
+    tokens = [t for t in q.split() if t]
+    out: dict[str, int] = {}
+    if len(q) >= 3 and _IDENTISH.search(q) and len(tokens) <= 4:
+        out[q] = len(tokens)
+    for n in range(min(5, len(tokens)), 0, -1):
+        for i in range(len(tokens) - n + 1):
+            run = tokens[i : i + n]
+            text = " ".join(run).strip(_EDGE) if n == 1 else " ".join(run)
+            # A run's ends may carry the question's own punctuation ("…about x.py?").
+            text = text.rstrip("?!,;") if i + n == len(tokens) else text
+            if len(text) >= 3 and any(_IDENTISH.search(t) for t in run):
+                out.setdefault(text, n)
+    escaped: dict[str, int] = {}
+    for text, n in out.items():
+        e = json.dumps(text, ensure_ascii=False)[1:-1]
+        if 3 <= len(e) <= 500:
+            escaped.setdefault(e, n)
+    return list(escaped.items())[:MAX_LITERALS]
+
+
+def match_at(text: str, terms: list[Term]) -> tuple[int, str]:
+    """Where the first of `terms` (the most selective first) occurs in `text`, as
+    written or by its first part: (index, what was found), or (-1, "")."""
+    lower = text.lower()
+    for term in terms:
+        needle = term.text.lower()
+        at = lower.find(needle)
+        if at < 0:
+            parts = _parts(term.text)
+            if parts:
+                needle = parts[0]
+                at = lower.find(needle)
+        if at >= 0:
+            return at, needle
+    return -1, ""
+
+
+def line_of(text: str, at: int) -> int | None:
+    """The 1-based line of index `at` (None when nothing was found)."""
+    return text.count("\n", 0, at) + 1 if at >= 0 else None
+
+
+def snippet(text: str, terms: list[Term], width: int = SNIPPET_CHARS) -> str:
+    """About `width` characters of `text` around the first place one of `terms` (the
+    most selective first) occurs; the text's start when none is found literally."""
+    at, found = match_at(text, terms)
+    if at < 0:
+        head = text[:width]
+        return _flat(head) + ("…" if len(text) > width else "")
+    start = max(0, at - (width - len(found)) // 2)
+    end = min(len(text), start + width)
+    start = max(0, min(start, end - width))
+    piece = text[start:end]
+    return ("…" if start > 0 else "") + _flat(piece) + ("…" if end < len(text) else "")
+
+
+def _flat(s: str) -> str:
+    return " ".join(s.split())
