@@ -30,7 +30,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Mode = Literal["chat", "agent", "run"]
+from app.limits import (
+    LOCK_TOKEN_MAX,
+    MESSAGE_ID_MAX,
+    PREFIX_ID_MAX,
+    PREFIX_ID_PATTERN,
+    PREVIEW_TOKENS_MIN,
+    STRATEGY_NAME_MAX,
+    TOKENS_MAX,
+    Format,
+    Mode,
+    Role,
+)
+
 ContentPart = dict[str, Any]
 MessageContent = str | list[ContentPart]
 
@@ -54,7 +66,7 @@ class _Flags(BaseModel):
     id: str | None = Field(
         None,
         min_length=1,
-        max_length=256,
+        max_length=MESSAGE_ID_MAX,
         description="client-chosen id: a retried append with the same id is stored once",
     )
     name: str | None = None
@@ -147,7 +159,9 @@ class AppendIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [APPEND_EXAMPLE]})
 
     messages: list[Message] = Field(min_length=1)
-    lock_token: str | None = Field(None, max_length=200, description="the live lease's token")
+    lock_token: str | None = Field(
+        None, max_length=LOCK_TOKEN_MAX, description="the live lease's token"
+    )
 
 
 class BudgetPreviewIn(BaseModel):
@@ -183,14 +197,15 @@ class ContextIn(BaseModel):
         None, description="after the system block, before the summary and history"
     )
     mode: Mode | None = None
-    max_tokens: int | None = Field(None, ge=1, le=100_000_000)
-    strategy: str | None = Field(None, max_length=100)
-    reserve_output_tokens: int | None = Field(None, ge=0, le=100_000_000)
-    preview_limit_tokens: int | None = Field(None, ge=1)
-    format: Literal["openai", "responses", "anthropic"] = "openai"
+    max_tokens: int | None = Field(None, ge=1, le=TOKENS_MAX)
+    strategy: str | None = Field(None, max_length=STRATEGY_NAME_MAX)
+    reserve_output_tokens: int | None = Field(None, ge=0, le=TOKENS_MAX)
+    preview_limit_tokens: int | None = Field(None, ge=PREVIEW_TOKENS_MIN, le=TOKENS_MAX)
+    format: Format = "openai"
     previous_prefix_id: str | None = Field(
         None,
-        max_length=1000,
+        max_length=PREFIX_ID_MAX,
+        pattern=PREFIX_ID_PATTERN,
         description="the `prefix_id` of this stream's previous payload (exact prefix stability)",
     )
 
@@ -239,7 +254,7 @@ class StoredMessage(BaseModel):
 
     model_config = _OPEN
 
-    role: Literal["system", "user", "assistant", "tool"]
+    role: Role
     content: Any = None
     id: str
     seq: int
@@ -408,7 +423,7 @@ class ContextPayload(BaseModel):
 
     model_config = _OPEN
 
-    format: Literal["openai", "responses", "anthropic"]
+    format: Format
     usage: ContextUsage
     kept_seqs: list[int]
     dropped_count: int

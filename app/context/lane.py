@@ -26,21 +26,25 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api import lanes
 from app.api.errors import error_response
 from app.context import router as routes
-from app.context.formats import DEFAULT_FORMAT, FORMATS
 from app.context.service import ContextParams
-from app.sessions.schemas import SESSION_ID_PATTERN
+from app.limits import (
+    DEFAULT_FORMAT,
+    FORMATS,
+    MODES,
+    PREFIX_ID_MAX,
+    PREFIX_ID_PATTERN,
+    SESSION_ID_PATTERN,
+    STRATEGY_NAME_MAX,
+    TOKENS_MAX,
+)
 
 PATH = "/sessions/{session_id}/context"
 _PATH = re.compile("/sessions/(" + SESSION_ID_PATTERN.strip("^$") + ")/context")
 # Plain decimal digits only: the route's parsing also reads forms such as " 5" or
 # "5.0", which go to it.
 _DIGITS = re.compile(r"[0-9]{1,9}")
-_PREFIX_ID = re.compile(routes.PREFIX_ID_PATTERN)
-_STRINGS = {
-    "strategy": routes.STRATEGY_MAX,
-    "mode": routes.MODE_MAX,
-    "previous_prefix_id": routes.PREFIX_ID_MAX,
-}
+_PREFIX_ID = re.compile(PREFIX_ID_PATTERN)
+_STRINGS = {"strategy": STRATEGY_NAME_MAX, "mode": None, "previous_prefix_id": PREFIX_ID_MAX}
 
 
 def query_args(raw: bytes) -> dict[str, Any] | None:
@@ -59,7 +63,7 @@ def query_args(raw: bytes) -> dict[str, Any] | None:
     args: dict[str, Any] = {"max_tokens": max_tokens, "reserve_output_tokens": reserve or 0}
     for name, limit in _STRINGS.items():
         text = values.pop(name, None)
-        if text is not None and len(text) > limit:
+        if text is not None and (text not in MODES if limit is None else len(text) > limit):
             return None
         args[name] = text
     prefix_id = args["previous_prefix_id"]
@@ -78,7 +82,7 @@ def _number(text: str | None, least: int) -> tuple[bool, int | None]:
     if _DIGITS.fullmatch(text) is None:
         return False, None
     value = int(text)
-    return (True, value) if least <= value <= routes.TOKENS_MAX else (False, None)
+    return (True, value) if least <= value <= TOKENS_MAX else (False, None)
 
 
 class ContextLane:

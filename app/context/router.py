@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
@@ -9,10 +10,20 @@ from app.api.deps import SessionId, get_tenant
 from app.api.openapi import answers, request_body
 from app.api.schemas import ContextIn, ContextPayload
 from app.context import service, validate_context_params
-from app.context.formats import DEFAULT_FORMAT, FORMATS, Format
 from app.errors import invalid
+from app.limits import (
+    DEFAULT_FORMAT,
+    FORMATS,
+    PREFIX_ID_MAX,
+    PREFIX_ID_PATTERN,
+    STRATEGY_NAME_MAX,
+    TOKENS_MAX,
+    Format,
+    Mode,
+)
 
 router = APIRouter(tags=["context"])
+_PREFIX_ID = re.compile(PREFIX_ID_PATTERN)
 
 POST_FIELDS = (
     "system",
@@ -32,17 +43,6 @@ FORMAT_DOC = (
     "anthropic: Messages API `system` + `messages` with a cache_control breakpoint"
 )
 
-# The GET route's bounds on its query (app/context/lane.py keeps to the same).
-TOKENS_MAX = 100_000_000
-STRATEGY_MAX = 100
-MODE_MAX = 20
-
-# A prefix_id grows by 9 characters per head message (system, dynamic items, summary).
-PREFIX_ID_MAX = 16384
-# Prefix ids are printable ASCII. In a query, anything else is percent-encoded at up
-# to 12 bytes a character, and 16,384 of them made a request line the HTTP server
-# refuses (over 80 KB: a bare 400 before the app sees it; `make fuzz` found it).
-PREFIX_ID_PATTERN = r"^[!-~]*$"
 PREFIX_ID_DOC = (
     "the `prefix_id` of this stream's previous payload: makes `usage.stable_prefix_tokens` "
     "exact (without it the previous call is assumed to lack only the newest step)"
@@ -58,8 +58,8 @@ async def get_context(
     session_id: SessionId,
     request: Request,
     max_tokens: Annotated[int | None, Query(ge=1, le=TOKENS_MAX)] = None,
-    strategy: Annotated[str | None, Query(max_length=STRATEGY_MAX)] = None,
-    mode: Annotated[str | None, Query(max_length=MODE_MAX)] = None,
+    strategy: Annotated[str | None, Query(max_length=STRATEGY_NAME_MAX)] = None,
+    mode: Mode | None = None,
     reserve_output_tokens: Annotated[int, Query(ge=0, le=TOKENS_MAX)] = 0,
     format: Annotated[Format, Query(description=FORMAT_DOC)] = DEFAULT_FORMAT,
     previous_prefix_id: Annotated[
@@ -131,8 +131,15 @@ def post_params(body: dict[str, Any]) -> service.ContextParams:
     if fmt not in FORMATS:
         raise invalid("format", f"must be one of {', '.join(FORMATS)}")
     previous = body.get("previous_prefix_id")
-    if previous is not None and (not isinstance(previous, str) or len(previous) > PREFIX_ID_MAX):
-        raise invalid("previous_prefix_id", f"must be a string of at most {PREFIX_ID_MAX} chars")
+    if previous is not None and (
+        not isinstance(previous, str)
+        or len(previous) > PREFIX_ID_MAX
+        or _PREFIX_ID.fullmatch(previous) is None
+    ):
+        raise invalid(
+            "previous_prefix_id",
+            f"must be a string of at most {PREFIX_ID_MAX} printable ASCII characters",
+        )
     validate_context_params(
         **{k: body.get(k) for k in POST_FIELDS if k not in ("format", "previous_prefix_id")}
     )

@@ -9,13 +9,13 @@ from app.api.openapi import answers, request_body
 from app.api.schemas import AppendIn, AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
 from app.api.types import StoredStr
 from app.errors import NotFound, invalid
+from app.limits import BIGINT_MAX, LOCK_TOKEN_MAX
 from app.messages import lane, service, tail
 from app.messages import repository as repo
 from app.sessions.schemas import LockTokenIn
 from app.sessions.service import get_session
 
 router = APIRouter(tags=["messages"])
-MAX_BIGINT = 2**63 - 1
 
 
 @router.post(
@@ -58,7 +58,7 @@ async def list_messages(
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
-    after_seq: Annotated[int, Query(ge=0, le=MAX_BIGINT)] = 0,
+    after_seq: Annotated[int, Query(ge=0, le=BIGINT_MAX)] = 0,
     limit: Annotated[int, Query(ge=1)] = 100,
     order: Annotated[
         Literal["asc", "desc"],
@@ -66,7 +66,7 @@ async def list_messages(
     ] = "asc",
     before_seq: Annotated[
         int | None,
-        Query(ge=1, le=MAX_BIGINT, description="only messages with seq below this"),
+        Query(ge=1, le=BIGINT_MAX, description="only messages with seq below this"),
     ] = None,
 ) -> dict[str, Any]:
     """Compacted messages are included: compaction never deletes the log.
@@ -110,10 +110,10 @@ async def delete_messages(
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
-    from_seq: Annotated[int, Query(ge=1, le=MAX_BIGINT, description="first seq to delete")],
+    from_seq: Annotated[int, Query(ge=1, le=BIGINT_MAX, description="first seq to delete")],
     lock_token: Annotated[
         StoredStr | None,
-        Query(max_length=200, description="the live lease's token (or in the body)"),
+        Query(max_length=LOCK_TOKEN_MAX, description="the live lease's token (or in the body)"),
     ] = None,
     body: Annotated[LockTokenIn | None, Body()] = None,
 ) -> dict[str, Any]:
@@ -180,7 +180,7 @@ def _one_token(query: str | None, body: LockTokenIn | None) -> str | None:
 )
 async def get_message(
     session_id: SessionId,
-    seq: Annotated[int, Path(ge=1, le=MAX_BIGINT)],
+    seq: Annotated[int, Path(ge=1, le=BIGINT_MAX)],
     db: DatabaseDep,
     tenant: TenantDep,
     char_start: Annotated[int | None, Query(ge=0)] = None,

@@ -10,9 +10,18 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-Role = Literal["system", "user", "assistant", "tool"]
+from app.limits import Role
+
+__all__ = [
+    "LoggedMessage",
+    "Role",
+    "call_function",
+    "content_text",
+    "counts_in_context",
+    "is_summary_class",
+]
 
 
 def is_summary_class(role: str, metadata: Mapping[str, Any] | None) -> bool:
