@@ -14,7 +14,6 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import db as database
-from app.api.deps import Database
 from app.api.errors import domain_response, error_response, problem_response
 from app.api.openapi import install as install_openapi
 from app.api.problems import ERROR_RESPONSES
@@ -26,6 +25,7 @@ from app.compaction.runner import CompactionRunner
 from app.console.router import router as console_router
 from app.context.lane import ContextLane
 from app.context.router import router as context_router
+from app.database import Database
 from app.errors import ContextdError, problem
 from app.events import EventWriter
 from app.health import router as health_router

@@ -22,7 +22,6 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.deps import Database
 from app.compaction import (
     ChatModelClient,
     CompactionPlan,
@@ -45,6 +44,7 @@ from app.compaction.metrics import (
 from app.compaction.service import plan_session
 from app.compaction.summary import summary_token_cap
 from app.context import summary_message
+from app.database import Database
 from app.db import is_unavailable
 from app.events import record_event
 from app.models import CompactionJobRow, SessionRow

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.api.deps import Database
 from app.context import (
     HISTORY_READ_FACTOR,
     AssemblyRequest,
@@ -23,6 +22,7 @@ from app.context import repository as repo
 from app.context.strategies import get_strategy
 from app.context.types import DEFAULT_STRATEGY, AssembledContext, TokenCounter
 from app.context.validation import validate_strategy
+from app.database import Database
 from app.errors import Conflict, invalid
 from app.events import EventWriter
 from app.messages.types import LoggedMessage

@@ -45,7 +45,7 @@ from app.settings import Settings
 from app.tokens import TokenCounter, get_counter
 
 if TYPE_CHECKING:
-    from app.api.deps import Database
+    from app.database import Database
     from app.messages.groups import Groups
 
 # Tokenising this many bytes in the event loop would stall other requests.

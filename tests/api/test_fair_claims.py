@@ -14,8 +14,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db as database
-from app.api.deps import Database
 from app.compaction import repository as repo
+from app.database import Database
 from app.main import create_app
 from app.settings import load_settings
 
