@@ -10,7 +10,7 @@ domain or HTTP.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -21,19 +21,13 @@ from sqlalchemy.util import greenlet_spawn
 from app.db import is_unavailable
 
 
-class Record(Protocol):
-    """A row as asyncpg returns it: by position or by column name."""
-
-    def __getitem__(self, key: int | str, /) -> Any: ...
-    def __len__(self) -> int: ...
-
-
 class Driver(Protocol):
     """What the hot paths use of a pooled asyncpg connection (`asyncpg.Connection`)."""
 
     async def execute(self, query: str, *args: Any) -> str: ...
-    async def fetch(self, query: str, *args: Any) -> Sequence[Record]: ...
-    async def fetchrow(self, query: str, *args: Any) -> Record | None: ...
+    # Rows are asyncpg Records (by position or column name), which asyncpg leaves untyped.
+    async def fetch(self, query: str, *args: Any) -> list[Any]: ...
+    async def fetchrow(self, query: str, *args: Any) -> Any: ...
     def is_closed(self) -> bool: ...
     def is_in_transaction(self) -> bool: ...
 

@@ -38,6 +38,7 @@ from sqlalchemy.orm.attributes import instance_state
 
 from app.context import stability
 from app.context.lru import LRU
+from app.database import Driver
 from app.db import Compiled
 from app.errors import NotFound
 from app.messages.types import LoggedMessage
@@ -107,10 +108,6 @@ _windows: LRU[tuple[str, str], _Known] = LRU(
 
 def clear_cache() -> None:
     _windows.clear()
-
-
-# The pooled asyncpg connection a payload reads on (`Database.payloads()`).
-Driver = Any
 
 
 # --- running fixed statements on the driver ---------------------------------------------------

@@ -22,7 +22,7 @@ from app.context import repository as repo
 from app.context.strategies import get_strategy
 from app.context.types import DEFAULT_STRATEGY, AssembledContext, TokenCounter
 from app.context.validation import validate_strategy
-from app.database import Database
+from app.database import Database, Driver
 from app.errors import Conflict, invalid
 from app.events import EventWriter
 from app.messages.types import LoggedMessage
@@ -79,7 +79,7 @@ async def payload(
 
 
 async def build(
-    db: repo.Driver,
+    db: Driver,
     tenant: str,
     sid: str,
     params: ContextParams,
@@ -140,7 +140,7 @@ async def build(
 
 
 async def _budget(
-    db: repo.Driver,
+    db: Driver,
     tenant: str,
     sid: str,
     row: SessionRow,
@@ -211,7 +211,7 @@ class _Stream:
 
 
 async def _read_history(
-    db: repo.Driver, row: SessionRow, layout: stability.Layout, raw_budget: int
+    db: Driver, row: SessionRow, layout: stability.Layout, raw_budget: int
 ) -> tuple[Sequence[LoggedMessage], list[int] | None]:
     """The window of the log, plus what `layout` needs beyond it; and the seqs that were
     missing from the window (None: too many to fetch one by one)."""

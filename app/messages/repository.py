@@ -9,6 +9,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.database import Driver
 from app.leases.fencing import lease_live
 from app.models import MessageRow, ToolCallRow
 
@@ -220,7 +221,7 @@ CROSS JOIN LATERAL (
 """
 
 
-async def by_message_ids(conn: Any, tenant: str, sid: str, ids: Sequence[str]) -> dict[str, Any]:
+async def by_message_ids(conn: Driver, tenant: str, sid: str, ids: Sequence[str]) -> dict[str, Any]:
     """The stored messages with these ids: records of message_id, seq, role, body, token_count."""
     if not ids:
         return {}
@@ -228,7 +229,9 @@ async def by_message_ids(conn: Any, tenant: str, sid: str, ids: Sequence[str]) -
     return {r["message_id"]: r for r in rows}
 
 
-async def tool_calls(conn: Any, tenant: str, sid: str, call_ids: Sequence[str]) -> dict[str, Any]:
+async def tool_calls(
+    conn: Driver, tenant: str, sid: str, call_ids: Sequence[str]
+) -> dict[str, Any]:
     """The recorded calls with these ids: records of call_id, seq, answered_seq."""
     ids = sorted(set(call_ids))
     if not ids:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.budget import Budget
 from app.compaction import repository as jobs
+from app.database import Driver
 from app.db import is_unavailable
 from app.errors import Conflict, ValidationFailed, invalid
 from app.leases.guard import check_write
@@ -168,7 +169,7 @@ async def append(
 
 
 @asynccontextmanager
-async def _transaction(conn: Any, begin: str) -> AsyncIterator[None]:
+async def _transaction(conn: Driver, begin: str) -> AsyncIterator[None]:
     """BEGIN (and what rides along with it in the same round trip), COMMIT or ROLLBACK.
     A rollback that fails leaves the connection in a transaction: Database.driver
     then closes it instead of pooling it."""
@@ -182,13 +183,13 @@ async def _transaction(conn: Any, begin: str) -> AsyncIterator[None]:
     await conn.execute("COMMIT")
 
 
-async def _optimistic(conn: Any, p: Pending) -> AppendResult:
+async def _optimistic(conn: Driver, p: Pending) -> AppendResult:
     """The whole batch in one statement; raises `_Careful` when it did not fit."""
     before, acks = _admit(await _write_batch(conn, p), p)
     return await _finish(conn, p.tenant, p.sid, before, p.batch, p.counts, acks, p.settings)
 
 
-async def _write_batch(conn: Any, p: Pending) -> Any:
+async def _write_batch(conn: Driver, p: Pending) -> Any:
     """WRITE_BATCH's row for the append: its session as it was, and what went in."""
     return await conn.fetchrow(
         repo.WRITE_BATCH, p.tenant, p.sid, *_write_args(p.batch, p.counts, p.ids)
@@ -354,7 +355,7 @@ def _group_args(items: Sequence[Pending]) -> list[Any]:
 
 
 async def _careful(
-    conn: Any,
+    conn: Driver,
     tenant: str,
     sid: str,
     batch: list[Incoming],
@@ -400,7 +401,7 @@ async def _careful(
 
 
 async def _finish(
-    conn: Any,
+    conn: Driver,
     tenant: str,
     sid: str,
     before: SessionHead,
@@ -562,7 +563,7 @@ def _check_replays(replays: list[Incoming], stored: dict[str, Any]) -> None:
             )
 
 
-async def _check_tool_calls(conn: Any, tenant: str, sid: str, fresh: Sequence[Incoming]) -> None:
+async def _check_tool_calls(conn: Driver, tenant: str, sid: str, fresh: Sequence[Incoming]) -> None:
     made = [c for m in fresh for c in m.call_ids]
     answered = [m.answers for m in fresh if m.answers]
     known = await repo.tool_calls(conn, tenant, sid, made + answered)
