@@ -210,6 +210,37 @@ class ContextIn(BaseModel):
     )
 
 
+class ContextQuery(BaseModel):
+    """The query of `GET /sessions/{id}/context`: documented by the route, and read
+    with this model by its entrance (app/api/context_lane.py), as FastAPI would read it:
+    unknown parameters are ignored, a repeated one counts once (its last value)."""
+
+    max_tokens: int | None = Field(
+        None, ge=1, le=TOKENS_MAX, description="the input budget (default: the session's)"
+    )
+    strategy: str | None = Field(None, max_length=STRATEGY_NAME_MAX)
+    mode: Mode | None = None
+    reserve_output_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
+    format: Format = Field(
+        "openai",
+        description=(
+            "openai (default): Chat Completions `messages`; responses: Responses API "
+            "`input` items; anthropic: Messages API `system` + `messages` with a "
+            "cache_control breakpoint"
+        ),
+    )
+    previous_prefix_id: str | None = Field(
+        None,
+        max_length=PREFIX_ID_MAX,
+        pattern=PREFIX_ID_PATTERN,
+        description=(
+            "the `prefix_id` of this stream's previous payload: makes "
+            "`usage.stable_prefix_tokens` exact (without it the previous call is assumed "
+            "to lack only the newest step)"
+        ),
+    )
+
+
 # --- answers ------------------------------------------------------------------------
 
 

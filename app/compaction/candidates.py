@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.compaction.signals import classify, normalise, split_sentences, truncate_utf8
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 
 _BASE = {"constraint": 0.6, "preference": 0.55, "decision": 0.55, "todo": 0.45, "identifier": 0.25}
 _USER_BONUS = 0.2

@@ -22,6 +22,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.budget import budget_of, effective_model, session_compaction
 from app.compaction import (
     ChatModelClient,
     CompactionPlan,
@@ -48,7 +49,6 @@ from app.database import Database
 from app.db import is_unavailable
 from app.events import record_event
 from app.models import CompactionJobRow, SessionRow
-from app.sessions.service import budget_of, effective_model, session_compaction
 from app.settings import CompactionSettings, Settings
 from app.tokens import get_counter
 

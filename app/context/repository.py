@@ -11,7 +11,7 @@ read for the session's previous window are not sent again (see `_windows`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,31 +36,18 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, array
 from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm.attributes import instance_state
 
+from app import conversation
 from app.context import stability
 from app.context.lru import LRU
+from app.conversation import LoggedMessage
 from app.database import Driver
 from app.db import Compiled
 from app.errors import NotFound
-from app.messages.types import LoggedMessage
 from app.models import CompactionJobRow, ContextLayoutRow, MessageRow, SessionRow, ToolCallRow
 from app.models.job import ACTIVE
 
-
-def to_logged(m: MessageRow) -> LoggedMessage:
-    return LoggedMessage(
-        seq=m.seq,
-        id=m.message_id,
-        role=m.role,  # type: ignore[arg-type]  # the column only ever holds validated roles
-        body=m.body,
-        token_count=m.token_count,
-        pinned=m.pinned,
-        include_in_context=m.include_in_context,
-        mode=m.mode,
-        run_id=m.run_id,
-        metadata=m.metadata_,
-        error=m.error,
-        created_at=m.created_at,
-    )
+# Imported from here before app/conversation.py held it.
+to_logged = conversation.to_logged
 
 
 # Bodies of the windows read last, per session: an agent asks for a payload on
@@ -522,10 +509,10 @@ async def _complete_groups(
     """
     made: set[str] = set()
     answered: set[str] = set()
-    _ids_of(reader.rows.values(), made, answered)
+    conversation.call_ids(reader.rows.values(), made, answered)
     if lead_in and answered - made:
         added = _from_lead_in(reader, lead_in, answered - made)
-        _ids_of(added, made, answered)
+        conversation.call_ids(added, made, answered)
     in_flight = {
         i
         for s, m in reader.rows.items()
@@ -539,7 +526,7 @@ async def _complete_groups(
         params = {**reader.params, "ids": sorted(open_ids), "have": list(reader.rows)}
         fetched = [m for r in await _fetch(db, _MEMBERS_SQL, params) if (m := reader.add(r))]
         fetched += await reader.fetch_missing(db)
-        _ids_of(fetched, made, answered)
+        conversation.call_ids(fetched, made, answered)
         open_ids = (made ^ answered) - asked - in_flight
 
 
@@ -560,16 +547,6 @@ def _from_lead_in(
     for m in added:
         reader.rows[m.seq] = m
     return added
-
-
-def _ids_of(messages: Iterable[LoggedMessage], made: set[str], answered: set[str]) -> None:
-    for m in messages:
-        if m.role == "tool":
-            call_id = m.body.get("tool_call_id")
-            if call_id:
-                answered.add(str(call_id))
-        elif m.role == "assistant":
-            made.update(m.tool_call_ids)
 
 
 # Compaction's JSON (the structured summary, up to 20 flush candidates of 2 KB) is

@@ -25,7 +25,7 @@ from app.context.groups import Group, UnitKind
 from app.context.memo import Memo, memo_of
 from app.context.preview import cut_text, needs_sanitize, preview_tool, sanitize
 from app.context.types import Action, TokenCounter
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 
 
 class Form(IntEnum):

@@ -26,22 +26,22 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from app.budget import Budget
+from app.budget import Budget, budget_of, effective_model
 from app.compaction import repository as jobs
+from app.conversation import content_text, counts_in_context
 from app.database import Driver
 from app.db import is_unavailable
 from app.errors import Conflict, ValidationFailed, invalid
+from app.jsonsafe import storable_problem
 from app.leases.guard import check_write
 from app.messages import repository as repo
-from app.messages.types import content_text, counts_in_context
 from app.messages.validation import Incoming, parse_batch
 from app.models import MessageRow, SessionRow
 from app.observability import metrics
 from app.sessions import repository as sessions
 from app.sessions.recount import recount_log
-from app.sessions.service import budget_of, effective_model
 from app.settings import Settings
 from app.tokens import TokenCounter, get_counter
 
@@ -113,6 +113,47 @@ class _Recount(Exception):
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
+
+
+class CompactionTrigger(Protocol):
+    """What an append asks of the compaction runner (app/compaction/runner.py)."""
+
+    async def on_compact_needed(self, tenant: str, sid: str, lock_token: str | None) -> None: ...
+
+
+async def append_request(
+    database: Database,
+    settings: Settings,
+    groups: Groups[Pending, AppendResult] | None,
+    compactions: CompactionTrigger | None,
+    tenant: str,
+    sid: str,
+    body: dict[str, Any],
+) -> tuple[int, bytes]:
+    """`POST /sessions/{id}/messages`, whole: the body's fields checked, the batch
+    appended, a compaction asked for when the append left the session at
+    compact_needed; the answer's status and JSON. Its one HTTP entrance is
+    app/api/append_lane.py."""
+    lock_token = body.get("lock_token")
+    if lock_token is not None and not isinstance(lock_token, str):
+        raise invalid("lock_token", "must be a string")
+    if isinstance(lock_token, str) and storable_problem(lock_token, "lock_token"):
+        raise invalid("lock_token", "must not contain NUL characters or lone surrogates")
+    unknown = sorted(set(body) - {"messages", "lock_token"})
+    if unknown:
+        raise invalid(unknown[0], "is not a field of an append")
+    result = await append(database, tenant, sid, body.get("messages"), lock_token, settings, groups)
+    if (
+        compactions is not None
+        and result.created
+        and result.auto_compact
+        and result.budget.status == "compact_needed"
+        and not result.job_active
+    ):
+        await compactions.on_compact_needed(tenant, sid, lock_token)
+    # Plain ints and strings: encoded here, not walked by a response model.
+    content = json.dumps({"messages": result.messages, "budget": result.budget.as_dict()})
+    return (201 if result.created else 200), content.encode()
 
 
 async def append(
@@ -420,7 +461,7 @@ async def _finish(
         await conn.execute(
             repo.INSERT_EVENT, tenant, sid, f"budget.{now.status}", json.dumps(now.as_dict())
         )
-    # Every append at compact_needed asks the runner for a job (app/messages/lane.py),
+    # Every append at compact_needed asks the runner for a job (messages.service.append_request),
     # and while the session's job waits or runs (most of them) the answer is only "join
     # it". Asked here, on this connection and under the session row's lock: a job active
     # now stores after this append commits (its store waits for the lock), so that

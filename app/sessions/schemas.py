@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.types import StoredStr
+from app.jsonsafe import StoredStr
 from app.limits import (
     ANCHOR_MAX,
     ANCHORS_MAX,

@@ -246,7 +246,7 @@ def test_run_compactions_in_process_accepts_auto_and_booleans(
 
 
 async def test_a_queued_job_wakes_listening_workers(engine: AsyncEngine) -> None:
-    from app.compaction.worker import _wake_on_jobs
+    from app.worker import _wake_on_jobs
 
     woken, listening = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(_wake_on_jobs(engine, woken.set, listening))

@@ -20,11 +20,11 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db as database
+from app.api.health import router as health_router
 from app.compaction import repository as repo
 from app.compaction.client import model_client
 from app.compaction.runner import CompactionRunner
 from app.database import Database
-from app.health import router as health_router
 from app.settings import Settings
 
 log = structlog.get_logger("contextd.worker")

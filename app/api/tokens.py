@@ -11,7 +11,8 @@ from app.api.schemas import TokenCount, UsageReport
 from app.errors import invalid
 from app.limits import MODEL_NAME_MAX
 from app.messages.validation import parse_batch
-from app.tokens import REPLY_PRIMING, get_counter, usage
+from app.sessions import usage
+from app.tokens import REPLY_PRIMING, get_counter
 
 router = APIRouter(tags=["tokens"])
 

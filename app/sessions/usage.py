@@ -7,12 +7,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.types import StoredStr
+from app.budget import effective_model
 from app.errors import NotFound, invalid
+from app.jsonsafe import StoredStr
 from app.leases.guard import check_write
 from app.limits import LOCK_TOKEN_MAX, TOKENS_MAX
 from app.sessions import repository as sessions
-from app.sessions.service import effective_model
 from app.settings import Settings
 from app.tokens import calibration, get_counter
 
