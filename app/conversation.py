@@ -20,10 +20,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from app.limits import Role as Role
-from app.models import MessageRow
+
+if TYPE_CHECKING:  # read by attribute only: the pure layers import no ORM
+    from app.models import MessageRow
 
 
 def is_summary_class(role: str, metadata: Mapping[str, Any] | None) -> bool:
