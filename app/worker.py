@@ -2,7 +2,7 @@
 
 Beside the job loop the worker serves `/healthz`, `/readyz` and `/metrics` on
 its own port (`CONTEXTD_WORKER_PORT`, `--port`), with the server's own
-handlers (app/health.py), and heartbeats in `compaction_workers` so that a
+handlers (app/api/health.py), and heartbeats in `compaction_workers` so that a
 server in "auto" mode leaves the queue to it.
 """
 
