@@ -73,7 +73,7 @@ import httpx
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
 
 from app.context import AssemblyRequest, assemble, available_strategies
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from app.tokens import get_counter
 from bench.common import (
     DATASET,
