@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 serve: $(STAMP)  ## run the service (embedded PostgreSQL unless CONTEXTD_DATABASE_URL is set)
 	$(BIN)/contextd serve
 
-test: $(STAMP)  ## lint, typecheck, then the whole test suite against a real PostgreSQL, then the TypeScript client's
+test: $(STAMP)  ## lint, typecheck, check the layering (lint-imports), the whole test suite against a real PostgreSQL, then the TypeScript client's
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest
 	$(MAKE) test-ts
 

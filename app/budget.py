@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from app.settings import CompactionSettings, check_compaction
+from app.settings import CompactionSettings, Settings, check_compaction
+from app.tokens import REPLY_PRIMING, calibration, get_counter, known_context_limit
 
 Status = Literal["ok", "warn", "compact_needed"]
 
@@ -110,3 +111,60 @@ def compute(current_tokens: int, c: CompactionSettings, tokenizer_mode: str) -> 
 
 def override_problems(c: CompactionSettings) -> list[str]:
     return check_compaction(c)
+
+
+class Budgeted(Protocol):
+    """The columns a session's budget is computed from (the ORM row, or the append
+    path's SessionHead read straight off its statement)."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def context_limit(self) -> int | None: ...
+    @property
+    def compaction(self) -> dict[str, Any]: ...
+    @property
+    def token_calibration(self) -> dict[str, Any]: ...
+    @property
+    def system_tokens(self) -> int: ...
+    @property
+    def tools_tokens(self) -> int: ...
+    @property
+    def summary_tokens(self) -> int: ...
+    @property
+    def context_tokens(self) -> int: ...
+    @property
+    def watermark_context_tokens(self) -> int: ...
+
+
+def effective_model(row: Budgeted, settings: Settings) -> str:
+    return row.model or settings.default_model
+
+
+def session_compaction(row: Budgeted, settings: Settings) -> CompactionSettings:
+    model = effective_model(row, settings)
+    limit = resolve_context_limit(
+        row.context_limit,
+        row.compaction.get("context_limit"),
+        known_context_limit(model),
+        settings.compaction,
+    )
+    return effective_compaction(settings.compaction, row.compaction, limit)
+
+
+def budget_of(row: Budgeted, settings: Settings, extra_tokens: int = 0) -> Budget:
+    """What the session would send now: system + tools + summary + effective history."""
+    current = (
+        row.system_tokens
+        + row.tools_tokens
+        + row.summary_tokens
+        + (row.context_tokens - row.watermark_context_tokens)
+        + REPLY_PRIMING
+        + extra_tokens
+    )
+    counter = get_counter(effective_model(row, settings))
+    # Estimated counts are scaled by the session's calibration (app/tokens/calibration.py).
+    current = calibration.calibrated(
+        current, calibration.factor_of(row.token_calibration, counter.mode)
+    )
+    return compute(current, session_compaction(row, settings), counter.mode)

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_keys(url, args)
     if args.command == "worker":
-        from app.compaction.worker import run_worker
+        from app.worker import run_worker
 
         return run_worker(settings, url, args.port)
     return 2

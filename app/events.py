@@ -23,7 +23,7 @@ from app.models import EventRow, SessionRow
 from app.observability.metrics import EVENTS_DEFERRED
 
 if TYPE_CHECKING:
-    from app.api.deps import Database
+    from app.database import Database
 
 log = structlog.get_logger("contextd.events")
 

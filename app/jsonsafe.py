@@ -9,7 +9,9 @@ names the field.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 MAX_DEPTH = 64
 
@@ -46,3 +48,16 @@ def _string_problem(s: str, loc: str) -> tuple[str, str] | None:
     except UnicodeEncodeError:
         return loc, "contains a lone UTF-16 surrogate, which is not valid Unicode"
     return None
+
+
+def _storable(value: str) -> str:
+    problem = storable_problem(value, "")
+    if problem is not None:
+        raise ValueError(problem[1])
+    return value
+
+
+# A string of client input that reaches the database: PostgreSQL text cannot hold
+# NUL, and UTF-8 cannot encode lone surrogates; left alone either would fail inside
+# the driver as a 500. Refused at the edge with a 422 naming the field.
+StoredStr = Annotated[str, AfterValidator(_storable)]

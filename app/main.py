@@ -14,33 +14,34 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import db as database
-from app.api.deps import Database
+from app.api.append_lane import AppendLane
+from app.api.compaction import router as compaction_router
+from app.api.context import router as context_router
+from app.api.context_lane import ContextLane
 from app.api.errors import domain_response, error_response, problem_response
+from app.api.health import router as health_router
+from app.api.lanes import Services
+from app.api.leases import router as leases_router
+from app.api.messages import router as messages_router
 from app.api.openapi import install as install_openapi
 from app.api.problems import ERROR_RESPONSES
+from app.api.sessions import router as sessions_router
+from app.api.tokens import router as tokens_router
 from app.auth.keys import Keyring, parse_env_keys
 from app.auth.middleware import Authenticate
 from app.compaction.client import model_client
-from app.compaction.router import router as compaction_router
 from app.compaction.runner import CompactionRunner
 from app.console.router import router as console_router
-from app.context.lane import ContextLane
-from app.context.router import router as context_router
+from app.database import Database
 from app.errors import ContextdError, problem
 from app.events import EventWriter
-from app.health import router as health_router
-from app.leases.router import router as leases_router
 from app.messages import service as messages
 from app.messages.groups import Groups
-from app.messages.lane import AppendLane
-from app.messages.router import router as messages_router
 from app.observability.middleware import BodyLimit, RequestContext
 from app.search.mcp import build as build_mcp
 from app.search.router import router as search_router
-from app.sessions.router import router as sessions_router
 from app.settings import Settings
 from app.tokens import get_counter
-from app.tokens.router import router as tokens_router
 
 log = structlog.get_logger("contextd")
 
@@ -91,6 +92,9 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
                 app.state.database, settings, client, defer_to_workers=in_process == "auto"
             )
             app.state.compactions = runner
+            app.state.services = Services(
+                settings, app.state.database, app.state.events, groups, runner
+            )
             if in_process:  # True or "auto"
                 runner.start()
             await app.state.mcp.start()

@@ -16,6 +16,21 @@ anywhere (Chinese has no spaces to check).
 
 from __future__ import annotations
 
+# File extensions that make a word a file name (`app.py`, `config.yaml`): a path
+# signal when scoring context, an identifier kept verbatim by compaction.
+FILE_EXTENSIONS: tuple[str, ...] = (
+    *("py", "pyi", "js", "ts", "tsx", "jsx", "json", "yaml", "yml", "toml", "md", "rst"),
+    *("txt", "cfg", "ini", "sh", "go", "rs", "java", "kt", "c", "h", "cc", "cpp", "hpp"),
+    *("cs", "rb", "php", "html", "css", "sql", "log", "csv", "lock", "xml", "proto", "tf"),
+    "env",
+)
+
+
+def extensions_pattern() -> str:
+    """FILE_EXTENSIONS as one regex group, longest first (so `tsx` wins over `ts`)."""
+    return "(?:" + "|".join(sorted(FILE_EXTENSIONS, key=len, reverse=True)) + ")"
+
+
 LATIN: dict[str, tuple[str, ...]] = {
     "constraint": (
         *("must", "mustn't", "never", "always", "should", "shouldn't", "need to", "needs to"),

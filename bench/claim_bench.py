@@ -87,7 +87,7 @@ async def reset(conn: asyncpg.Connection) -> None:
 class Claimer:
     def __init__(self, url: str) -> None:
         from app import db as database
-        from app.api.deps import Database
+        from app.database import Database
 
         self.engine = database.create_engine(url, pool_size=2)
         self.db = Database(database.session_factory(self.engine))

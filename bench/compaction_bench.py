@@ -87,7 +87,7 @@ from app.compaction.llm import ChatModelClient, ChatResult
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.runner import CompactionRunner
 from app.compaction.service import plan_session
-from app.messages.types import LoggedMessage, content_text
+from app.conversation import LoggedMessage, content_text
 from app.models import SessionRow
 from app.sessions.service import session_compaction
 from app.settings import CompactionSettings, Settings, load_settings

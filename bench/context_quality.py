@@ -48,7 +48,7 @@ if __package__ in (None, ""):  # `python bench/context_quality.py` from anywhere
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
 
 from app.context import AssemblyRequest, assemble, available_strategies
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from app.tokens import get_counter
 from bench.common import DATASET, load_average, machine_info, markdown_table, percentile
 from tests.support.planted import Instruction

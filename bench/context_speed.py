@@ -38,7 +38,7 @@ if __package__ in (None, ""):  # `python bench/context_speed.py` from anywhere
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
 
 from app.context import HISTORY_READ_FACTOR, AssemblyRequest, assemble, preview, signals
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from app.tokens import get_counter
 from bench.common import DATASET, cycled, load_average, machine_info, markdown_table, percentile
 

@@ -72,7 +72,7 @@ if __package__ in (None, ""):  # `python bench/cost_bench.py` from anywhere
 import httpx
 
 from app.context import AssemblyRequest, assemble, available_strategies
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from bench.common import (
     DATASET,
     Throwaway,

@@ -92,7 +92,7 @@ async def app_state(url: str) -> AsyncIterator[Any]:
 def _rows(
     messages: list[dict[str, Any]], sid: str, count: int, first_code: int
 ) -> Iterator[list[Any]]:
-    from app.search.text import searchable_text, session_lexeme, tsvector_literal
+    from app.messages.lexemes import searchable_text, session_lexeme, tsvector_literal
 
     key = "'" + session_lexeme(TENANT, sid) + "'"
     words = [tsvector_literal(searchable_text(m)) for m in messages]
@@ -303,7 +303,7 @@ NL = {
 
 async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
     from app.compaction.signals import extract_identifiers
-    from app.search.text import searchable_text
+    from app.messages.lexemes import searchable_text
 
     rows: list[list[object]] = []
     misses: list[str] = []

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from app.health import router as health_router
+from app.api.health import router as health_router
 from app.settings import CompactionSettings, Settings
 
 yaml = pytest.importorskip("yaml")

@@ -1,5 +1,5 @@
 """Exceptions to problem+json responses: one mapping for the app's exception handlers
-and for the append lane (app/messages/lane.py), which answers before the router."""
+and for the lanes (app/api/lanes.py), which answer before the router."""
 
 from __future__ import annotations
 

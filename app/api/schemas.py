@@ -25,25 +25,54 @@ falls back to the pure-Python `jsonable_encoder`, measurably slower on
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Mode = Literal["chat", "agent", "run"]
+from app.api.answers import AppendOut as AppendOut
+from app.api.answers import Budget as Budget
+from app.api.answers import BudgetPreview as BudgetPreview
+from app.api.answers import Cleared as Cleared
+from app.api.answers import CompactionDryRun as CompactionDryRun
+from app.api.answers import CompactionJob as CompactionJob
+from app.api.answers import CompactionState as CompactionState
+from app.api.answers import CompactionSummary as CompactionSummary
+from app.api.answers import ContextPayload as ContextPayload
+from app.api.answers import ContextUsage as ContextUsage
+from app.api.answers import Decision as Decision
+from app.api.answers import DeletedTail as DeletedTail
+from app.api.answers import ErrorInfo
+from app.api.answers import Event as Event
+from app.api.answers import EventPage as EventPage
+from app.api.answers import Lease as Lease
+from app.api.answers import MessageOut as MessageOut
+from app.api.answers import MessagePage as MessagePage
+from app.api.answers import Problem as Problem
+from app.api.answers import ProblemItem as ProblemItem
+from app.api.answers import Session as Session
+from app.api.answers import SessionPage as SessionPage
+from app.api.answers import SessionStats as SessionStats
+from app.api.answers import StoredMessage as StoredMessage
+from app.api.answers import StoredRef as StoredRef
+from app.api.answers import TextRange as TextRange
+from app.api.answers import TokenCount as TokenCount
+from app.api.answers import UsageReport as UsageReport
+from app.limits import (
+    LOCK_TOKEN_MAX,
+    MESSAGE_ID_MAX,
+    PREFIX_ID_MAX,
+    PREFIX_ID_PATTERN,
+    PREVIEW_TOKENS_MIN,
+    STRATEGY_NAME_MAX,
+    TOKENS_MAX,
+    Format,
+    Mode,
+)
+
 ContentPart = dict[str, Any]
 MessageContent = str | list[ContentPart]
 
 _OPEN = ConfigDict(extra="allow")
-
-
-class ErrorInfo(BaseModel):
-    """A failed model call (assistant) or tool call (tool)."""
-
-    model_config = _OPEN
-
-    type: str
-    message: str
 
 
 class _Flags(BaseModel):
@@ -54,7 +83,7 @@ class _Flags(BaseModel):
     id: str | None = Field(
         None,
         min_length=1,
-        max_length=256,
+        max_length=MESSAGE_ID_MAX,
         description="client-chosen id: a retried append with the same id is stored once",
     )
     name: str | None = None
@@ -132,22 +161,14 @@ APPEND_EXAMPLE: dict[str, Any] = {
     ]
 }
 
-BUDGET: dict[str, Any] = {
-    "status": "ok",
-    "current_tokens": 36,
-    "usable_budget": 124928,
-    "warn_threshold": 99942,
-    "compact_threshold": 112435,
-    "context_limit": 128000,
-    "tokenizer_mode": "exact",
-}
-
 
 class AppendIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [APPEND_EXAMPLE]})
 
     messages: list[Message] = Field(min_length=1)
-    lock_token: str | None = Field(None, max_length=200, description="the live lease's token")
+    lock_token: str | None = Field(
+        None, max_length=LOCK_TOKEN_MAX, description="the live lease's token"
+    )
 
 
 class BudgetPreviewIn(BaseModel):
@@ -183,352 +204,55 @@ class ContextIn(BaseModel):
         None, description="after the system block, before the summary and history"
     )
     mode: Mode | None = None
-    max_tokens: int | None = Field(None, ge=1, le=100_000_000)
-    strategy: str | None = Field(None, max_length=100)
-    reserve_output_tokens: int | None = Field(None, ge=0, le=100_000_000)
-    preview_limit_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=TOKENS_MAX)
+    strategy: str | None = Field(None, max_length=STRATEGY_NAME_MAX)
+    reserve_output_tokens: int | None = Field(None, ge=0, le=TOKENS_MAX)
+    preview_limit_tokens: int | None = Field(None, ge=PREVIEW_TOKENS_MIN, le=TOKENS_MAX)
     recall: bool | None = Field(
         None, description="the recall tool and the note on what was left out (default: session)"
     )
-    format: Literal["openai", "responses", "anthropic"] = "openai"
+    format: Format = "openai"
     previous_prefix_id: str | None = Field(
         None,
-        max_length=1000,
+        max_length=PREFIX_ID_MAX,
+        pattern=PREFIX_ID_PATTERN,
         description="the `prefix_id` of this stream's previous payload (exact prefix stability)",
     )
 
 
-# --- answers ------------------------------------------------------------------------
+class ContextQuery(BaseModel):
+    """The query of `GET /sessions/{id}/context`: documented by the route, and read
+    with this model by its entrance (app/api/context_lane.py), as FastAPI would read it:
+    unknown parameters are ignored, a repeated one counts once (its last value)."""
 
-
-class Budget(BaseModel):
-    """Budget status of SPEC §4."""
-
-    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [BUDGET]})
-
-    status: str = Field(description="ok, warn or compact_needed")
-    current_tokens: int
-    usable_budget: int
-    warn_threshold: int
-    compact_threshold: int
-    context_limit: int
-    tokenizer_mode: str = Field(description="exact or estimate")
-
-
-class StoredRef(BaseModel):
-    model_config = _OPEN
-
-    id: str
-    seq: int
-    token_count: int
-
-
-class AppendOut(BaseModel):
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={
-            "examples": [
-                {"messages": [{"id": "m-1", "seq": 1, "token_count": 6}], "budget": BUDGET}
-            ]
-        },
+    max_tokens: int | None = Field(
+        None, ge=1, le=TOKENS_MAX, description="the input budget (default: the session's)"
     )
-
-    messages: list[StoredRef]
-    budget: Budget
-
-
-class StoredMessage(BaseModel):
-    """A logged message: the message as sent (unknown fields included) plus what contextd keeps."""
-
-    model_config = _OPEN
-
-    role: Literal["system", "user", "assistant", "tool"]
-    content: Any = None
-    id: str
-    seq: int
-    token_count: int
-    created_at: datetime
-    pinned: bool
-    include_in_context: bool
+    strategy: str | None = Field(None, max_length=STRATEGY_NAME_MAX)
     mode: Mode | None = None
-    run_id: str | None = None
-    metadata: dict[str, Any] | None = None
-    error: ErrorInfo | None = None
-
-
-class TextRange(BaseModel):
-    model_config = _OPEN
-
-    unit: Literal["char", "line"]
-    start: int
-    end: int
-    total: int
-
-
-class MessageOut(StoredMessage):
-    range: TextRange | None = Field(None, description="with a char or line range: where it sits")
-
-
-class MessagePage(BaseModel):
-    model_config = _OPEN
-
-    messages: list[StoredMessage]
-    next_after_seq: int | None
-    next_before_seq: int | None
-    last_seq: int
-
-
-class DeletedTail(BaseModel):
-    model_config = _OPEN
-
-    deleted_count: int
-    messages: list[StoredMessage] = Field(description="the deleted messages, in log order")
-    last_seq: int
-    budget: Budget
-
-
-class Cleared(BaseModel):
-    model_config = _OPEN
-
-    deleted_count: int
-    last_seq: int
-    budget: Budget
-
-
-class BudgetPreview(BaseModel):
-    model_config = _OPEN
-
-    budget: Budget = Field(description="after appending the messages")
-    current: Budget
-    added_tokens: int
-    fits: bool
-
-
-class SessionStats(BaseModel):
-    model_config = _OPEN
-
-    message_counts: dict[str, int]
-    last_seq: int
-    last_compaction_seq: int
-    context_tokens: int
-    token_calibration: dict[str, Any] | None = None
-
-
-class Lease(BaseModel):
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={
-            "examples": [
-                {
-                    "lock_token": "zLYVLNERreCRrwXAy3nE6edL-epxC4Q4",
-                    "fencing_token": 1,
-                    "expires_at": "2026-11-23T11:47:53.726686+00:00",
-                    "owner": "agent-1",
-                }
-            ]
-        },
+    reserve_output_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
+    format: Format = Field(
+        "openai",
+        description=(
+            "openai (default): Chat Completions `messages`; responses: Responses API "
+            "`input` items; anthropic: Messages API `system` + `messages` with a "
+            "cache_control breakpoint"
+        ),
     )
-
-    lock_token: str
-    fencing_token: int
-    expires_at: datetime
-    owner: str
-
-
-class Session(BaseModel):
-    model_config = ConfigDict(extra="allow", protected_namespaces=())
-
-    id: str
-    model: str | None
-    effective_model: str
-    context_limit: int
-    system_prompt: str | None
-    tools: list[dict[str, Any]]
-    strategy: str | None
-    anchors: list[str]
-    auto_compact: bool
-    recall: bool = Field(False, description="payloads carry the recall tool and note")
-    compaction: dict[str, Any]
-    metadata: dict[str, Any]
-    tokenizer: str
-    stats: SessionStats
-    last_seq: int
-    last_compaction_seq: int
-    lease: dict[str, Any] | None = Field(description="the live lease (its token is not shown)")
-    budget: Budget
-    created_at: datetime
-    updated_at: datetime
-
-
-class SessionPage(BaseModel):
-    model_config = _OPEN
-
-    sessions: list[Session]
-    next_cursor: str | None
-
-
-class Event(BaseModel):
-    model_config = _OPEN
-
-    id: int
-    type: str
-    data: dict[str, Any] | None
-    created_at: datetime
-
-
-class EventPage(BaseModel):
-    model_config = _OPEN
-
-    events: list[Event]
-    next_after_id: int | None
-
-
-class ContextUsage(BaseModel):
-    model_config = _OPEN
-
-    input_tokens: int
-    budget: int
-    tokenizer_mode: str
-    breakdown: dict[str, int]
-    status: str
-    stable_prefix_tokens: int | None = Field(
-        None, description="tokens at the start identical to the previous payload (cacheable)"
+    previous_prefix_id: str | None = Field(
+        None,
+        max_length=PREFIX_ID_MAX,
+        pattern=PREFIX_ID_PATTERN,
+        description=(
+            "the `prefix_id` of this stream's previous payload: makes "
+            "`usage.stable_prefix_tokens` exact (without it the previous call is assumed "
+            "to lack only the newest step)"
+        ),
     )
-    stable_prefix_messages: int | None = None
-    recent_tokens: int = Field(
-        0,
-        description="tokens of the newest contiguous run of the history the payload holds "
-        "(what the agent just did; a trim keeps it before any older prefix)",
+    recall: bool | None = Field(
+        None,
+        description=(
+            "the recall tool among `tools`, and a system note on what the payload leaves "
+            "out (default: the session's `recall` setting)"
+        ),
     )
-
-
-class Decision(BaseModel):
-    model_config = _OPEN
-
-    seq: int
-    action: str = Field(description="kept, previewed, cut, dropped or excluded")
-    rule: str | None = None
-
-
-class ContextPayload(BaseModel):
-    """The budget-fitted payload. `format` decides the provider part: `openai` has
-    `messages` (+ `tools`), `responses` has `input` items, `anthropic` has `system`
-    blocks and Messages-API `messages`."""
-
-    model_config = _OPEN
-
-    format: Literal["openai", "responses", "anthropic"]
-    usage: ContextUsage
-    kept_seqs: list[int]
-    dropped_count: int
-    summary: dict[str, Any]
-    strategy: str
-    over_budget: bool
-    warnings: list[Any]
-    decisions: list[Decision]
-    prefix_id: str | None = Field(None, description="send back as previous_prefix_id")
-    messages: list[dict[str, Any]] | None = None
-    input: list[dict[str, Any]] | None = None
-    system: list[dict[str, Any]] | str | None = None
-    tools: list[dict[str, Any]] | None = None
-
-
-class CompactionJob(BaseModel):
-    model_config = _OPEN
-
-    job_id: str
-    status: str = Field(description="pending, running, success, degraded, noop, failed, ...")
-    trigger: str | None = None
-    force: bool | None = None
-    attempts: int | None = None
-    reason: str | None = None
-    watermark_after: int | None = None
-    compaction_metadata: dict[str, Any] | None = None
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
-class CompactionDryRun(BaseModel):
-    model_config = _OPEN
-
-    dry_run: Literal[True]
-    would: str
-    would_compact: bool
-    reason: str | None = None
-
-
-class CompactionSummary(BaseModel):
-    model_config = _OPEN
-
-    text: str | None
-    structure: dict[str, Any] | None
-    tokens: int
-    through_seq: int | None
-
-
-class CompactionState(BaseModel):
-    model_config = _OPEN
-
-    compacted_context: Any = None
-    summary: CompactionSummary
-    last_compaction_seq: int
-    compaction_count: int
-    compaction_metadata: dict[str, Any] | None
-    memory_flush_candidates: list[dict[str, Any]]
-    jobs: list[CompactionJob]
-
-
-class TokenCount(BaseModel):
-    model_config = ConfigDict(extra="allow", protected_namespaces=())
-
-    model: str
-    tokenizer: str
-    tokenizer_mode: str
-    text: int | None = None
-    messages: int | None = None
-    tools: int | None = None
-    total: int
-
-
-class UsageReport(BaseModel):
-    model_config = _OPEN
-
-    calibration: dict[str, Any]
-
-
-class ProblemItem(BaseModel):
-    loc: str
-    msg: str
-
-
-class Problem(BaseModel):
-    """RFC 9457 problem details with contextd's stable `code`."""
-
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={
-            "examples": [
-                {
-                    "type": "https://contextd.dev/problems/validation_error",
-                    "title": "Validation failed",
-                    "status": 422,
-                    "detail": "messages[0].role: must be one of system, user, assistant, tool",
-                    "code": "validation_error",
-                    "errors": [
-                        {
-                            "loc": "messages[0].role",
-                            "msg": "must be one of system, user, assistant, tool",
-                        }
-                    ],
-                }
-            ]
-        },
-    )
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    code: str
-    errors: list[ProblemItem] | None = None

@@ -14,20 +14,27 @@ message and sentence, so re-running a job yields the same ids.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import structlog
+
 from app.compaction.signals import classify, normalise, split_sentences, truncate_utf8
-from app.messages.types import LoggedMessage
+from app.compaction.turns import CompactionPlan
+from app.conversation import LoggedMessage
+from app.settings import CompactionSettings
 
 _BASE = {"constraint": 0.6, "preference": 0.55, "decision": 0.55, "todo": 0.45, "identifier": 0.25}
 _USER_BONUS = 0.2
 _EXTRA_TAG_BONUS = 0.05
 _PINNED_BONUS = 0.1
 _MIN_CHARS = 6
+
+log = structlog.get_logger("contextd.compaction")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +110,27 @@ def extract_candidates(
             )
     found.sort(key=lambda c: (-c.confidence, c.source_seq))
     return found[:max_candidates]
+
+
+async def flush_candidates(
+    plan: CompactionPlan, sid: str, c: CompactionSettings
+) -> list[FlushCandidate] | None:
+    """Memory-flush candidates of the range, or None when the flush is skipped: it
+    took longer than `flush_timeout_s` or failed. The compaction goes on either way
+    (`flush_skipped` in its metadata)."""
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(
+                extract_candidates,
+                plan.range_messages,
+                session_id=sid,
+                max_candidates=c.max_flush_candidates,
+                max_text_bytes=c.max_candidate_text_bytes,
+            ),
+            c.flush_timeout_s,
+        )
+    except TimeoutError:
+        log.warning("memory flush timed out; skipped", timeout_s=c.flush_timeout_s)
+    except Exception:
+        log.exception("memory flush failed; skipped")
+    return None

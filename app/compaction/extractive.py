@@ -23,7 +23,7 @@ from app.compaction.summary import (
     dedupe,
     render_summary,
 )
-from app.messages.types import LoggedMessage, call_function
+from app.conversation import LoggedMessage, call_function
 
 _LABELS = {
     "en": {

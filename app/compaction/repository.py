@@ -10,8 +10,9 @@ from sqlalchemy import ColumnElement, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app import conversation
+from app.conversation import LoggedMessage
 from app.leases.fencing import store_admits
-from app.messages.types import LoggedMessage
 from app.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
 from app.models.job import ACTIVE
 
@@ -344,7 +345,6 @@ async def store_summary(
 async def history_after(
     db: AsyncSession, tenant: str, sid: str, watermark: int
 ) -> list[LoggedMessage]:
-    from app.context.repository import to_logged
 
     stmt = (
         select(MessageRow)
@@ -355,7 +355,7 @@ async def history_after(
         )
         .order_by(MessageRow.seq)
     )
-    return [to_logged(m) for m in await db.scalars(stmt)]
+    return [conversation.to_logged(m) for m in await db.scalars(stmt)]
 
 
 async def recent_jobs(db: AsyncSession, tenant: str, sid: str, limit: int = 20) -> list[Job]:

@@ -19,21 +19,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.deps import Database
+from app.budget import budget_of, effective_model, session_compaction
 from app.compaction import (
     ChatModelClient,
     CompactionPlan,
     NoopReason,
     StructuredSummary,
     build_metadata,
-    extract_candidates,
     summarise,
 )
 from app.compaction import repository as repo
-from app.compaction.candidates import FlushCandidate
+from app.compaction.candidates import flush_candidates
 from app.compaction.metrics import (
     AUTO_SKIPPED,
     COMPACTION_DURATION,
@@ -42,14 +39,14 @@ from app.compaction.metrics import (
     MODEL_TOKENS,
     TOKENS_FREED,
 )
+from app.compaction.noop_guard import _after_noop, could_free, noop_state
 from app.compaction.service import plan_session
-from app.compaction.summary import summary_token_cap
 from app.context import summary_message
+from app.database import Database
 from app.db import is_unavailable
 from app.events import record_event
-from app.models import CompactionJobRow, SessionRow
-from app.sessions.service import budget_of, effective_model, session_compaction
-from app.settings import CompactionSettings, Settings
+from app.models import SessionRow
+from app.settings import Settings
 from app.tokens import get_counter
 
 log = structlog.get_logger("contextd.compaction")
@@ -60,107 +57,6 @@ CLOSING_WRITE_MAX_PAUSE_S = 5.0
 
 class JobTakenOver(Exception):
     """Another runner owns the job now: roll back everything this one was about to write."""
-
-
-async def _flush_candidates(
-    plan: CompactionPlan, sid: str, c: CompactionSettings
-) -> list[FlushCandidate] | None:
-    """Memory-flush candidates of the range, or None when the flush is skipped: it
-    took longer than `flush_timeout_s` or failed. The compaction goes on either way
-    (`flush_skipped` in its metadata)."""
-    try:
-        return await asyncio.wait_for(
-            asyncio.to_thread(
-                extract_candidates,
-                plan.range_messages,
-                session_id=sid,
-                max_candidates=c.max_flush_candidates,
-                max_text_bytes=c.max_candidate_text_bytes,
-            ),
-            c.flush_timeout_s,
-        )
-    except TimeoutError:
-        log.warning("memory flush timed out; skipped", timeout_s=c.flush_timeout_s)
-    except Exception:
-        log.exception("memory flush failed; skipped")
-    return None
-
-
-def _regrown(row: SessionRow, settings: Settings) -> bool:
-    """The regrowth guard on the session row alone, so appends do not queue doomed jobs.
-
-    The job's plan applies the same guard exactly; this only spares the claim,
-    the history read and the noop event when the answer is already known.
-    """
-    if not row.compaction_count:
-        return True
-    ratio = session_compaction(row, settings).regrowth_ratio
-    history = row.context_tokens - row.watermark_context_tokens
-    return history >= row.compacted_history_tokens * (1 + ratio)
-
-
-def could_free(row: SessionRow, settings: Settings) -> bool:
-    """Whether a compaction could free anything, from the session row's running totals.
-
-    The preserved tail holds at most `keep_recent_ratio` of the usable budget
-    (bar the current turn's last steps), and a plan must free `min_free_ratio`
-    of it: an effective history no bigger than both together has nothing worth
-    compacting, so no job is queued for it (SPEC §5: no job per append that ends
-    as a `noop`). A necessary condition only; the plan decides exactly.
-    """
-    c = session_compaction(row, settings)
-    history = row.context_tokens - row.watermark_context_tokens
-    # At least this much lies outside the tail; its summary takes back its share.
-    outside = history - int(c.keep_recent_ratio * c.usable_budget)
-    if outside <= 0:
-        return False
-    freed = outside - min(outside, summary_token_cap(outside))
-    return freed >= max(1, int(c.min_free_ratio * c.usable_budget)) and _regrown(row, settings)
-
-
-def noop_state(row: SessionRow) -> dict[str, int]:
-    """What an automatic noop is remembered by: the same state never gets another job."""
-    return {
-        "watermark": row.last_compaction_seq,
-        "generation": row.generation,
-        "context_tokens": row.context_tokens,
-        "history_tokens": row.context_tokens - row.watermark_context_tokens,
-    }
-
-
-async def _after_noop(db: AsyncSession, row: SessionRow, settings: Settings) -> bool:
-    """False while the session is in the state (or barely past it) its last noop saw.
-
-    A plan that found nothing to compact finds nothing again until the log has
-    grown: by `regrowth_ratio` of the history it saw (at least `min_free_ratio`
-    of the usable budget, and at least one token), on the same watermark and
-    generation. Read from the session's latest noop job (its primary key prefix).
-    """
-    last = await db.scalar(
-        select(CompactionJobRow.result)
-        .where(
-            CompactionJobRow.tenant_id == row.tenant_id,
-            CompactionJobRow.session_id == row.id,
-            CompactionJobRow.status == "noop",
-        )
-        .order_by(CompactionJobRow.finished_at.desc())
-        .limit(1)
-    )
-    state = (last or {}).get("state")
-    if not isinstance(state, dict):
-        return True
-    if (state.get("watermark"), state.get("generation")) != (
-        row.last_compaction_seq,
-        row.generation,
-    ):
-        return True  # compacted, cut or cleared since: a new state
-    c = session_compaction(row, settings)
-    growth = max(
-        1,
-        int(c.regrowth_ratio * int(state.get("history_tokens", 0))),
-        int(c.min_free_ratio * c.usable_budget),
-    )
-    return row.context_tokens >= int(state.get("context_tokens", 0)) + growth
 
 
 class CompactionRunner:
@@ -324,7 +220,7 @@ class CompactionRunner:
             meta["state"] = noop_state(row)
             await self._finish(job, "noop", meta, reason=plan.code)
             return
-        candidates = await _flush_candidates(plan, row.id, c)
+        candidates = await flush_candidates(plan, row.id, c)
         previous = StructuredSummary.from_dict(row.summary) if row.summary else None
         outcome = await summarise(
             plan,

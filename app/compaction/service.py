@@ -9,13 +9,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.deps import Database
 from app.compaction import CompactionPlan, NoopReason, plan_for_settings
 from app.compaction import repository as repo
 from app.context import summary_message
+from app.conversation import LoggedMessage
+from app.database import Database
 from app.errors import NotFound
 from app.leases.guard import check_write
-from app.messages.types import LoggedMessage
 from app.models import SessionRow
 from app.models.job import ACTIVE
 from app.sessions import repository as sessions

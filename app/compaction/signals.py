@@ -46,10 +46,7 @@ def _upper(text: str) -> bool:
     return not text.islower()  # True for any text with an upper-case letter
 
 
-_EXTENSIONS = (
-    r"(?:py|pyi|js|ts|tsx|jsx|json|ya?ml|toml|md|rst|txt|cfg|ini|sh|go|rs|java|"
-    r"kt|c|h|cc|cpp|hpp|cs|rb|php|html|css|sql|log|csv|lock|xml|proto|tf|env)"
-)
+_EXTENSIONS = words.extensions_pattern()
 _UNITS = r"(?:ms|s|sec|min|h|kb|mb|gb|tb|%|px|usd|eur|元|块|小时|分钟|天|个|人|岁|公里|米)"
 
 

@@ -45,116 +45,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from app.compaction.preserved import Tail as Tail
+from app.compaction.preserved import TailLimit as TailLimit
+from app.compaction.preserved import _cut
+from app.compaction.preserved import preserved_tail as preserved_tail
 from app.compaction.summary import summary_token_cap
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage, split_steps
+from app.conversation import Turn as Turn
+from app.conversation import Unit as Unit
+from app.conversation import split_turns as split_turns
+from app.conversation import tokens_in_context as _tokens
+
+# Named here before app/conversation.py held it.
+split_units = split_steps
 
 NoopCode = Literal["empty_history", "nothing_compressible", "not_regrown", "too_little_to_free"]
-TailLimit = Literal["min_preserved_turns", "keep_recent_ratio", "min_preserved_steps", "history"]
-
-
-def _tokens(messages: Sequence[LoggedMessage]) -> int:
-    return sum(m.token_count for m in messages if m.counts_in_context)
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    messages: tuple[LoggedMessage, ...]
-
-    @property
-    def first_seq(self) -> int:
-        return self.messages[0].seq
-
-    @property
-    def last_seq(self) -> int:
-        return self.messages[-1].seq
-
-    @property
-    def has_user(self) -> bool:
-        return self.messages[0].role == "user"
-
-    @property
-    def tokens(self) -> int:
-        return _tokens(self.messages)
-
-
-def split_turns(messages: Sequence[LoggedMessage]) -> list[Turn]:
-    """Turns in log order; a leading run of non-user messages is a turn of its own."""
-    turns: list[list[LoggedMessage]] = []
-    for message in messages:
-        if message.role == "user" or not turns:
-            turns.append([message])
-        else:
-            turns[-1].append(message)
-    return [Turn(tuple(t)) for t in turns]
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """A keep-or-compact unit: a user message, a step, or a leading run of other messages.
-
-    `start`/`end` index the planned messages; `closed_before` says whether every
-    tool call before `start` has all its results before `start` (a valid cut).
-    """
-
-    start: int
-    end: int
-    kind: Literal["user", "step", "other"]
-    turn: int
-    open: bool
-    tokens: int
-    closed_before: bool
-
-
-def split_units(messages: Sequence[LoggedMessage]) -> list[Unit]:
-    """Users, steps and leftovers in log order (see the module docstring)."""
-    answered_anywhere = {str(m.body.get("tool_call_id")) for m in messages if m.role == "tool"}
-    starts: list[int] = []
-    for i, m in enumerate(messages):
-        if i == 0 or m.role == "user":
-            starts.append(i)
-        elif m.role == "assistant":
-            prev = messages[i - 1]
-            text_then_group = (
-                prev.role == "assistant" and not prev.tool_call_ids and bool(m.tool_call_ids)
-            )
-            if not text_then_group:
-                starts.append(i)
-    # Which starts are clean cuts: no call before them still waiting for a result there.
-    outstanding: set[str] = set()
-    closed_at: dict[int, bool] = {}
-    start_set = set(starts)
-    for i, m in enumerate(messages):
-        if i in start_set:
-            closed_at[i] = not outstanding
-        if m.role == "tool":
-            outstanding.discard(str(m.body.get("tool_call_id")))
-        outstanding.update(m.tool_call_ids)
-    units: list[Unit] = []
-    turn = 0
-    for k, start in enumerate(starts):
-        end = starts[k + 1] if k + 1 < len(starts) else len(messages)
-        first = messages[start]
-        if first.role == "user" and start > 0:
-            turn += 1
-        kind: Literal["user", "step", "other"] = (
-            "user" if first.role == "user" else "step" if first.role == "assistant" else "other"
-        )
-        chunk = messages[start:end]
-        is_open = any(cid not in answered_anywhere for m in chunk for cid in m.tool_call_ids)
-        units.append(Unit(start, end, kind, turn, is_open, _tokens(chunk), closed_at[start]))
-    return units
-
-
-@dataclass(frozen=True, slots=True)
-class Tail:
-    """Where the preserved tail starts and what set it (for `dry_run`)."""
-
-    start: int  # index in the planned messages
-    limited_by: TailLimit
-    tokens: int
-    current_turn_steps: int
-    kept_steps: int
-    open_seqs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,56 +153,6 @@ class NoopReason:
         }
 
 
-def preserved_tail(
-    messages: Sequence[LoggedMessage],
-    units: Sequence[Unit],
-    *,
-    min_preserved_turns: int,
-    min_preserved_steps: int,
-    keep_recent_tokens: int | None,
-) -> Tail:
-    """The start of the preserved tail (SPEC §5), before cut-point adjustments."""
-    current = units[-1].turn
-    oldest_turn = current - max(0, min_preserved_turns)
-    # Newest first, whole units, within the last turns and the token share.
-    soft = len(messages)
-    tokens = 0
-    limited_by: TailLimit = "history"
-    for u in reversed(units):
-        if u.turn < oldest_turn:
-            limited_by = "min_preserved_turns"
-            break
-        if keep_recent_tokens is not None and tokens + u.tokens > keep_recent_tokens:
-            limited_by = "keep_recent_ratio"
-            break
-        tokens += u.tokens
-        soft = u.start
-    # Floor: the current turn's last `min_preserved_steps` complete steps (all if fewer).
-    steps = [u for u in units if u.turn == current and u.kind == "step" and not u.open]
-    kept = steps[-max(1, min_preserved_steps) :] if steps else []
-    hard = kept[0].start if kept else len(messages)
-    if hard < soft:
-        limited_by = "min_preserved_steps"
-        tokens = _tokens(messages[hard:])
-    opens = tuple(messages[u.start].seq for u in units if u.open)
-    return Tail(min(soft, hard), limited_by, tokens, len(steps), len(kept), opens)
-
-
-def _cut(units: Sequence[Unit], tail_start: int) -> int:
-    """The latest clean cut at or before `tail_start` that does not end on a user message."""
-    candidates = [u for u in units if u.start <= tail_start]
-    for k in range(len(candidates) - 1, -1, -1):
-        u = candidates[k]
-        if u.start == 0:
-            return 0
-        if not u.closed_before:
-            continue  # a call before it is still waiting for a result at or after it
-        if units[k - 1].kind == "user" and u.kind != "user":
-            continue  # the range would end on a user message: keep it with its answer
-        return u.start
-    return 0
-
-
 def plan_range(
     messages_after_watermark: Sequence[LoggedMessage],
     *,
@@ -325,7 +180,7 @@ def plan_range(
     history_tokens = _tokens(messages)
     if not messages:
         return NoopReason("empty_history", "no messages after the watermark")
-    units = split_units(messages)
+    units = split_steps(messages)
     tail = preserved_tail(
         messages,
         units,

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from app.compaction.signals import classify, split_sentences
 from app.compaction.summary import TextCounter
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 
 SHORT_TOKENS = 80
 # A bullet and the line break around each item in the rendered section.

@@ -42,7 +42,7 @@ from app.context.types import (
 )
 from app.context.validation import validate_strategy
 from app.context.view import Form, HistoryView, Limits
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 from app.context.lru import LRU
 from app.context.signals import key_line_starts
 from app.context.types import TokenCounter
-from app.messages.types import content_text
+from app.conversation import content_text
 
 _FIELDS: dict[str, frozenset[str]] = {
     "system": frozenset({"role", "content", "name"}),

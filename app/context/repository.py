@@ -11,55 +11,29 @@ read for the session's previous window are not sent again (see `_windows`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    ColumnElement,
-    Text,
-    all_,
-    and_,
-    any_,
-    bindparam,
-    case,
-    func,
-    literal_column,
-    null,
-    or_,
-    select,
-    union_all,
-)
-from sqlalchemy import inspect as sa_inspect
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, array
-from sqlalchemy.exc import InvalidRequestError
-from sqlalchemy.orm.attributes import instance_state
-
-from app.context import stability
+from app import conversation
 from app.context.lru import LRU
-from app.db import Compiled
-from app.errors import NotFound
-from app.messages.types import LoggedMessage
-from app.models import CompactionJobRow, ContextLayoutRow, MessageRow, SessionRow, ToolCallRow
-from app.models.job import ACTIVE
+from app.context.session_read import last_compaction_failure as last_compaction_failure
+from app.context.session_read import payload_session as payload_session
+from app.context.statements import (
+    _BODIES_SQL,
+    _LEAD,
+    _MEMBERS_SQL,
+    _RECENT,
+    _WINDOW_SQL,
+    _fetch,
+    _seq_runs,
+)
+from app.conversation import LoggedMessage
+from app.database import Driver
+from app.models import SessionRow
 
-
-def to_logged(m: MessageRow) -> LoggedMessage:
-    return LoggedMessage(
-        seq=m.seq,
-        id=m.message_id,
-        role=m.role,  # type: ignore[arg-type]  # the column only ever holds validated roles
-        body=m.body,
-        token_count=m.token_count,
-        pinned=m.pinned,
-        include_in_context=m.include_in_context,
-        mode=m.mode,
-        run_id=m.run_id,
-        metadata=m.metadata_,
-        error=m.error,
-        created_at=m.created_at,
-    )
+# Imported from here before app/conversation.py held it.
+to_logged = conversation.to_logged
 
 
 # Bodies of the windows read last, per session: an agent asks for a payload on
@@ -107,187 +81,6 @@ _windows: LRU[tuple[str, str], _Known] = LRU(
 
 def clear_cache() -> None:
     _windows.clear()
-
-
-# The pooled asyncpg connection a payload reads on (`Database.payloads()`).
-Driver = Any
-
-
-# --- running fixed statements on the driver ---------------------------------------------------
-# The reads of a payload are fixed Core statements run on every call. Through
-# `AsyncSession.execute` each costs ~0.3 ms of CPU beyond asyncpg's own work here
-# (cache-key lookup, parameter and result processing, Row objects: a trivial select
-# 0.40 ms against 0.07 ms on the driver): ~1 ms per context call. They are compiled
-# once and run by asyncpg on the payload pool's connection (`Database.payloads()`,
-# which also invalidates it when the database is away); their parameters
-# need no conversion (text, integers, arrays of them) and the driver decodes their
-# columns (jsonb included: the dialect registers its codecs on every connection).
-
-
-async def _fetch(db: Driver, stmt: Compiled, params: dict[str, Any]) -> list[Any]:
-    rows: list[Any] = await db.fetch(stmt.sql, *stmt.args(params))
-    return rows
-
-
-# --- statements, built once -------------------------------------------------------------------
-# Module-level statements with bound parameters: SQLAlchemy memoizes a statement
-# object's cache key, so a call pays neither building nor keying the SQL. Lists
-# travel as one array parameter, never one parameter per value, so each
-# statement stays one prepared statement on the server.
-
-_MSG = MessageRow
-# LIMIT 1 written out, not a bound parameter: with an unknown count a generic plan
-# assumes a tenth of the rows, costs itself above the custom plans and PostgreSQL
-# then plans the statement again on every execution (~0.7 ms here).
-_ONE: ColumnElement[int] = literal_column("1")
-EARLIER_USERS = 64
-_EARLIER_USERS: ColumnElement[int] = literal_column(str(EARLIER_USERS))
-_IN_SESSION = (_MSG.tenant_id == bindparam("tenant"), _MSG.session_id == bindparam("sid"))
-_SEQS = ARRAY(BigInteger)
-
-
-def _jsonb_or_null(column: Any) -> Any:
-    # The flags columns hold JSON `null` when unset; SQL NULL decodes to the same None
-    # without a trip through the JSON decoder for every row.
-    return func.nullif(column, literal_column("'null'::jsonb"), type_=JSONB)
-
-
-# The server leaves out (NULL) the bodies of the rows the last read of this session
-# saw; every other column comes every time. `body` itself is never NULL. Those rows
-# are one contiguous range and a few older ones: a range test and a short array,
-# not `= ANY` over every seq, which would cost rows x window comparisons.
-_KNOWN = or_(
-    _MSG.seq.between(bindparam("known_lo"), bindparam("known_hi")),
-    _MSG.seq == any_(bindparam("known_extra", type_=_SEQS)),
-)
-_BODY = case((_KNOWN, null()), else_=_MSG.body)
-# Plain columns, not ORM entities: assembly never writes these rows back, so the
-# identity map, attribute instrumentation and per-row state would be pure overhead.
-_COLUMNS = (
-    _MSG.seq,
-    _MSG.message_id,
-    _MSG.role,
-    _BODY,
-    _MSG.token_count,
-    _MSG.pinned,
-    _MSG.include_in_context,
-    _MSG.mode,
-    _MSG.run_id,
-    _jsonb_or_null(_MSG.metadata_),
-    _jsonb_or_null(_MSG.error),
-    _MSG.created_at,
-)
-
-# The newest message at or below the threshold marks where the window starts: a
-# backward walk of the primary key that stops after the window's rows. Evaluated
-# once (a CTE referenced three times is materialized); its value bounds the index
-# scans of the window, the user message opening its oldest turn and the older
-# pinned messages, all in one round trip.
-_BOUNDARY = (
-    select(_MSG.seq)
-    .where(
-        *_IN_SESSION,
-        _MSG.seq > bindparam("floor"),
-        _MSG.context_tokens_through <= bindparam("threshold"),
-    )
-    .order_by(_MSG.seq.desc())
-    .limit(_ONE)
-    .scalar_subquery()
-)
-_START_CTE = select(
-    (func.coalesce(_BOUNDARY, bindparam("floor", type_=BigInteger)) + 1).label("seq")
-).cte("window_start")
-_START = select(_START_CTE.c.seq).scalar_subquery()
-_BEFORE = (_MSG.seq > bindparam("floor"), _MSG.seq < _START)
-# When the window opens on tool results, their call is just before it: the rows
-# from the nearest message before the start that is not a tool result are read
-# along (the lead-in), so the group can be completed without a lookup in
-# `tool_calls` in the usual case. Only the rows the group needs are kept.
-_TOOL: ColumnElement[str] = literal_column("'tool'")
-_LEAD_IN_CTE = select(
-    case(
-        (
-            select(_MSG.role).where(*_IN_SESSION, _MSG.seq == _START).scalar_subquery() == _TOOL,
-            func.coalesce(
-                select(_MSG.seq)
-                .where(*_IN_SESSION, *_BEFORE, _MSG.role != _TOOL)
-                .order_by(_MSG.seq.desc())
-                .limit(_ONE)
-                .scalar_subquery(),
-                _START,
-            ),
-        ),
-        else_=_START,
-    ).label("seq")
-).cte("lead_in")
-_LEAD_IN = select(_LEAD_IN_CTE.c.seq).scalar_subquery()
-
-
-def _part(n: int) -> Any:
-    return literal_column(str(n)).label("part")
-
-
-_RECENT, _OPENER, _PINNED, _LEAD, _ANCHOR = 1, 2, 3, 4, 5
-_WINDOW = union_all(
-    # Both bounds, although nothing follows `last_seq`: the planner cannot know the
-    # start (a subquery), and an open range would be estimated at a third of the
-    # session's rows, enough for a sequential scan of a session that fills the
-    # table. A closed range with an unknown end is estimated at 0.5% of them, so
-    # the primary key is walked whatever the session's share of the table.
-    select(*_COLUMNS, _part(_RECENT)).where(
-        *_IN_SESSION, _MSG.seq >= _START, _MSG.seq <= bindparam("last_seq")
-    ),
-    # The user messages before the window, newest first (the first opens its oldest
-    # turn): a strategy keeps a user's short mid-run instruction ahead of any tool
-    # output (SPEC §3), so it must be offered ones older than the budget reaches.
-    # Bounded: `EARLIER_USERS` rows of the partial index on users.
-    select(*_COLUMNS, _part(_OPENER))
-    # A literal, not a parameter: the partial index on users holds for generic plans too.
-    .where(*_IN_SESSION, _MSG.role == literal_column("'user'"), *_BEFORE)
-    .order_by(_MSG.seq.desc())
-    .limit(_EARLIER_USERS)
-    .subquery()
-    .select(),
-    select(*_COLUMNS, _part(_PINNED)).where(*_IN_SESSION, _MSG.pinned, *_BEFORE),
-    select(*_COLUMNS, _part(_LEAD)).where(*_IN_SESSION, _MSG.seq >= _LEAD_IN, _MSG.seq < _START),
-    # The turn anchor (SPEC §5): the session's latest user message, whatever the floor.
-    # A compaction may move the watermark inside the current turn, past the message
-    # that opens it; that message stays in the effective history verbatim. Above the
-    # floor it is one of the rows above already (read once: rows are kept by seq).
-    select(*_COLUMNS, _part(_ANCHOR))
-    .where(*_IN_SESSION, _MSG.role == literal_column("'user'"))
-    .order_by(_MSG.seq.desc())
-    .limit(_ONE)
-    .subquery()
-    .select(),
-)
-# The calls and answers of some call ids that were not read yet: a nested loop from
-# the `tool_calls` key to the messages' primary key.
-_MEMBERS = (
-    select(*_COLUMNS)
-    .join_from(
-        _MSG,
-        ToolCallRow,
-        and_(
-            ToolCallRow.tenant_id == _MSG.tenant_id,
-            ToolCallRow.session_id == _MSG.session_id,
-            _MSG.seq == any_(array([ToolCallRow.seq, ToolCallRow.answered_seq])),
-        ),
-    )
-    .where(
-        ToolCallRow.tenant_id == bindparam("tenant"),
-        ToolCallRow.session_id == bindparam("sid"),
-        ToolCallRow.call_id == any_(bindparam("ids", type_=ARRAY(Text))),
-        _MSG.seq > bindparam("floor"),
-        _MSG.seq != all_(bindparam("have", type_=_SEQS)),
-    )
-)
-_BODIES = select(_MSG.seq, _MSG.body).where(
-    *_IN_SESSION, _MSG.seq == any_(bindparam("seqs", type_=_SEQS))
-)
-_WINDOW_SQL = Compiled(_WINDOW)
-_MEMBERS_SQL = Compiled(_MEMBERS)
-_BODIES_SQL = Compiled(_BODIES)
 
 
 class _Reader:
@@ -456,34 +249,6 @@ def _runs(seqs: Sequence[int], gap: int = 64) -> list[list[int]]:
     return runs
 
 
-# One bounded primary-key range per run of nearby seqs, each a UNION part with constant
-# bounds. A bare `seq = ANY(...)` on never-analysed tables (autovacuum off, a new
-# deployment) is planned as a bitmap scan of the whole session with the list as a
-# filter (60-80 ms at 100k messages): without statistics a session is estimated at a
-# few rows. So is a join of the messages to an array of runs (`unnest` + LATERAL):
-# the planner takes the bounds as a join filter, not an index condition. Built once
-# per number of runs; bench/plans.py explains the shape a replay uses.
-_SEQ_RUNS: dict[int, Compiled] = {}
-_UNKNOWN_BODY = case((_MSG.seq == any_(bindparam("unknown", type_=_SEQS)), _MSG.body), else_=null())
-
-
-def _seq_runs(n: int) -> Compiled:
-    stmt = _SEQ_RUNS.get(n)
-    if stmt is None:
-        columns = tuple(_UNKNOWN_BODY if c is _BODY else c for c in _COLUMNS)
-        parts = [
-            select(*columns).where(
-                *_IN_SESSION,
-                _MSG.seq >= bindparam(f"lo{i}", type_=BigInteger),
-                _MSG.seq <= bindparam(f"hi{i}", type_=BigInteger),
-                _MSG.seq == any_(bindparam(f"in{i}", type_=_SEQS)),
-            )
-            for i in range(n)
-        ]
-        stmt = _SEQ_RUNS[n] = Compiled(parts[0] if n == 1 else union_all(*parts))
-    return stmt
-
-
 async def _read_window(db: Driver, session: SessionRow, reader: _Reader, read_tokens: int) -> None:
     params = reader.params
     window_params = {
@@ -525,10 +290,10 @@ async def _complete_groups(
     """
     made: set[str] = set()
     answered: set[str] = set()
-    _ids_of(reader.rows.values(), made, answered)
+    conversation.call_ids(reader.rows.values(), made, answered)
     if lead_in and answered - made:
         added = _from_lead_in(reader, lead_in, answered - made)
-        _ids_of(added, made, answered)
+        conversation.call_ids(added, made, answered)
     in_flight = {
         i
         for s, m in reader.rows.items()
@@ -542,7 +307,7 @@ async def _complete_groups(
         params = {**reader.params, "ids": sorted(open_ids), "have": list(reader.rows)}
         fetched = [m for r in await _fetch(db, _MEMBERS_SQL, params) if (m := reader.add(r))]
         fetched += await reader.fetch_missing(db)
-        _ids_of(fetched, made, answered)
+        conversation.call_ids(fetched, made, answered)
         open_ids = (made ^ answered) - asked - in_flight
 
 
@@ -563,85 +328,3 @@ def _from_lead_in(
     for m in added:
         reader.rows[m.seq] = m
     return added
-
-
-def _ids_of(messages: Iterable[LoggedMessage], made: set[str], answered: set[str]) -> None:
-    for m in messages:
-        if m.role == "tool":
-            call_id = m.body.get("tool_call_id")
-            if call_id:
-                answered.add(str(call_id))
-        elif m.role == "assistant":
-            made.update(m.tool_call_ids)
-
-
-# Compaction's JSON (the structured summary, up to 20 flush candidates of 2 KB) is
-# never part of a payload: not sent, not decoded. Raising, should assembly need it.
-_NOT_FOR_PAYLOADS = ("summary", "compaction_metadata", "memory_flush_candidates", "metadata_")
-_SESSION_KEYS = tuple(
-    a.key for a in sa_inspect(SessionRow).column_attrs if a.key not in _NOT_FOR_PAYLOADS
-)
-_PAYLOAD_SESSION = Compiled(
-    select(*(getattr(SessionRow, k) for k in _SESSION_KEYS), *stability.STREAM_COLUMNS)
-    .outerjoin(ContextLayoutRow, stability.STREAM_JOIN)
-    .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("sid"))
-)
-
-
-def _not_for_payloads(key: str) -> Any:
-    def load(state: Any, passive: Any) -> Any:
-        raise InvalidRequestError(f"SessionRow.{key} is not read for payloads")
-
-    return load
-
-
-_RAISE_NOT_READ = {k: _not_for_payloads(k) for k in _NOT_FOR_PAYLOADS}
-_NEW_SESSION = sa_inspect(SessionRow).class_manager.new_instance
-
-
-def _session_of(record: Sequence[Any]) -> SessionRow:
-    """A transient `SessionRow` holding the record's columns (in `_SESSION_KEYS` order).
-
-    The ORM's loading of one row through `AsyncSession.execute` cost ~0.1 ms of a
-    payload's 1 ms (compiling, the identity map, the row's instance); the payload
-    only reads the row, so it is filled as the ORM fills a loaded one. The columns
-    it does not read raise as `defer(..., raiseload=True)` made them.
-    """
-    row: SessionRow = _NEW_SESSION()
-    row.__dict__.update(zip(_SESSION_KEYS, record, strict=True))
-    instance_state(row).callables = dict(_RAISE_NOT_READ)
-    return row
-
-
-async def payload_session(
-    db: Driver, tenant: str, sid: str
-) -> tuple[SessionRow, dict[str, Sequence[Any]]]:
-    """The session's row and its stored payload streams (params_key -> the rest of
-    `stability.STREAM_COLUMNS`), in one round trip; NotFound if there is no such session."""
-    rows = await _fetch(db, _PAYLOAD_SESSION, {"tenant": tenant, "sid": sid})
-    if not rows:
-        raise NotFound(f"session {sid!r} does not exist")
-    n = len(_SESSION_KEYS)
-    streams: dict[str, Sequence[Any]] = {r[n]: tuple(r[n + 1 :]) for r in rows if r[n] is not None}
-    return _session_of(rows[0][:n]), streams
-
-
-_LAST_FINISHED_JOB = Compiled(
-    select(CompactionJobRow.status, CompactionJobRow.reason)
-    .where(
-        CompactionJobRow.tenant_id == bindparam("tenant"),
-        CompactionJobRow.session_id == bindparam("sid"),
-        # Literals, not an expanding IN: the statement stays one prepared statement.
-        *(CompactionJobRow.status != literal_column(f"'{s}'") for s in ACTIVE),
-    )
-    .order_by(CompactionJobRow.finished_at.desc())
-    .limit(_ONE)
-)
-
-
-async def last_compaction_failure(db: Driver, tenant: str, sid: str) -> str | None:
-    """The reason of the session's latest finished compaction job, if that job failed."""
-    rows = await _fetch(db, _LAST_FINISHED_JOB, {"tenant": tenant, "sid": sid})
-    if not rows or rows[0][0] != "failed":
-        return None
-    return str(rows[0][1] or "failed")

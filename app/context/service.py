@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from app.api.deps import Database
+from pydantic_core import to_json
+
+from app.budget import budget_of, effective_model, session_compaction
 from app.context import (
     HISTORY_READ_FACTOR,
     AssemblyRequest,
@@ -22,15 +24,16 @@ from app.context import (
     stability,
 )
 from app.context import repository as repo
+from app.context.params import ContextParams as ContextParams  # its home before params.py
 from app.context.strategies import get_strategy
 from app.context.types import DEFAULT_STRATEGY, AssembledContext, TokenCounter
 from app.context.validation import validate_strategy
+from app.conversation import LoggedMessage
+from app.database import Database, Driver
 from app.errors import Conflict, invalid
 from app.events import EventWriter
-from app.messages.types import LoggedMessage
 from app.models import SessionRow
 from app.observability import metrics
-from app.sessions.service import budget_of, effective_model, session_compaction
 from app.settings import Settings
 from app.tokens import calibration, get_counter
 
@@ -49,26 +52,6 @@ def clear_caches() -> None:
     signals.clear_cache()
 
 
-@dataclass(frozen=True, slots=True)
-class ContextParams:
-    """Per-call overrides; None means "the session's own"."""
-
-    max_tokens: int | None = None
-    strategy: str | None = None
-    mode: str | None = None
-    reserve_output_tokens: int = 0
-    preview_limit_tokens: int | None = None
-    system: str | list[dict[str, Any]] | None = None
-    tools: list[dict[str, Any]] | None = None
-    dynamic_context: list[Any] = field(default_factory=list)
-    format: str = formats.DEFAULT_FORMAT
-    # The `prefix_id` of the previous payload of this stream, echoed by the client:
-    # makes `usage.stable_prefix_tokens` exact (see app/context/stability.py).
-    previous_prefix_id: str | None = None
-    # The recall tool and note (app/context/recall.py); None: the session's setting.
-    recall: bool | None = None
-
-
 async def payload(
     database: Database,
     events: EventWriter,
@@ -77,13 +60,28 @@ async def payload(
     params: ContextParams,
     settings: Settings,
 ) -> dict[str, Any]:
-    """What `GET` and `POST /context` answer: read-only, so outside any transaction."""
+    """The payload, read-only, so outside any transaction."""
     async with database.payloads() as db:
         return await build(db, tenant, sid, params, settings, events)
 
 
+async def payload_json(
+    database: Database,
+    events: EventWriter,
+    tenant: str,
+    sid: str,
+    params: ContextParams,
+    settings: Settings,
+) -> bytes:
+    """`GET` and `POST /sessions/{id}/context`, whole, once their parameters are read
+    (app/context/params.py): the payload as JSON. Its one HTTP entrance is
+    app/api/context_lane.py. Encoded once by pydantic-core (the encoder FastAPI's
+    response model used, without its validation pass)."""
+    return to_json(await payload(database, events, tenant, sid, params, settings))
+
+
 async def build(
-    db: repo.Driver,
+    db: Driver,
     tenant: str,
     sid: str,
     params: ContextParams,
@@ -146,7 +144,7 @@ async def build(
 
 
 async def _budget(
-    db: repo.Driver,
+    db: Driver,
     tenant: str,
     sid: str,
     row: SessionRow,
@@ -219,7 +217,7 @@ class _Stream:
 
 
 async def _read_history(
-    db: repo.Driver, row: SessionRow, layout: stability.Layout, raw_budget: int
+    db: Driver, row: SessionRow, layout: stability.Layout, raw_budget: int
 ) -> tuple[Sequence[LoggedMessage], list[int] | None]:
     """The window of the log, plus what `layout` needs beyond it; and the seqs that were
     missing from the window (None: too many to fetch one by one)."""

@@ -25,10 +25,7 @@ SCAN_CHARS = 1500
 _WORDS: dict[str, tuple[str, ...]] = {k: words.LATIN[k] for k in ("constraint", "decision")}
 # Chinese has no spaces to check: any occurrence counts.
 _CJK_WORDS: dict[str, tuple[str, ...]] = {k: words.CJK[k] for k in ("constraint", "decision")}
-_EXTENSIONS = re.compile(
-    r"(?:py|pyi|js|ts|tsx|json|ya?ml|toml|md|rst|txt|cfg|ini|sh|go|rs|java|"
-    r"c|h|cc|cpp|hpp|rb|php|html|css|sql|log|csv|xml|lock)(?![\w])"
-)
+_EXTENSIONS = re.compile(words.extensions_pattern() + r"(?![\w])")
 CODE = re.compile(
     r"```|`[^`\n]{2,}`|^\s*(?:def|class|import|from|return|function|const|let|var)\b|[{};]\s*$",
     re.MULTILINE,

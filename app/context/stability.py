@@ -75,8 +75,8 @@ from sqlalchemy.dialects.postgresql import insert
 from app.context.strategies.base import Selection, Strategy, hard_rule
 from app.context.types import TokenCounter
 from app.context.view import Form, HistoryView, Unit
+from app.conversation import LoggedMessage
 from app.db import Compiled
-from app.messages.types import LoggedMessage
 from app.models import ContextLayoutRow, SessionRow
 
 # A stream with no layout row yet (or a stale one) starts from "everything after

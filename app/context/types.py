@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 
 if TYPE_CHECKING:
     from app.context.strategies.base import Strategy

@@ -14,11 +14,9 @@ from typing import Any
 
 from app.context.strategies import available_strategies
 from app.errors import ValidationFailed
+from app.limits import FUNCTION_NAME_PATTERN, MODES, PREVIEW_TOKENS_MIN, TOKENS_MAX
 
-MAX_BUDGET_TOKENS = 10_000_000
-MIN_PREVIEW_TOKENS = 64
-MODES = ("chat", "agent", "run")
-_FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_FUNCTION_NAME = re.compile(FUNCTION_NAME_PATTERN)
 _JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _DYNAMIC_ROLES = frozenset({"system", "user", "assistant"})
 
@@ -46,8 +44,8 @@ def check_tokens(errors: Errors, loc: str, value: object, *, minimum: int) -> No
         _err(errors, loc, "must be an integer")
     elif value < minimum:
         _err(errors, loc, f"must be at least {minimum}")
-    elif value > MAX_BUDGET_TOKENS:
-        _err(errors, loc, f"must be at most {MAX_BUDGET_TOKENS}")
+    elif value > TOKENS_MAX:
+        _err(errors, loc, f"must be at most {TOKENS_MAX}")
 
 
 def check_tools(errors: Errors, tools: object, loc: str = "tools") -> None:
@@ -69,7 +67,7 @@ def check_tools(errors: Errors, tools: object, loc: str = "tools") -> None:
             continue
         name = fn.get("name")
         if not isinstance(name, str) or not _FUNCTION_NAME.match(name):
-            _err(errors, f"{at}.function.name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+            _err(errors, f"{at}.function.name", f"must match {FUNCTION_NAME_PATTERN}")
         elif name in names:
             _err(errors, f"{at}.function.name", f"duplicate tool name {name!r}")
         else:
@@ -154,7 +152,7 @@ def validate_context_params(
             _err(errors, "reserve_output_tokens", "must be less than max_tokens")
     if preview_limit_tokens is not None:
         check_tokens(
-            errors, "preview_limit_tokens", preview_limit_tokens, minimum=MIN_PREVIEW_TOKENS
+            errors, "preview_limit_tokens", preview_limit_tokens, minimum=PREVIEW_TOKENS_MIN
         )
     if tools is not None:
         check_tools(errors, tools)

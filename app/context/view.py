@@ -27,7 +27,7 @@ from app.context.groups import Group, UnitKind
 from app.context.memo import Memo, memo_of
 from app.context.preview import cut_text, needs_sanitize, preview_tool, sanitize
 from app.context.types import Action, TokenCounter
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 
 # What a tool output or an assistant text becomes in the compact form: its header (size
 # and the path of the full message) and a line or two of head and tail.

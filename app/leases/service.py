@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.errors import Conflict, NotFound
 from app.leases.fencing import no_live_lease
 from app.models import SessionRow
-from app.sessions import repository as sessions
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +84,7 @@ async def release(db: AsyncSession, tenant: str, sid: str, token: str) -> None:
 
 
 async def _raise_held(db: AsyncSession, tenant: str, sid: str) -> None:
-    row = await sessions.get(db, tenant, sid)
+    row = await db.get(SessionRow, (tenant, sid))
     if row is None:
         raise NotFound(f"session {sid!r} does not exist")
     until = row.lease_expires_at.isoformat() if row.lease_expires_at else None
@@ -98,6 +97,6 @@ async def _raise_held(db: AsyncSession, tenant: str, sid: str) -> None:
 
 
 async def _raise_stale(db: AsyncSession, tenant: str, sid: str) -> None:
-    if await sessions.get(db, tenant, sid) is None:
+    if await db.get(SessionRow, (tenant, sid)) is None:
         raise NotFound(f"session {sid!r} does not exist")
     raise Conflict("stale_lock_token", "lock_token is not the session's current lease")

@@ -9,6 +9,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.database import Driver
 from app.leases.fencing import lease_live
 from app.models import MessageRow, ToolCallRow
 
@@ -54,7 +55,7 @@ ON CONFLICT (tenant_id, id) DO NOTHING
 # (ON CONFLICT DO NOTHING) and an answer only lands on an open call: the counts
 # returned say whether the batch went in whole; when not, the caller rolls back and
 # appends again the careful way, which names the problem. Each message's search
-# lexemes (`search`, app/search/text.py: made before the transaction, as the token
+# lexemes (`search`, app/messages/lexemes.py: made before the transaction, as the token
 # counts are) go in with it: a search never misses an acknowledged message.
 WRITE_BATCH = f"""
 WITH s AS (
@@ -224,7 +225,7 @@ CROSS JOIN LATERAL (
 """
 
 
-async def by_message_ids(conn: Any, tenant: str, sid: str, ids: Sequence[str]) -> dict[str, Any]:
+async def by_message_ids(conn: Driver, tenant: str, sid: str, ids: Sequence[str]) -> dict[str, Any]:
     """The stored messages with these ids: records of message_id, seq, role, body, token_count."""
     if not ids:
         return {}
@@ -232,7 +233,9 @@ async def by_message_ids(conn: Any, tenant: str, sid: str, ids: Sequence[str]) -
     return {r["message_id"]: r for r in rows}
 
 
-async def tool_calls(conn: Any, tenant: str, sid: str, call_ids: Sequence[str]) -> dict[str, Any]:
+async def tool_calls(
+    conn: Driver, tenant: str, sid: str, call_ids: Sequence[str]
+) -> dict[str, Any]:
     """The recorded calls with these ids: records of call_id, seq, answered_seq."""
     ids = sorted(set(call_ids))
     if not ids:

@@ -15,18 +15,16 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.budget import Budget
+from app.budget import Budget, budget_of
 from app.errors import Conflict, NotFound
 from app.events import record_event
 from app.leases.guard import check_write
+from app.limits import ROLES
 from app.messages import repository as repo
 from app.messages.service import message_view
 from app.models import MessageRow, SessionRow
 from app.sessions import repository as sessions
-from app.sessions.service import budget_of
 from app.settings import Settings
-
-ROLES = ("system", "user", "assistant", "tool")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,8 @@ from typing import Any, cast
 
 from app.errors import PayloadTooLarge, ValidationFailed
 from app.jsonsafe import storable_problem
-from app.messages.types import Role
+from app.limits import MESSAGE_ID_MAX, MODES, ROLES, Role
 
-ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
-MODES = ("chat", "agent", "run")
 # contextd's own fields: accepted inline on each message, stored beside the body.
 FLAG_FIELDS = ("id", "pinned", "include_in_context", "mode", "run_id", "metadata", "error")
 # Fields contextd adds when it returns a message; a client may not send them.
@@ -29,7 +27,6 @@ PART_TYPES = {
     "file": ("file", dict),
     "refusal": ("refusal", str),
 }
-MAX_ID_LEN = 256
 
 
 @dataclass(slots=True)
@@ -145,8 +142,8 @@ def _parse_one(item: Any, i: int, errors: _Errors) -> Incoming | None:
 def _flags(item: dict[str, Any], msg: Incoming, loc: str, errors: _Errors) -> None:
     if "id" in item and item["id"] is not None:
         mid = item["id"]
-        if not isinstance(mid, str) or not 1 <= len(mid) <= MAX_ID_LEN:
-            errors.add(f"{loc}.id", f"must be a string of 1 to {MAX_ID_LEN} characters")
+        if not isinstance(mid, str) or not 1 <= len(mid) <= MESSAGE_ID_MAX:
+            errors.add(f"{loc}.id", f"must be a string of 1 to {MESSAGE_ID_MAX} characters")
         else:
             msg.id = mid
     for name in ("pinned", "include_in_context"):
@@ -241,8 +238,8 @@ def _tool_call(call: Any, loc: str, errors: _Errors) -> str | None:
         return None
     ok = True
     call_id = call.get("id")
-    if not isinstance(call_id, str) or not 1 <= len(call_id) <= MAX_ID_LEN:
-        errors.add(f"{loc}.id", f"must be a string of 1 to {MAX_ID_LEN} characters")
+    if not isinstance(call_id, str) or not 1 <= len(call_id) <= MESSAGE_ID_MAX:
+        errors.add(f"{loc}.id", f"must be a string of 1 to {MESSAGE_ID_MAX} characters")
         ok = False
     if call.get("type", "function") != "function":
         errors.add(f"{loc}.type", "must be 'function'")

@@ -55,7 +55,7 @@ class MessageRow(Base):
             postgresql_where=text("role = 'user'"),
         ),
         # Recall (app/search/): the lexemes of every message. Each message's vector
-        # also holds its session's key lexeme (app/search/text.py `session_lexeme`),
+        # also holds its session's key lexeme (app/messages/lexemes.py `session_lexeme`),
         # so a search intersects its terms with the session inside this index
         # (btree_gin would do it by column, but the embedded PostgreSQL lacks it).
         Index("ix_messages_search", "search", postgresql_using="gin"),
@@ -78,7 +78,7 @@ class MessageRow(Base):
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata")
     error: Mapped[dict[str, Any] | None] = mapped_column()
     created_at: Mapped[datetime] = created_at_column()
-    # The lexemes search finds the message by (app/search/text.py), written by the
+    # The lexemes search finds the message by (app/messages/lexemes.py), written by the
     # append's own statement. Never loaded with the row: only search reads it.
     search: Mapped[str | None] = mapped_column(TSVECTOR, deferred=True, deferred_raiseload=True)
 

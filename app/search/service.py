@@ -18,12 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from app.conversation import call_function, content_text
 from app.errors import NotFound, invalid
 from app.messages import repository as messages
-from app.messages.service import message_view, slice_text
-from app.messages.types import call_function, content_text
-from app.search import repository as repo
-from app.search.text import (
+from app.messages.lexemes import (
     MAX_QUERY_CHARS,
     Term,
     in_session,
@@ -34,6 +32,8 @@ from app.search.text import (
     searchable_text,
     snippet,
 )
+from app.messages.service import message_view, slice_text
+from app.search import repository as repo
 from app.sessions.service import get_session
 
 if TYPE_CHECKING:

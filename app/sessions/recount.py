@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.messages.types import counts_in_context
+from app.conversation import counts_in_context
 from app.models import MessageRow, SessionRow
 from app.tokens import TokenCounter
 

@@ -4,11 +4,22 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.types import StoredStr
+from app.jsonsafe import StoredStr
+from app.limits import (
+    ANCHOR_MAX,
+    ANCHORS_MAX,
+    LOCK_TOKEN_MAX,
+    MODEL_NAME_MAX,
+    SESSION_ID_PATTERN,
+    STRATEGY_NAME_MAX,
+    SYSTEM_PROMPT_MAX,
+    TOKENS_MAX,
+    TOOLS_MAX,
+)
 
-SESSION_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+__all__ = ["SESSION_ID_PATTERN", "Anchor", "LockTokenIn", "SessionSettingsIn"]
 
-Anchor = Annotated[StoredStr, Field(min_length=1, max_length=2048)]
+Anchor = Annotated[StoredStr, Field(min_length=1, max_length=ANCHOR_MAX)]
 
 
 class SessionSettingsIn(BaseModel):
@@ -16,21 +27,21 @@ class SessionSettingsIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
-    model: StoredStr | None = Field(None, min_length=1, max_length=200)
-    context_limit: int | None = Field(None, gt=0, le=100_000_000)
-    system_prompt: StoredStr | None = Field(None, max_length=1_000_000)
-    tools: list[dict[str, Any]] | None = Field(None, max_length=512)
-    strategy: StoredStr | None = Field(None, min_length=1, max_length=100)
-    anchors: list[Anchor] | None = Field(None, max_length=200)
+    model: StoredStr | None = Field(None, min_length=1, max_length=MODEL_NAME_MAX)
+    context_limit: int | None = Field(None, gt=0, le=TOKENS_MAX)
+    system_prompt: StoredStr | None = Field(None, max_length=SYSTEM_PROMPT_MAX)
+    tools: list[dict[str, Any]] | None = Field(None, max_length=TOOLS_MAX)
+    strategy: StoredStr | None = Field(None, min_length=1, max_length=STRATEGY_NAME_MAX)
+    anchors: list[Anchor] | None = Field(None, max_length=ANCHORS_MAX)
     auto_compact: bool | None = None
     # Payloads offer the recall tool and a note on what they leave out (SPEC §3 Recall).
     recall: bool | None = None
     compaction: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
-    lock_token: StoredStr | None = Field(None, max_length=200)
+    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
 
 
 class LockTokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    lock_token: StoredStr | None = Field(None, max_length=200)
+    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -16,7 +16,7 @@ from app.sessions import repository as repo
 from app.sessions.recount import recount_log
 from app.sessions.schemas import SessionSettingsIn
 from app.settings import CompactionSettings, Settings
-from app.tokens import REPLY_PRIMING, calibration, get_counter, known_context_limit
+from app.tokens import calibration, get_counter, known_context_limit
 
 SETTING_FIELDS = (
     "model",
@@ -32,61 +32,11 @@ SETTING_FIELDS = (
 )
 
 
-class Budgeted(Protocol):
-    """The columns a session's budget is computed from (the ORM row, or the append
-    path's SessionHead read straight off its statement)."""
-
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def context_limit(self) -> int | None: ...
-    @property
-    def compaction(self) -> dict[str, Any]: ...
-    @property
-    def token_calibration(self) -> dict[str, Any]: ...
-    @property
-    def system_tokens(self) -> int: ...
-    @property
-    def tools_tokens(self) -> int: ...
-    @property
-    def summary_tokens(self) -> int: ...
-    @property
-    def context_tokens(self) -> int: ...
-    @property
-    def watermark_context_tokens(self) -> int: ...
-
-
-def effective_model(row: Budgeted, settings: Settings) -> str:
-    return row.model or settings.default_model
-
-
-def session_compaction(row: Budgeted, settings: Settings) -> CompactionSettings:
-    model = effective_model(row, settings)
-    limit = budgets.resolve_context_limit(
-        row.context_limit,
-        row.compaction.get("context_limit"),
-        known_context_limit(model),
-        settings.compaction,
-    )
-    return budgets.effective_compaction(settings.compaction, row.compaction, limit)
-
-
-def budget_of(row: Budgeted, settings: Settings, extra_tokens: int = 0) -> budgets.Budget:
-    """What the session would send now: system + tools + summary + effective history."""
-    current = (
-        row.system_tokens
-        + row.tools_tokens
-        + row.summary_tokens
-        + (row.context_tokens - row.watermark_context_tokens)
-        + REPLY_PRIMING
-        + extra_tokens
-    )
-    counter = get_counter(effective_model(row, settings))
-    # Estimated counts are scaled by the session's calibration (app/tokens/calibration.py).
-    current = calibration.calibrated(
-        current, calibration.factor_of(row.token_calibration, counter.mode)
-    )
-    return budgets.compute(current, session_compaction(row, settings), counter.mode)
+# Pure arithmetic on a session's row, in app/budget.py; imported from here before.
+Budgeted = budgets.Budgeted
+effective_model = budgets.effective_model
+session_compaction = budgets.session_compaction
+budget_of = budgets.budget_of
 
 
 def new_session_values(tenant: str, sid: str, settings: Settings) -> dict[str, Any]:

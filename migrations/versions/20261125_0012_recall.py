@@ -41,7 +41,7 @@ def upgrade() -> None:
 
 def _backfill() -> None:
     # Imported here: the migration's only use of app code, the same lexemes appends write.
-    from app.search.text import message_tsvector, session_lexeme
+    from app.messages.lexemes import message_tsvector, session_lexeme
 
     bind = op.get_bind()
     last: tuple[str, str, int] = ("", "", 0)

@@ -464,7 +464,7 @@ async def test_a_slow_memory_flush_is_skipped_and_the_compaction_goes_on(
 ) -> None:
     import time
 
-    from app.compaction import runner
+    from app.compaction import candidates
 
     await long_session(cclient, sid, turns=6)
     first = await compact(cclient, sid, force=True)
@@ -476,7 +476,7 @@ async def test_a_slow_memory_flush_is_skipped_and_the_compaction_goes_on(
         time.sleep(1.0)
         return []  # had it been waited for: no skip, and the candidates emptied
 
-    monkeypatch.setattr(runner, "extract_candidates", slow)
+    monkeypatch.setattr(candidates, "extract_candidates", slow)
     settings = {**SMALL_COMPACTION, "flush_timeout_s": 0.2}
     await cclient.put(f"/sessions/{sid}", json={"compaction": settings})
     await cclient.post(

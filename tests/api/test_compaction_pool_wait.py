@@ -14,9 +14,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from app import db as database
-from app.api.deps import Database
 from app.compaction import repository as repo
 from app.compaction.runner import CompactionRunner
+from app.database import Database
 from app.main import create_app
 from app.models import CompactionJobRow
 from app.settings import load_settings

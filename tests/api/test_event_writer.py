@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.api.deps import Database
+from app.database import Database
 from app.db import create_engine, session_factory
 from app.events import EventWriter
 from app.models import DEFAULT_TENANT

@@ -14,8 +14,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db as database
-from app.api.deps import Database
 from app.compaction import repository as repo
+from app.database import Database
 from app.main import create_app
 from app.settings import load_settings
 
@@ -246,7 +246,7 @@ def test_run_compactions_in_process_accepts_auto_and_booleans(
 
 
 async def test_a_queued_job_wakes_listening_workers(engine: AsyncEngine) -> None:
-    from app.compaction.worker import _wake_on_jobs
+    from app.worker import _wake_on_jobs
 
     woken, listening = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(_wake_on_jobs(engine, woken.set, listening))

@@ -14,6 +14,7 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import InvalidRequestError
 
 from app.context import repository as repo
+from app.context import session_read
 from app.errors import NotFound
 from app.models import SessionRow
 
@@ -62,8 +63,8 @@ async def test_the_payload_row_is_the_orm_row_less_what_payloads_never_read(
 
     not_read = {"summary", "compaction_metadata", "memory_flush_candidates", "metadata_"}
     every = {a.key for a in sa_inspect(SessionRow).column_attrs}
-    assert set(repo._SESSION_KEYS) == every - not_read
-    for key in repo._SESSION_KEYS:
+    assert set(session_read._SESSION_KEYS) == every - not_read
+    for key in session_read._SESSION_KEYS:
         assert getattr(row, key) == getattr(orm, key), key
     assert row.tools == orm.tools and row.tools  # JSON decoded as the ORM decodes it
     assert row.last_seq == 12 and row.system_prompt == "Be brief."

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.messages.types import LoggedMessage, Role
+from app.conversation import LoggedMessage, Role
 
 # CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET.
 DATASET = Path(

@@ -13,7 +13,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
 from app.context import AssembledContext, AssemblyRequest
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from app.tokens import get_counter
 
 # CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET.

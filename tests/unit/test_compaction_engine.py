@@ -19,7 +19,7 @@ from app.compaction.extractive import tokens_over_cap
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.summary import StructuredSummary, render_summary, summary_token_cap
 from app.compaction.turns import CompactionPlan, plan_range
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from tests.fakellm import FakeLLM, Raw
 from tests.support.loop import watch_loop
 from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, log_of

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.compaction.turns import CompactionPlan, NoopReason, plan_range, split_units
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from tests.unit.compaction_helpers import call, log_of, msg
 
 

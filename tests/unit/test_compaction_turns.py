@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.compaction.turns import CompactionPlan, NoopReason, plan_range, split_turns
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from tests.unit.compaction_helpers import call, chat, log_of, msg
 
 

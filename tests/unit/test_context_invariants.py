@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from app.context import AssemblyRequest, SummaryBlock, assemble, available_strategies
 from app.context.groups import split_units
 from app.context.view import Form, HistoryView, Limits, Unit
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from tests.unit.context_helpers import COUNTER, assistant, check, logged, tool, user
 
 WORDS = [

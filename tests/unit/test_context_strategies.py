@@ -14,7 +14,7 @@ from app.context.strategies import base
 from app.context.strategies.base import Selection, Strategy
 from app.context.strategies.key_messages import KeyMessages
 from app.context.view import Form, HistoryView
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from tests.unit.context_helpers import COUNTER, assistant, check, log_of, logged, tool, user
 
 CONSTRAINT = "Never push to the main branch; we must open a PR."

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from app.context import validate_context_params, validate_strategy
-from app.context.validation import MAX_BUDGET_TOKENS, as_tools
+from app.context.validation import as_tools
 from app.errors import ValidationFailed
+from app.limits import TOKENS_MAX
 
 GOOD_TOOL = {
     "type": "function",
@@ -50,7 +51,7 @@ def test_unknown_strategy() -> None:
     assert locs(strategy="best") == ["strategy"]
 
 
-@pytest.mark.parametrize("value", [0, -5, MAX_BUDGET_TOKENS + 1, "100", 1.5, True])
+@pytest.mark.parametrize("value", [0, -5, TOKENS_MAX + 1, "100", 1.5, True])
 def test_budgets_must_be_sane_integers(value: Any) -> None:
     assert locs(max_tokens=value) == ["max_tokens"]
 

@@ -18,14 +18,13 @@ count still describes the Chat Completions payload the budget was fitted to.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any
 
 from app.context.formats import anthropic, responses
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
+from app.limits import DEFAULT_FORMAT, FORMATS, Format
 
-Format = Literal["openai", "responses", "anthropic"]
-FORMATS: Final[tuple[Format, ...]] = ("openai", "responses", "anthropic")
-DEFAULT_FORMAT: Final[Format] = "openai"
+__all__ = ["DEFAULT_FORMAT", "FORMATS", "Format", "render"]
 
 
 def render(

@@ -46,7 +46,7 @@ from app.context.strategies.base import (
     register,
 )
 from app.context.view import Form, HistoryView, Unit
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 
 POINTS = {
     "summary": 6,

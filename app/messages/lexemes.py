@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.messages.types import call_function, content_text
+from app.conversation import call_function, content_text
 
 # A chunk: word characters, joined by single punctuation marks that are part of
 # identifiers and paths when a word character follows (`a.b`, `x/y`, `k-v`, `a:b`).

@@ -10,13 +10,14 @@ from app.api.openapi import answers
 from app.api.schemas import CompactionDryRun, CompactionJob, CompactionState
 from app.api.types import StoredStr
 from app.compaction import service
+from app.limits import LOCK_TOKEN_MAX
 
 router = APIRouter(tags=["compaction"])
 
 
 class CompactIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    lock_token: StoredStr | None = Field(None, max_length=200)
+    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
     wait: bool = False
     force: bool = Field(
         False, description="skip the no-thrash guards (too little to free, not regrown)"

@@ -2,7 +2,7 @@
 
 Beside the job loop the worker serves `/healthz`, `/readyz` and `/metrics` on
 its own port (`CONTEXTD_WORKER_PORT`, `--port`), with the server's own
-handlers (app/health.py), and heartbeats in `compaction_workers` so that a
+handlers (app/api/health.py), and heartbeats in `compaction_workers` so that a
 server in "auto" mode leaves the queue to it.
 """
 
@@ -20,11 +20,11 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db as database
-from app.api.deps import Database
+from app.api.health import router as health_router
 from app.compaction import repository as repo
 from app.compaction.client import model_client
 from app.compaction.runner import CompactionRunner
-from app.health import router as health_router
+from app.database import Database
 from app.settings import Settings
 
 log = structlog.get_logger("contextd.worker")

@@ -2,20 +2,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Path, Query, Response
 
-from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded, get_tenant
+from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.lanes import AnsweredByLane
 from app.api.openapi import answers, request_body
 from app.api.schemas import AppendIn, AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
 from app.api.types import StoredStr
 from app.errors import NotFound, invalid
-from app.messages import lane, service, tail
+from app.limits import BIGINT_MAX, LOCK_TOKEN_MAX
 from app.messages import repository as repo
+from app.messages import service, tail
 from app.sessions.schemas import LockTokenIn
 from app.sessions.service import get_session
 
 router = APIRouter(tags=["messages"])
-MAX_BIGINT = 2**63 - 1
 
 
 @router.post(
@@ -32,20 +33,16 @@ MAX_BIGINT = 2**63 - 1
 )
 async def append_messages(
     session_id: SessionId,
-    request: Request,
-    # Read as JSON and validated by hand (errors name the field, e.g.
-    # messages[2].tool_call_id); the schema in the docs is AppendIn's.
+    # The schema in the docs is AppendIn's; the lane reads the body as JSON and
+    # validates it by hand (errors name the field, e.g. messages[2].tool_call_id).
     body: Annotated[dict[str, Any], Body()],
 ) -> Response:
     """Messages are OpenAI chat messages with optional contextd flags inline
     (`id`, `pinned`, `include_in_context`, `mode`, `run_id`, `metadata`, `error`).
     Unknown fields are stored verbatim. A message whose `id` was stored before is
     not stored again: its original seq is returned."""
-    # Most appends never get here: app/messages/lane.py answers them ahead of the router.
-    status, content = await lane.answer(
-        request.app.state, await get_tenant(request), session_id, body
-    )
-    return Response(content, status_code=status, media_type="application/json")
+    # Never called: app/api/append_lane.py answers every append, ahead of the router.
+    raise AnsweredByLane(session_id)
 
 
 @router.get(
@@ -58,7 +55,7 @@ async def list_messages(
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
-    after_seq: Annotated[int, Query(ge=0, le=MAX_BIGINT)] = 0,
+    after_seq: Annotated[int, Query(ge=0, le=BIGINT_MAX)] = 0,
     limit: Annotated[int, Query(ge=1)] = 100,
     order: Annotated[
         Literal["asc", "desc"],
@@ -66,7 +63,7 @@ async def list_messages(
     ] = "asc",
     before_seq: Annotated[
         int | None,
-        Query(ge=1, le=MAX_BIGINT, description="only messages with seq below this"),
+        Query(ge=1, le=BIGINT_MAX, description="only messages with seq below this"),
     ] = None,
 ) -> dict[str, Any]:
     """Compacted messages are included: compaction never deletes the log.
@@ -110,10 +107,10 @@ async def delete_messages(
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
-    from_seq: Annotated[int, Query(ge=1, le=MAX_BIGINT, description="first seq to delete")],
+    from_seq: Annotated[int, Query(ge=1, le=BIGINT_MAX, description="first seq to delete")],
     lock_token: Annotated[
         StoredStr | None,
-        Query(max_length=200, description="the live lease's token (or in the body)"),
+        Query(max_length=LOCK_TOKEN_MAX, description="the live lease's token (or in the body)"),
     ] = None,
     body: Annotated[LockTokenIn | None, Body()] = None,
 ) -> dict[str, Any]:
@@ -180,7 +177,7 @@ def _one_token(query: str | None, body: LockTokenIn | None) -> str | None:
 )
 async def get_message(
     session_id: SessionId,
-    seq: Annotated[int, Path(ge=1, le=MAX_BIGINT)],
+    seq: Annotated[int, Path(ge=1, le=BIGINT_MAX)],
     db: DatabaseDep,
     tenant: TenantDep,
     char_start: Annotated[int | None, Query(ge=0)] = None,

@@ -10,27 +10,26 @@ from app.api.openapi import answers
 from app.api.schemas import Lease
 from app.api.types import StoredStr
 from app.leases import service
+from app.limits import LEASE_OWNER_MAX, LEASE_TTL_MAX_S, LOCK_TOKEN_MAX
 
 router = APIRouter(tags=["leases"])
-
-MAX_TTL_S = 24 * 3600
 
 
 class ClaimIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    owner: StoredStr = Field(min_length=1, max_length=200)
-    ttl_s: float = Field(30.0, gt=0, le=MAX_TTL_S)
+    owner: StoredStr = Field(min_length=1, max_length=LEASE_OWNER_MAX)
+    ttl_s: float = Field(30.0, gt=0, le=LEASE_TTL_MAX_S)
 
 
 class RenewIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    lock_token: StoredStr = Field(min_length=1, max_length=200)
-    ttl_s: float = Field(30.0, gt=0, le=MAX_TTL_S)
+    lock_token: StoredStr = Field(min_length=1, max_length=LOCK_TOKEN_MAX)
+    ttl_s: float = Field(30.0, gt=0, le=LEASE_TTL_MAX_S)
 
 
 class ReleaseIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    lock_token: StoredStr = Field(min_length=1, max_length=200)
+    lock_token: StoredStr = Field(min_length=1, max_length=LOCK_TOKEN_MAX)
 
 
 def _out(lease: service.Lease) -> dict[str, Any]:

@@ -9,15 +9,17 @@ from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
 from app.api.openapi import answers
 from app.api.schemas import TokenCount, UsageReport
 from app.errors import invalid
+from app.limits import MODEL_NAME_MAX
 from app.messages.validation import parse_batch
-from app.tokens import REPLY_PRIMING, get_counter, usage
+from app.sessions import usage
+from app.tokens import REPLY_PRIMING, get_counter
 
 router = APIRouter(tags=["tokens"])
 
 
 class CountIn(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
-    model: str | None = Field(None, min_length=1, max_length=200)
+    model: str | None = Field(None, min_length=1, max_length=MODEL_NAME_MAX)
     text: str | None = None
     messages: list[Any] | None = None
     tools: list[dict[str, Any]] | None = None

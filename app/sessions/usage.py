@@ -7,15 +7,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.types import StoredStr
+from app.budget import effective_model
 from app.errors import NotFound, invalid
+from app.jsonsafe import StoredStr
 from app.leases.guard import check_write
+from app.limits import LOCK_TOKEN_MAX, TOKENS_MAX
 from app.sessions import repository as sessions
-from app.sessions.service import effective_model
 from app.settings import Settings
 from app.tokens import calibration, get_counter
-
-MAX_TOKENS = 100_000_000
 
 
 class UsageIn(BaseModel):
@@ -30,11 +29,11 @@ class UsageIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    input_tokens: int = Field(ge=0, le=MAX_TOKENS)
-    cache_creation_input_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
-    cache_read_input_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
-    uncalibrated_input_tokens: int = Field(ge=1, le=MAX_TOKENS)
-    lock_token: StoredStr | None = Field(None, max_length=200)
+    input_tokens: int = Field(ge=0, le=TOKENS_MAX)
+    cache_creation_input_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
+    cache_read_input_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
+    uncalibrated_input_tokens: int = Field(ge=1, le=TOKENS_MAX)
+    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
 
     @property
     def actual(self) -> int:

@@ -13,6 +13,7 @@ from app.api.schemas import Budget, BudgetPreview, BudgetPreviewIn, EventPage, S
 from app.api.types import StoredStr
 from app.errors import NotFound, invalid
 from app.jsonsafe import storable_problem
+from app.limits import BIGINT_MAX
 from app.messages.service import count_batch_for
 from app.sessions import repository as repo
 from app.sessions import service
@@ -149,7 +150,7 @@ async def list_events(
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
-    after_id: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
+    after_id: Annotated[int, Query(ge=0, le=BIGINT_MAX)] = 0,
     limit: Annotated[int, Query(ge=1)] = 100,
     type: Annotated[StoredStr | None, Query(max_length=100, description="type prefix")] = None,
 ) -> dict[str, Any]:

@@ -1,0 +1,101 @@
+"""A payload's session row, read with the driver and filled as the ORM fills a loaded
+row; and the last compaction failure (for COMPACTION_FAIL_OPEN false)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    bindparam,
+    literal_column,
+    select,
+)
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.exc import InvalidRequestError
+from sqlalchemy.orm.attributes import instance_state
+
+from app.context import stability
+from app.context.statements import _ONE, _fetch
+from app.database import Driver
+from app.db import Compiled
+from app.errors import NotFound
+from app.models import CompactionJobRow, ContextLayoutRow, SessionRow
+from app.models.job import ACTIVE
+
+# Compaction's JSON (the structured summary, up to 20 flush candidates of 2 KB) is
+# never part of a payload: not sent, not decoded. Raising, should assembly need it.
+_NOT_FOR_PAYLOADS = ("summary", "compaction_metadata", "memory_flush_candidates", "metadata_")
+
+
+_SESSION_KEYS = tuple(
+    a.key for a in sa_inspect(SessionRow).column_attrs if a.key not in _NOT_FOR_PAYLOADS
+)
+
+
+_PAYLOAD_SESSION = Compiled(
+    select(*(getattr(SessionRow, k) for k in _SESSION_KEYS), *stability.STREAM_COLUMNS)
+    .outerjoin(ContextLayoutRow, stability.STREAM_JOIN)
+    .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("sid"))
+)
+
+
+def _not_for_payloads(key: str) -> Any:
+    def load(state: Any, passive: Any) -> Any:
+        raise InvalidRequestError(f"SessionRow.{key} is not read for payloads")
+
+    return load
+
+
+_RAISE_NOT_READ = {k: _not_for_payloads(k) for k in _NOT_FOR_PAYLOADS}
+
+
+_NEW_SESSION = sa_inspect(SessionRow).class_manager.new_instance
+
+
+def _session_of(record: Sequence[Any]) -> SessionRow:
+    """A transient `SessionRow` holding the record's columns (in `_SESSION_KEYS` order).
+
+    The ORM's loading of one row through `AsyncSession.execute` cost ~0.1 ms of a
+    payload's 1 ms (compiling, the identity map, the row's instance); the payload
+    only reads the row, so it is filled as the ORM fills a loaded one. The columns
+    it does not read raise as `defer(..., raiseload=True)` made them.
+    """
+    row: SessionRow = _NEW_SESSION()
+    row.__dict__.update(zip(_SESSION_KEYS, record, strict=True))
+    instance_state(row).callables = dict(_RAISE_NOT_READ)
+    return row
+
+
+async def payload_session(
+    db: Driver, tenant: str, sid: str
+) -> tuple[SessionRow, dict[str, Sequence[Any]]]:
+    """The session's row and its stored payload streams (params_key -> the rest of
+    `stability.STREAM_COLUMNS`), in one round trip; NotFound if there is no such session."""
+    rows = await _fetch(db, _PAYLOAD_SESSION, {"tenant": tenant, "sid": sid})
+    if not rows:
+        raise NotFound(f"session {sid!r} does not exist")
+    n = len(_SESSION_KEYS)
+    streams: dict[str, Sequence[Any]] = {r[n]: tuple(r[n + 1 :]) for r in rows if r[n] is not None}
+    return _session_of(rows[0][:n]), streams
+
+
+_LAST_FINISHED_JOB = Compiled(
+    select(CompactionJobRow.status, CompactionJobRow.reason)
+    .where(
+        CompactionJobRow.tenant_id == bindparam("tenant"),
+        CompactionJobRow.session_id == bindparam("sid"),
+        # Literals, not an expanding IN: the statement stays one prepared statement.
+        *(CompactionJobRow.status != literal_column(f"'{s}'") for s in ACTIVE),
+    )
+    .order_by(CompactionJobRow.finished_at.desc())
+    .limit(_ONE)
+)
+
+
+async def last_compaction_failure(db: Driver, tenant: str, sid: str) -> str | None:
+    """The reason of the session's latest finished compaction job, if that job failed."""
+    rows = await _fetch(db, _LAST_FINISHED_JOB, {"tenant": tenant, "sid": sid})
+    if not rows or rows[0][0] != "failed":
+        return None
+    return str(rows[0][1] or "failed")

@@ -1,0 +1,294 @@
+"""The append's transaction: one statement that updates the session row and inserts the batch.
+
+What needs the locked row is decided on what the statement returns, before COMMIT:
+the lease, the tokenizer, the budget transition and, at compact_needed, whether a
+compaction job is active (app/messages/service.py's docstring tells the whole path)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from app.budget import Budget, budget_of, effective_model
+from app.compaction import repository as jobs
+from app.conversation import counts_in_context
+from app.database import Driver
+from app.leases.guard import check_write
+from app.messages import repository as repo
+from app.messages.lexemes import message_tsvector, session_lexeme
+from app.messages.validation import Incoming
+from app.observability import metrics
+from app.settings import Settings
+from app.tokens import TokenCounter, get_counter
+
+if TYPE_CHECKING:
+    pass
+
+
+# The model each session was last seen with, so that the next append counts with
+# the right tokenizer before it reads the row. Only a guess: the write checks it
+# against the row it locked. Bounded; forgotten wholesale when full.
+_MODEL_HINTS: dict[tuple[str, str], str | None] = {}
+
+
+_MODEL_HINTS_MAX = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    created: bool
+    messages: list[dict[str, Any]]
+    budget: Budget
+    previous_status: str
+    # The session's auto_compact as the append's statement read it: without it an
+    # append at compact_needed queues nothing, and need not ask the runner.
+    auto_compact: bool = True
+    # At compact_needed and auto_compact: whether the session had a compaction job
+    # pending or running, which this append then only joins (see `_finish`).
+    job_active: bool = False
+
+
+@dataclass(slots=True)
+class SessionHead:
+    """The session row's columns an append decides on (`repository._HEAD`)."""
+
+    model: str | None
+    context_limit: int | None
+    compaction: dict[str, Any]
+    token_calibration: dict[str, Any]
+    tokenizer: str
+    auto_compact: bool
+    system_tokens: int
+    tools_tokens: int
+    summary_tokens: int
+    context_tokens: int
+    watermark_context_tokens: int
+    last_seq: int
+    lease_token: str | None
+    lease_owner: str | None
+    lease_live: bool
+
+    @classmethod
+    def of(cls, record: Any, **changes: Any) -> SessionHead:
+        values = {name: record[name] for name in _HEAD_FIELDS}
+        values["compaction"] = values["compaction"] or {}
+        values["token_calibration"] = values["token_calibration"] or {}
+        values.update(changes)
+        return cls(**values)
+
+
+_HEAD_FIELDS = tuple(SessionHead.__dataclass_fields__)
+
+
+class _Careful(Exception):
+    """The optimistic write did not fit: roll back and append the careful way."""
+
+
+class _Recount(Exception):
+    """The session's stored counts are of another tokenizer: recount, then append."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+
+@asynccontextmanager
+async def _transaction(conn: Driver, begin: str) -> AsyncIterator[None]:
+    """BEGIN (and what rides along with it in the same round trip), COMMIT or ROLLBACK.
+    A rollback that fails leaves the connection in a transaction: Database.driver
+    then closes it instead of pooling it."""
+    await conn.execute(begin)
+    try:
+        yield
+    except BaseException:
+        if not conn.is_closed():
+            await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
+
+
+async def _optimistic(conn: Driver, p: Pending) -> AppendResult:
+    """The whole batch in one statement; raises `_Careful` when it did not fit."""
+    before, acks = _admit(await _write_batch(conn, p), p)
+    return await _finish(conn, p.tenant, p.sid, before, p.batch, p.counts, acks, p.settings)
+
+
+async def _write_batch(conn: Driver, p: Pending) -> Any:
+    """WRITE_BATCH's row for the append: its session as it was, and what went in."""
+    return await conn.fetchrow(
+        repo.WRITE_BATCH, p.tenant, p.sid, *_write_args(p.tenant, p.sid, p.batch, p.counts, p.ids)
+    )
+
+
+def _admit(result: Any, p: Pending) -> tuple[SessionHead, list[dict[str, Any]]]:
+    """What a write statement returned, checked before the commit: the session as it was
+    and the acknowledgements. Raises (the caller rolls back) when the write must not stand:
+    the lease refuses it, the counts are of another tokenizer, or it did not go in whole."""
+    if result is None:  # no such session yet
+        raise _Careful()
+    before = SessionHead.of(result, context_tokens=result["base_tokens"])
+    check_write(before, before.lease_live, p.lock_token)  # raises: rolled back
+    _remember(p.tenant, p.sid, before.model)
+    right = get_counter(effective_model(before, p.settings))
+    if right.name != p.counter.name:
+        raise _Careful()  # counted with another tokenizer: count again, under the lock
+    if before.tokenizer != right.name:
+        raise _Recount(right)
+    calls, answers = _tool_rows(p.batch)
+    if (result["messages_in"], result["calls_in"], result["answers_in"]) != (
+        len(p.batch),
+        len(calls),
+        len(answers),
+    ):
+        raise _Careful()
+    base = result["base_seq"]
+    acks = [
+        _ack(mid, base + k, n) for k, (mid, n) in enumerate(zip(p.ids, p.counts, strict=True), 1)
+    ]
+    return before, acks
+
+
+@dataclass(slots=True)
+class Pending:
+    """An append counted and not yet written: in a group (app/messages/groups.py) or in a
+    transaction of its own."""
+
+    tenant: str
+    sid: str
+    batch: list[Incoming]
+    counter: TokenCounter
+    counts: list[int]
+    lock_token: str | None
+    settings: Settings
+    ids: list[str]
+
+
+async def _finish(
+    conn: Driver,
+    tenant: str,
+    sid: str,
+    before: SessionHead,
+    fresh: Sequence[Incoming],
+    counts: Sequence[int],
+    acks: list[dict[str, Any]],
+    settings: Settings,
+) -> AppendResult:
+    """The budget before and after, the transition's event, whether a compaction job is
+    active, the metrics."""
+    added = sum(n for m, n in zip(fresh, counts, strict=True) if _in_context(m))
+    was = budget_of(before, settings)
+    before.context_tokens += added
+    now = budget_of(before, settings)
+    if now.status != was.status and now.status != "ok":
+        await conn.execute(
+            repo.INSERT_EVENT, tenant, sid, f"budget.{now.status}", json.dumps(now.as_dict())
+        )
+    # Every append at compact_needed asks the runner for a job (messages.service.append_request),
+    # and while the session's job waits or runs (most of them) the answer is only "join
+    # it". Asked here, on this connection and under the session row's lock: a job active
+    # now stores after this append commits (its store waits for the lock), so that
+    # store and the job's chain see the append, as a join under the runner's lock does.
+    joins = (
+        bool(fresh)
+        and before.auto_compact
+        and now.status == "compact_needed"
+        and await jobs.has_active_job(conn, tenant, sid)
+    )
+    if fresh:
+        metrics.MESSAGES_APPENDED.inc(len(fresh))
+        metrics.TOKENS_APPENDED.inc(sum(counts))
+    return AppendResult(bool(fresh), acks, now, was.status, before.auto_compact, joins)
+
+
+def _write_args(
+    tenant: str, sid: str, batch: Sequence[Incoming], counts: Sequence[int], ids: Sequence[str]
+) -> list[Any]:
+    """WRITE_BATCH's parameters after tenant and session: totals, then one array per column."""
+    key = session_lexeme(tenant, sid)
+    roles = {"system": 0, "user": 0, "assistant": 0, "tool": 0}
+    through: list[int] = []
+    running = 0
+    for m, n in zip(batch, counts, strict=True):
+        roles[m.role] += 1
+        if _in_context(m):
+            running += n
+        through.append(running)
+    calls, answers = _tool_rows(batch)
+    return [
+        len(batch),
+        running,
+        roles["system"],
+        roles["user"],
+        roles["assistant"],
+        roles["tool"],
+        list(ids),
+        [m.role for m in batch],
+        [json.dumps(m.body, ensure_ascii=False) for m in batch],
+        list(counts),
+        through,
+        [m.pinned for m in batch],
+        [m.include_in_context for m in batch],
+        [m.mode for m in batch],
+        [m.run_id for m in batch],
+        # JSON null, not SQL NULL, for unset flags: what every stored row holds.
+        [json.dumps(m.metadata, ensure_ascii=False) for m in batch],
+        [json.dumps(m.error, ensure_ascii=False) for m in batch],
+        [c[0] for c in calls],
+        [c[1] for c in calls],
+        [c[2] for c in calls],
+        [a[0] for a in answers],
+        [a[1] for a in answers],
+        # The search lexemes as tsvector text ($25): the index is written by the same
+        # statement, in the same transaction, as the message.
+        [message_tsvector(m.body, key) for m in batch],
+    ]
+
+
+def _tool_rows(
+    batch: Sequence[Incoming],
+) -> tuple[list[tuple[str, int, int | None]], list[tuple[str, int]]]:
+    """(call id, ordinal of its message, ordinal of its answer in this batch or None) per
+    call made, and (call id, ordinal) per answer to a call made before this batch."""
+    made: dict[str, list[Any]] = {}
+    answers: list[tuple[str, int]] = []
+    for k, m in enumerate(batch, 1):
+        for call_id in m.call_ids:
+            made[call_id] = [call_id, k, None]
+        if m.answers:
+            if m.answers in made:
+                made[m.answers][2] = k
+            else:
+                answers.append((m.answers, k))
+    return [(c[0], c[1], c[2]) for c in made.values()], answers
+
+
+def _in_context(m: Incoming) -> bool:
+    return counts_in_context(m.role, m.include_in_context, m.metadata)
+
+
+def _remember(tenant: str, sid: str, model: str | None) -> None:
+    if len(_MODEL_HINTS) >= _MODEL_HINTS_MAX:
+        _MODEL_HINTS.clear()
+    _MODEL_HINTS[(tenant, sid)] = model
+
+
+def _ack(mid: str, seq: int, tokens: int) -> dict[str, Any]:
+    return {"id": mid, "seq": seq, "token_count": tokens}
+
+
+# Tokenising this many bytes in the event loop would stall other requests.
+THREAD_THRESHOLD_BYTES = 64 * 1024
+
+
+async def _count(counter: TokenCounter, batch: Sequence[Incoming]) -> list[int]:
+    def run() -> list[int]:
+        return [counter.count_message(m.body) for m in batch]
+
+    return await asyncio.to_thread(run) if _content_bytes(batch) > THREAD_THRESHOLD_BYTES else run()
+
+
+def _content_bytes(batch: Sequence[Incoming]) -> int:
+    return sum(len(str(m.body.get("content") or "")) for m in batch)
