@@ -3,7 +3,7 @@
 Ranking is by the query's rarer terms, the way a person reads a query: in
 "what did the test say about HXDUBJ" the identifier is what matters, and the
 words are in every other message. Each term (a word, an identifier, a CJK run:
-app/search/text.py) is counted among the session's messages up to a cap; the
+app/messages/lexemes.py) is counted among the session's messages up to a cap; the
 candidates are the messages matching any term under the cap, each scored by
 the sum of its terms' weights (`log(1 + messages / matches)`, an inverse
 document frequency), newest first among equals. A query whose every term is

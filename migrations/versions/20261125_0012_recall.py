@@ -17,7 +17,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 # Rows already stored are indexed here, in batches by primary key; appends index
-# their own rows from now on (app/search/text.py says what is indexed).
+# their own rows from now on (app/messages/lexemes.py says what is indexed).
 BATCH = 2000
 
 
