@@ -223,7 +223,7 @@ def _tokens(line: str) -> list[str]:
     try:
         return list(lexer)
     except ValueError:  # an unbalanced quote: words are still better than nothing
-        return line.split()
+        return [w.strip("'\"") for w in line.split()]
 
 
 def _fileish(token: str) -> bool:
@@ -336,12 +336,24 @@ class _Use:
             self.size += len(text) + 1
 
 
+def _agent_texts(m: LoggedMessage) -> Iterator[str]:
+    """What the user and the agent wrote in a message: prose outside code blocks (an
+    output pasted back reuses nothing) and the values of its calls' arguments."""
+    if m.role == "tool" or not m.counts_in_context:
+        return
+    yield _FENCED.sub(" ", m.text)
+    for call in m.body.get("tool_calls") or ():
+        if isinstance(call, dict):
+            yield _argument_values((call_function(call) or ("", ""))[1])
+
+
 def range_artifacts(
-    messages: Sequence[LoggedMessage], later_texts: Iterable[str] = ()
+    messages: Sequence[LoggedMessage], later: Sequence[LoggedMessage] = ()
 ) -> tuple[str, ...]:
     """The artifacts of a compacted range, encoded, oldest first (see the module docstring).
 
-    `later_texts` (the preserved tail) count as reuse of a value a tool returned.
+    What the agent writes in `later` (the preserved tail) counts as reuse of a value a
+    tool returned; what later tools print does not.
     """
     results = {
         str(m.body.get("tool_call_id")): m.text
@@ -360,19 +372,18 @@ def range_artifacts(
             call_id = str(m.body.get("tool_call_id"))
             outputs.append((uses.size, names.get(call_id, "tool"), m.text))
             continue
-        # Prose, not quotes: an output pasted back into a code block reuses nothing.
-        uses.add(_FENCED.sub(" ", m.text))
+        for text in _agent_texts(m):
+            uses.add(text)
         for call in m.body.get("tool_calls") or ():
             if not isinstance(call, dict):
                 continue
             name, raw = call_function(call) or ("?", "")
             names[str(call.get("id"))] = name
-            uses.add(_argument_values(raw))
             items.extend(call_artifacts(name, raw, results.get(str(call.get("id")))))
     files = {a.text for a in items if a.kind in ("read", "changed")}
     items.extend(
         a
-        for a in _values(outputs, uses, "\n".join(later_texts))
+        for a in _values(outputs, uses, "\n".join(t for m in later for t in _agent_texts(m)))
         if a.text.split(" ← ", 1)[0] not in files
     )
     return tuple(a.encode() for a in _ordered(items))

@@ -385,7 +385,7 @@ def _prepare(
         )[0],
         artifacts=roll_artifacts(
             previous_summary.artifacts if previous_summary else (),
-            range_artifacts(plan.range_messages, preserved),
+            range_artifacts(plan.range_messages, plan.preserved_messages),
             max_tokens=int(settings.artifacts_ratio * settings.usable_budget),
             counter=counter,
         )[0],
