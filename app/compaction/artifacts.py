@@ -363,14 +363,14 @@ def range_artifacts(
     names: dict[str, str] = {}
     items: list[Artifact] = []
     uses = _Use([])
-    # (offset in the uses where the output was read, tool name, output)
-    outputs: list[tuple[int, str, str]] = []
+    # (offset in the uses where the output was read, its place in `items`, tool name, output)
+    outputs: list[tuple[int, int, str, str]] = []
     for m in messages:
         if not m.counts_in_context:
             continue
         if m.role == "tool":
             call_id = str(m.body.get("tool_call_id"))
-            outputs.append((uses.size, names.get(call_id, "tool"), m.text))
+            outputs.append((uses.size, len(items), names.get(call_id, "tool"), m.text))
             continue
         for text in _agent_texts(m):
             uses.add(text)
@@ -381,12 +381,17 @@ def range_artifacts(
             names[str(call.get("id"))] = name
             items.extend(call_artifacts(name, raw, results.get(str(call.get("id")))))
     files = {a.text for a in items if a.kind in ("read", "changed")}
-    items.extend(
-        a
-        for a in _values(outputs, uses, "\n".join(t for m in later for t in _agent_texts(m)))
-        if a.text.split(" ← ", 1)[0] not in files
-    )
-    return tuple(a.encode() for a in _ordered(items))
+    values = _values(outputs, uses, "\n".join(t for m in later for t in _agent_texts(m)))
+    # Each value where its tool answered, so that the newest kept are the newest work.
+    at: dict[int, list[Artifact]] = {}
+    for place, value in values:
+        if value.text.split(" ← ", 1)[0] not in files:
+            at.setdefault(place, []).append(value)
+    merged: list[Artifact] = []
+    for place in range(len(items) + 1):
+        merged.extend(at.get(place, ()))
+        merged.extend(items[place : place + 1])
+    return tuple(a.encode() for a in _ordered(merged))
 
 
 def call_artifacts(name: str, raw: str, output: str | None) -> list[Artifact]:
@@ -415,12 +420,15 @@ def _reused(value: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w.]){re.escape(value)}(?![\w])")
 
 
-def _values(outputs: list[tuple[int, str, str]], uses: _Use, later: str) -> list[Artifact]:
-    """Identifiers first seen in a tool's output that a later message or call reuses."""
+def _values(
+    outputs: list[tuple[int, int, str, str]], uses: _Use, later: str
+) -> list[tuple[int, Artifact]]:
+    """Identifiers first seen in a tool's output that a later message or call reuses,
+    with the output's place among the range's other artifacts."""
     blob = "\n".join(uses.parts)
-    found: list[Artifact] = []
+    found: list[tuple[int, Artifact]] = []
     seen: set[str] = set()
-    for offset, name, text in outputs:
+    for offset, place, name, text in outputs:
         for value in extract_identifiers(text)[:200]:
             if value in seen or not 3 <= len(value) <= 120 or _PLAIN_WORD.match(value):
                 continue
@@ -431,7 +439,7 @@ def _values(outputs: list[tuple[int, str, str]], uses: _Use, later: str) -> list
                 continue
             if pattern.search(blob, offset) or pattern.search(later):
                 seen.add(value)
-                found.append(Artifact("got", f"{value} ← {name}"))
+                found.append((place, Artifact("got", f"{value} ← {name}")))
     return found
 
 
