@@ -140,6 +140,7 @@ class _Run:
     pinned: tuple[str, ...]
     user_messages: tuple[str, ...]
     artifacts: tuple[str, ...]
+    artifacts_dropped: int
     cap: int
     input_tokens: int
     preserved_texts: list[str] | None = None
@@ -194,6 +195,7 @@ class _Run:
             missing_anchors=patch.anchors,
             patched_identifiers=patch.identifiers,
             patched_constraints=patch.constraints,
+            artifacts_dropped=self.artifacts_dropped,
             model_calls=self.calls,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
@@ -357,6 +359,12 @@ def _prepare(
     )
     previous_pinned = previous_summary.pinned if previous_summary else ()
     preserved = message_texts(plan.preserved_messages)
+    artifacts, dropped = roll_artifacts(
+        previous_summary.artifacts if previous_summary else (),
+        range_artifacts(plan.range_messages, plan.preserved_messages),
+        max_tokens=int(settings.artifacts_ratio * settings.usable_budget),
+        counter=counter,
+    )
     return _Run(
         plan=plan,
         previous=previous_summary,
@@ -383,12 +391,8 @@ def _prepare(
             max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
             counter=counter,
         )[0],
-        artifacts=roll_artifacts(
-            previous_summary.artifacts if previous_summary else (),
-            range_artifacts(plan.range_messages, plan.preserved_messages),
-            max_tokens=int(settings.artifacts_ratio * settings.usable_budget),
-            counter=counter,
-        )[0],
+        artifacts=artifacts,
+        artifacts_dropped=len(dropped),
         # A share of what is folded, and never more than that share of the window the
         # summary is sent in: a range larger than the window (long tool outputs) would
         # otherwise buy a summary that does not fit it.

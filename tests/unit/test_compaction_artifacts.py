@@ -20,6 +20,7 @@ from app.compaction.artifacts import (
     shell_files,
 )
 from app.compaction.engine import summarise
+from app.compaction.outcome import SummaryOutcome
 from app.compaction.summary import StructuredSummary, render_summary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.messages.types import LoggedMessage
@@ -322,9 +323,9 @@ async def llm() -> AsyncIterator[FakeLLM]:
         yield fake
 
 
-async def _summarise(
+async def _outcome(
     llm: FakeLLM | None, plan: CompactionPlan, previous: StructuredSummary | None, **settings: Any
-) -> StructuredSummary:
+) -> SummaryOutcome:
     from app.compaction.llm import ChatModelClient
 
     client = None
@@ -334,11 +335,18 @@ async def _summarise(
         out = await summarise(
             plan, previous, [], client=client, settings=EngineSettings(**settings), counter=COUNTER
         )
+        assert out.metadata()["artifacts"] == len(out.summary.artifacts)
     finally:
         if client is not None:
             await client.aclose()
     assert "\n".join(render_artifacts(out.summary.artifacts, out.language)) in out.rendered_text
-    return out.summary
+    return out
+
+
+async def _summarise(
+    llm: FakeLLM | None, plan: CompactionPlan, previous: StructuredSummary | None, **settings: Any
+) -> StructuredSummary:
+    return (await _outcome(llm, plan, previous, **settings)).summary
 
 
 @pytest.mark.parametrize("path", ["model", "extractive"])
@@ -361,8 +369,10 @@ async def test_both_paths_carry_the_trail_and_roll_it(llm: FakeLLM, path: str, l
     expected2 = range_artifacts(second.range_messages, second.preserved_messages)
     assert s2.artifacts == tuple(dict.fromkeys((*expected1, *expected2)))
     # Over the share: the newest are kept, as a contiguous newest run.
-    small = await _summarise(model, second, s1, artifacts_ratio=0.002)
+    cut = await _outcome(model, second, s1, artifacts_ratio=0.002)
+    small = cut.summary
     assert small.artifacts and len(small.artifacts) < len(s2.artifacts)
+    assert cut.metadata()["artifacts_dropped"] == len(s2.artifacts) - len(small.artifacts)
     assert s2.artifacts[-len(small.artifacts) :] == small.artifacts
     off = await _summarise(model, second, s1, artifacts_ratio=0)
     assert off.artifacts == ()
