@@ -79,6 +79,9 @@ _ERROR_LINE = re.compile(
     r"\b(?:\w*Error|\w*Exception|error|ERROR|FAILED|FAIL|Failed|failed|fatal|Fatal|panic|"
     r"No such file or directory|command not found|Permission denied|Traceback)\b"
 )
+_OUTCOME_HEAD = 512
+_OUTCOME_TAIL = 4096
+_ERROR_LINES = 40
 _MARKUP = re.compile(r"</?(?:returncode|output)>")
 
 _SHELL_SPLIT = frozenset({"|", "||", "&&", ";", "&", "(", ")", "|&", ";;"})
@@ -296,13 +299,23 @@ def _segment_files(words: list[str]) -> list[tuple[Kind, str]]:
 
 
 def outcome(output: str) -> str:
-    """How a call ended, from its output: `exit N`, the last error line, or the one short line."""
+    """How a call ended, from its output: `exit N`, the last error line, or the one short line.
+
+    Exit codes are printed first (`<returncode>`) or last (`exit code 1`), and the line
+    that says what failed is near the end (a traceback's last line, a test summary):
+    only the head and the tail of a long output are read.
+    """
+    if len(output) > _OUTCOME_HEAD + _OUTCOME_TAIL:
+        tail = output[-_OUTCOME_TAIL:]
+        seen = output[:_OUTCOME_HEAD] + "\n" + tail[tail.find("\n") + 1 :]
+    else:
+        seen = output
     parts: list[str] = []
-    codes = [next(g for g in m.groups() if g is not None) for m in _EXIT.finditer(output)]
+    codes = [next(g for g in m.groups() if g is not None) for m in _EXIT.finditer(seen)]
     if codes:
         parts.append(f"exit {codes[-1]}")
-    lines = [ln.strip() for ln in _MARKUP.sub("", output).splitlines() if ln.strip()]
-    errors = [ln for ln in lines if _ERROR_LINE.search(ln)]
+    lines = [ln.strip() for ln in _MARKUP.sub("", seen).splitlines() if ln.strip()]
+    errors = [ln for ln in lines[-_ERROR_LINES:] if _ERROR_LINE.search(ln)]
     if errors and not (codes and codes[-1] == "0"):
         parts.append(_one_line(errors[-1], 160))
     elif not codes and 0 < len(lines) <= 4 and len(lines[0]) <= 120:
@@ -415,9 +428,19 @@ def call_artifacts(name: str, raw: str, output: str | None) -> list[Artifact]:
     return out
 
 
-def _reused(value: str) -> re.Pattern[str]:
-    """`value` as a whole token: `822` is not reused by `1822`, nor `a.py` by `data.pyc`."""
-    return re.compile(rf"(?<![\w.]){re.escape(value)}(?![\w])")
+def _occurs(text: str, value: str, start: int = 0, end: int | None = None) -> bool:
+    """`value` as a whole token in `text[start:end]`: `822` is not in `1822`, nor `a.py` in
+    `data.pyc`. `str.find` and a look at the two neighbours, not a regex per value."""
+    stop = len(text) if end is None else end
+    i = text.find(value, start, stop)
+    while i >= 0:
+        j = i + len(value)
+        left = text[i - 1] if i > 0 else " "
+        right = text[j] if j < len(text) else " "
+        if not (left.isalnum() or left in "_.") and not (right.isalnum() or right == "_"):
+            return True
+        i = text.find(value, i + 1, stop)
+    return False
 
 
 def _values(
@@ -432,12 +455,9 @@ def _values(
         for value in extract_identifiers(text)[:200]:
             if value in seen or not 3 <= len(value) <= 120 or _PLAIN_WORD.match(value):
                 continue
-            if value not in blob and value not in later:  # the common case, at C speed
+            if _occurs(blob, value, 0, offset):  # the agent had it before the tool gave it
                 continue
-            pattern = _reused(value)
-            if pattern.search(blob, 0, offset):  # the agent had it before the tool gave it
-                continue
-            if pattern.search(blob, offset) or pattern.search(later):
+            if _occurs(blob, value, offset) or _occurs(later, value):
                 seen.add(value)
                 found.append((place, Artifact("got", f"{value} ← {name}")))
     return found

@@ -89,6 +89,8 @@ def test_here_document_bodies_are_content_not_operands() -> None:
         ("ls: cannot access 'src/lib': No such file or directory", "ls: cannot access 'src/lib': No such file or directory"),
         ("", ""),
         ("x" * 500, ""),  # a long answer is left to the values section, not cut into a line
+        # A long output: the code at its head, the error at its end, both found.
+        ("<returncode>1</returncode>\n" + "noise\n" * 5000 + "ValueError: bad", "exit 1 · ValueError: bad"),
     ],
 )  # fmt: skip
 def test_outcome_is_the_exit_code_and_the_error_line_verbatim(output: str, expected: str) -> None:
