@@ -1,6 +1,7 @@
 """The artifact trail across rolling compactions of the dataset's agent traces.
 
     python bench/artifacts_bench.py [--windows 8000,32000] [--sessions N] [--paths extractive,model]
+                                    [--ratio R]
 
 Each agent trace of the shared dataset (SWE-agent, mini-swe-agent, OpenHands,
 tau-bench) is cut into five chunks of about as many messages; chunk k is
@@ -8,7 +9,7 @@ appended and compacted (`engine.summarise` on `turns.plan_for_settings` with
 `force`, the previous summary rolled on), five times, with the service's
 default settings at each context window. Each compaction runs twice,
 alternated session by session: with the `artifacts` section at its default
-share (`artifacts_ratio`) and with it off (`artifacts_ratio` 0), on the
+share (`artifacts_ratio`, or `--ratio`) and with it off (`artifacts_ratio` 0), on the
 extractive path (no model) and on the model path (tests/fakellm.py "normal":
 a deterministic stand-in that copies range lines into its summary, so it keeps
 far more than a real model would; its figures without the section are an upper
@@ -211,6 +212,7 @@ async def main() -> None:
     ap.add_argument("--windows", default="8000,32000")
     ap.add_argument("--sessions", type=int, default=None)
     ap.add_argument("--paths", default="extractive,model")
+    ap.add_argument("--ratio", type=float, default=None, help="artifacts_ratio of the 'on' arm")
     args = ap.parse_args()
     windows = [int(w) for w in args.windows.split(",")]
     paths = args.paths.split(",")
@@ -230,10 +232,11 @@ async def main() -> None:
                     for path in paths:
                         for arm in arms:
                             base = CompactionSettings(context_limit=window)
+                            ratio = 0.0 if arm == "off" else args.ratio
                             settings = (
                                 base
-                                if arm == "on"
-                                else base.model_copy(update={"artifacts_ratio": 0.0})
+                                if ratio is None
+                                else base.model_copy(update={"artifacts_ratio": ratio})
                             )
                             series = await one_series(
                                 log,
@@ -267,6 +270,12 @@ async def main() -> None:
         "section tokens",
     ]
     table = []
+
+    def ratio_of(arm: str) -> str:
+        if arm == "off":
+            return "ratio 0"
+        return f"ratio {args.ratio:g}" if args.ratio is not None else "default"
+
     for (window, path, arm, k), per in sorted(rows.items()):
         total = {key: sum(r[key] for r in per) for key in per[0]}
 
@@ -278,7 +287,7 @@ async def main() -> None:
             [
                 window,
                 path,
-                f"{arm} ({'default' if arm == 'on' else 'ratio 0'})",
+                f"{arm} ({ratio_of(arm)})",
                 k,
                 len(per),
                 pct("kept", "produced") if arm == "on" else "-",
