@@ -29,6 +29,10 @@ Measured after 1, 2, 3 and 5 compactions:
   the share named anywhere in the summary;
 - tokens: the summary's, and the section's own share of them.
 
+And the CPU of reading the trail off a whole trace (`range_artifacts`), next to
+that of the identifiers every compaction already reads (`identifiers_to_keep`),
+alternated trace by trace, in ms per 1,000 characters of the trace.
+
 Pure engine, no database, no HTTP except the fake model's loopback socket.
 Tables go to stdout, progress to stderr.
 """
@@ -55,6 +59,7 @@ from app.compaction.artifacts import (
     render_artifacts,
     roll_artifacts,
 )
+from app.compaction.checks import identifiers_to_keep, message_texts
 from app.compaction.engine import summarise
 from app.compaction.llm import ChatModelClient
 from app.compaction.signals import extract_identifiers, normalise
@@ -207,6 +212,24 @@ async def one_series(
     return out
 
 
+def cpu_table(traces: Sequence[dict[str, Any]], repeats: int = 3) -> str:
+    spent = {"range_artifacts": 0.0, "identifiers_to_keep": 0.0}
+    chars = 0
+    for _ in range(repeats):
+        for i, trace in enumerate(traces):
+            log = log_of(trace["messages"])
+            chars += sum(len(m.text) for m in log)
+            for name in list(spent) if i % 2 == 0 else list(spent)[::-1]:
+                start = time.process_time()
+                if name == "range_artifacts":
+                    range_artifacts(log)
+                else:
+                    identifiers_to_keep(message_texts(log), [])
+                spent[name] += time.process_time() - start
+    rows = [[name, f"{1e3 * t / chars * 1000:.2f}"] for name, t in spent.items()]
+    return markdown_table(["over whole traces", "CPU ms per 1,000 chars"], rows)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--windows", default="8000,32000")
@@ -303,6 +326,8 @@ async def main() -> None:
         "\nsessions: traces with at least one compaction by then; tokens: mean per session; "
         "trail kept: artifact lines of the compacted ranges in the summary."
     )
+    print()
+    print(cpu_table(traces))
 
 
 if __name__ == "__main__":
