@@ -94,8 +94,9 @@ _PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "awk", "sed"})
 _CHANGERS = frozenset({"touch", "rm", "tee", "truncate", "patch", "chmod", "unlink", "mkdir"})
 _PREFIXES = frozenset({"sudo", "time", "nohup", "env", "command", "builtin", "exec"})
 _FILEISH = re.compile(r"^(?:[\w.~@+-]*/)*[\w@+-][\w.@+-]*\.[A-Za-z0-9]{1,8}$|/")
-# A word of prose, not a name: quoted `"time"` says nothing a later step needs verbatim.
-_PLAIN_WORD = re.compile(r"^[a-z]+$|^[^\W\d_]+$(?<![A-Z]{2})")
+# A Latin word of prose, not a name: quoted `"time"` or `"None"` says nothing a later step
+# needs verbatim. Codes (`IAH`) and names in other scripts (`云蒙山森林公园`) are values.
+_PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
 _FENCED = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
 
@@ -437,7 +438,10 @@ def _occurs(text: str, value: str, start: int = 0, end: int | None = None) -> bo
         j = i + len(value)
         left = text[i - 1] if i > 0 else " "
         right = text[j] if j < len(text) else " "
-        if not (left.isalnum() or left in "_.") and not (right.isalnum() or right == "_"):
+        # ASCII neighbours only: Chinese runs words together, `推荐云蒙山` reuses `云蒙山`.
+        if not (left.isascii() and (left.isalnum() or left in "_.")) and not (
+            right.isascii() and (right.isalnum() or right == "_")
+        ):
             return True
         i = text.find(value, i + 1, stop)
     return False

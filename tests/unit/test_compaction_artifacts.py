@@ -190,6 +190,20 @@ def test_values_tools_returned_are_kept_when_reused_later() -> None:
     ]
 
 
+def test_names_in_any_script_are_values_and_plain_words_are_not() -> None:
+    items = range_artifacts(
+        log_of(
+            [
+                {"role": "user", "content": "找一个景点。"},
+                {"role": "assistant", "content": None, "tool_calls": [call("q", "query_db", {"domain": "景点"})]},
+                {"role": "tool", "tool_call_id": "q", "content": '[{"名称": "云蒙山森林公园", "状态": "open", "来源": "Beijing"}]'},
+                {"role": "assistant", "content": "推荐云蒙山森林公园，状态 open，在 Beijing。"},
+            ]
+        )
+    )  # fmt: skip
+    assert _kinds(items, "got") == ["云蒙山森林公园 ← query_db"]
+
+
 def test_a_repeated_artifact_moves_to_its_latest_position_with_its_latest_outcome() -> None:
     items = range_artifacts(
         log_of(
