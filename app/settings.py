@@ -32,6 +32,9 @@ class CompactionSettings(BaseSettings):
     min_preserved_steps: int = Field(4, ge=1)
     # The summary's verbatim `user_messages` section: at most this share of the usable budget.
     user_messages_ratio: float = Field(0.15, gt=0, lt=1)
+    # The summary's verbatim `artifacts` section (files, commands, values tools returned):
+    # at most this share of the usable budget, newest kept first; 0 leaves it out.
+    artifacts_ratio: float = Field(0.1, ge=0, lt=1)
     compact_timeout_s: float = Field(30.0, gt=0)
     flush_timeout_s: float = Field(30.0, gt=0)
     fail_open: bool = True

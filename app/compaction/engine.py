@@ -10,6 +10,8 @@ Outcomes:
 The user's own messages of the range roll into the `user_messages` section
 verbatim on every path (see `user_messages.py`); the model is not asked to
 copy them, and they count as visible for the anchor and constraint checks.
+The agent's trail (files, commands and how they ended, values tools returned)
+rolls into `artifacts` the same way (see `artifacts.py`).
 
 - model answered with a valid summary and every anchor is visible in the
   final context (system texts + summary + preserved history) → `success`;
@@ -37,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, TypeVar
 
+from app.compaction.artifacts import range_artifacts, roll_artifacts
 from app.compaction.checks import (
     constraints_to_keep,
     conversation_language_of,
@@ -81,6 +84,8 @@ class SummarySettings(Protocol):
     def anchor_retry_enabled(self) -> bool: ...
     @property
     def user_messages_ratio(self) -> float: ...
+    @property
+    def artifacts_ratio(self) -> float: ...
     @property
     def usable_budget(self) -> int: ...
 
@@ -134,6 +139,8 @@ class _Run:
     constraints: list[str]
     pinned: tuple[str, ...]
     user_messages: tuple[str, ...]
+    artifacts: tuple[str, ...]
+    artifacts_dropped: int
     cap: int
     input_tokens: int
     preserved_texts: list[str] | None = None
@@ -147,7 +154,11 @@ class _Run:
 
     def check(self, summary: StructuredSummary) -> _Check:
         full = replace(
-            summary, pinned=self.pinned, user_messages=self.user_messages, carried_anchors=()
+            summary,
+            pinned=self.pinned,
+            user_messages=self.user_messages,
+            artifacts=self.artifacts,
+            carried_anchors=(),
         )
         rendered = render_summary(full, self.lang, through_seq=self.plan.new_watermark)
         visible = [*self.system_texts, rendered, *message_texts(self.plan.preserved_messages)]
@@ -184,6 +195,7 @@ class _Run:
             missing_anchors=patch.anchors,
             patched_identifiers=patch.identifiers,
             patched_constraints=patch.constraints,
+            artifacts_dropped=self.artifacts_dropped,
             model_calls=self.calls,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
@@ -275,7 +287,11 @@ class _Run:
         new = extractive_summary(self.plan.range_messages, lang=self.lang)
         merged = merge_summaries(self.previous, new, max_timeline=self.options.max_timeline)
         merged = replace(
-            merged, pinned=self.pinned, user_messages=self.user_messages, carried_anchors=()
+            merged,
+            pinned=self.pinned,
+            user_messages=self.user_messages,
+            artifacts=self.artifacts,
+            carried_anchors=(),
         )
         fitted = fit_to_tokens(
             merged,
@@ -332,7 +348,7 @@ def _prepare(
 ) -> _Run:
     """What any summary of `plan` must keep, model or not: read off the messages, not asked for.
 
-    The identifiers, constraints, pinned entries and user messages to carry, the
+    The identifiers, constraints, pinned entries, user messages and artifacts to carry, the
     conversation's language and the output cap; `summarise` then only decides
     who writes the prose.
     """
@@ -342,6 +358,13 @@ def _prepare(
         counter.count_text(render_summary(previous_summary, lang)) if previous_summary else 0
     )
     previous_pinned = previous_summary.pinned if previous_summary else ()
+    preserved = message_texts(plan.preserved_messages)
+    artifacts, dropped = roll_artifacts(
+        previous_summary.artifacts if previous_summary else (),
+        range_artifacts(plan.range_messages, plan.preserved_messages),
+        max_tokens=int(settings.artifacts_ratio * settings.usable_budget),
+        counter=counter,
+    )
     return _Run(
         plan=plan,
         previous=previous_summary,
@@ -352,7 +375,7 @@ def _prepare(
         lang=lang,
         identifiers=identifiers_to_keep(
             message_texts(plan.range_messages),
-            message_texts(plan.preserved_messages),
+            preserved,
             limit=opts.max_identifiers,
         ),
         constraints=constraints_to_keep(
@@ -368,6 +391,8 @@ def _prepare(
             max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
             counter=counter,
         )[0],
+        artifacts=artifacts,
+        artifacts_dropped=len(dropped),
         # A share of what is folded, and never more than that share of the window the
         # summary is sent in: a range larger than the window (long tool outputs) would
         # otherwise buy a summary that does not fit it.
@@ -378,6 +403,7 @@ def _prepare(
             opts.max_output_tokens,
         ),
         input_tokens=plan.range_tokens + prev_tokens,
+        preserved_texts=preserved,
     )
 
 

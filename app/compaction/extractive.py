@@ -148,11 +148,13 @@ Stage = Callable[[StructuredSummary, int], StructuredSummary]
 def _fixed_tokens(
     summary: StructuredSummary, lang: str, counter: TextCounter, through_seq: int | None
 ) -> int:
-    """Tokens of the parts outside the cap (pinned, carried anchors, the user's messages)."""
+    """Tokens of the parts outside the cap (pinned, carried anchors, the user's messages,
+    the artifacts: each has a budget of its own)."""
     fixed = StructuredSummary(
         pinned=summary.pinned,
         carried_anchors=summary.carried_anchors,
         user_messages=summary.user_messages,
+        artifacts=summary.artifacts,
     )
     return counter.count_text(render_summary(fixed, lang, through_seq=through_seq))
 
@@ -186,8 +188,8 @@ def fit_to_tokens(
     counter: TextCounter,
     through_seq: int | None = None,
 ) -> StructuredSummary:
-    """Trim `summary` until its rendering fits `max_tokens` (pinned, anchors and the
-    user's messages excepted: they have budgets of their own).
+    """Trim `summary` until its rendering fits `max_tokens` (pinned, anchors, the
+    user's messages and the artifacts excepted: they have budgets of their own).
 
     Order: old timeline entries (the last three kept), long items shortened,
     old TODOs and facts, the rest of the timeline, then user constraints and

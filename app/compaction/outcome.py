@@ -35,6 +35,8 @@ class SummaryOutcome:
     input_tokens: int
     reason: str | None = None
     patched_constraints: tuple[str, ...] = ()
+    # Artifacts of the rolled trail left out because the section passed its share.
+    artifacts_dropped: int = 0
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -50,5 +52,7 @@ class SummaryOutcome:
             "model_prompt_tokens": self.prompt_tokens,
             "model_completion_tokens": self.completion_tokens,
             "language": self.language,
+            "artifacts": len(self.summary.artifacts),
+            "artifacts_dropped": self.artifacts_dropped,
             "reason": self.reason,
         }

@@ -56,6 +56,9 @@ true, drop what was superseded, do not repeat items.
 - Every anchor listed by the user must appear verbatim in the summary.
 - The user's own messages are also kept word for word by the service, next to your \
 summary: do not copy them whole, but do not drop or soften what they ask either.
+- The files the assistant read and changed, the commands it ran with their exit codes, and \
+the ids tools returned are also listed verbatim by the service: mention those that explain a \
+fact or a decision, but do not copy the whole list.
 - Never refuse, never comment, never add text outside the JSON object."""
 
 

@@ -2,11 +2,13 @@
 
 A summary is five lists of short statements (`facts`, `decisions`,
 `open_todos`, `user_prefs`, `timeline`) written by the model or by the
-extractive fallback, plus two lists contextd fills in itself and the model
+extractive fallback, plus lists contextd fills in itself and the model
 never writes: `pinned` (pinned messages of compacted ranges, verbatim),
 `user_messages` (the user's own messages of compacted ranges, verbatim, see
-`user_messages.py`) and `carried_anchors` (session anchors the summary
-failed to keep, verbatim). A model's own `user_messages` key is ignored.
+`user_messages.py`), `artifacts` (the agent's trail: files, commands and how
+they ended, values tools returned, verbatim, see `artifacts.py`) and
+`carried_anchors` (session anchors the summary failed to keep, verbatim). A
+model's own `user_messages` or `artifacts` key is ignored.
 
 Model output is accepted only if it is one JSON object with those keys whose
 values are lists of strings, not all empty, and not a refusal or an error
@@ -22,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, Protocol
 
+from app.compaction.artifacts import render_artifacts
 from app.compaction.signals import normalise
 
 SECTIONS = ("facts", "decisions", "open_todos", "user_prefs", "timeline")
@@ -56,6 +59,8 @@ class StructuredSummary:
     carried_anchors: tuple[str, ...] = ()
     # The user's own messages of every compacted range, verbatim (see user_messages.py).
     user_messages: tuple[str, ...] = ()
+    # The agent's trail of every compacted range, `kind: text` items (see artifacts.py).
+    artifacts: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
         return not any(getattr(self, name) for name in SECTIONS)
@@ -187,6 +192,7 @@ def merge_summaries(
         for name in (*SECTIONS, "pinned", "carried_anchors")
     }
     merged["user_messages"] = new.user_messages or previous.user_messages
+    merged["artifacts"] = new.artifacts or previous.artifacts
     timeline = merged["timeline"]
     merged["timeline"] = timeline[-max_timeline:] if max_timeline else ()
     return StructuredSummary(**merged)
@@ -234,9 +240,12 @@ def render_summary(summary: StructuredSummary, lang: str, *, through_seq: int | 
         title += sep + h["through"].format(seq=through_seq) + end
     colon = "：" if lang == "zh" else ":"
     lines = [f"[{title}]"]
-    for name in (*SECTIONS, "user_messages", "pinned", "carried_anchors"):
+    for name in (*SECTIONS, "artifacts", "user_messages", "pinned", "carried_anchors"):
         items: tuple[str, ...] = getattr(summary, name)
         if not items:
+            continue
+        if name == "artifacts":
+            lines.extend(render_artifacts(items, lang))
             continue
         lines.append(f"{h[name]}{colon}")
         lines.extend("- " + item.strip().replace("\n", "\n  ") for item in items)

@@ -49,6 +49,7 @@ class EngineSettings:
     compact_timeout_s: float = 2.0
     anchor_retry_enabled: bool = True
     user_messages_ratio: float = 0.15
+    artifacts_ratio: float = 0.1
     usable_budget: int = 124_928
 
 

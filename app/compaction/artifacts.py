@@ -1,0 +1,532 @@
+"""The summary's `artifacts` section: the agent's trail, verbatim (SPEC §5).
+
+An agent's next step is built on what it did: the files it read and changed,
+the commands it ran and how they ended, the ids and numbers tools gave back.
+A summary, written by a model or not, keeps few of those exact strings, so
+contextd reads them off the compacted range itself, by rule, and carries them
+in a section the model never writes:
+
+- **files read / changed**: string arguments whose key names a path or a file
+  (`path`, `file_path`, `filename`, `target_file`, ...), changed when the tool's
+  name or its one-word action (`command: "str_replace"`) is a verb that writes
+  (edit, write, create, replace, delete, move, ...), read otherwise; and the
+  file operands of shell commands (`cat a.py`, `sed -n 1,9p b.py`, `> out.txt`,
+  `sed -i`, `mv`, `rm`, `tee`, ...);
+- **commands run**: a shell command (the `command`/`cmd`/`script` argument of
+  any tool, or the arguments of a tool whose name says shell) or any other
+  tool call without file arguments (`get_order(order_id=W123)`), with how it
+  ended: the exit code and the last error line of its output, or the output
+  itself when it is one short line;
+- **values from tools**: identifiers (ids, names, numbers, paths: see
+  `signals.extract_identifiers`) that first appear in a tool's output and that
+  a later call, a later assistant message or the preserved tail reuses.
+
+Items are stored as `kind: text` strings, oldest first, and rolled like the
+user's messages: the previous summary's then the new range's, an item seen
+again moving to its latest position, and the oldest left out once the section
+passes `artifacts_ratio` of the usable budget (newest kept first). Commands
+are cut to their first line and `MAX_CHARS`: a prefix of the exact string,
+never a paraphrase.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from app.compaction.signals import extract_identifiers
+from app.messages.types import LoggedMessage, call_function
+
+if TYPE_CHECKING:  # summary.py renders this section: import the protocol for types only
+    from app.compaction.summary import TextCounter
+
+Kind = Literal["changed", "read", "ran", "got"]
+KINDS: tuple[Kind, ...] = ("changed", "read", "ran", "got")  # rendering order
+
+MAX_CHARS = 200
+# A bullet and the line break around each item in the rendered section.
+ITEM_OVERHEAD_TOKENS = 2
+# The section's heading and its four group headings.
+HEADINGS_TOKENS = 40
+
+_PATH_KEY = re.compile(
+    r"(?:^|_)(?:path|paths|file|files|filename|filenames|filepath|filepaths|dir|dirs|"
+    r"directory|directories|folder|folders|notebook)$"
+)
+# Keys that name a path only sometimes (`destination: "SEA"` is an airport): their values
+# must look like one.
+_MAYBE_PATH_KEY = re.compile(r"(?:^|_)(?:src|dst|source|destination|target|to|from)$")
+_COMMAND_KEYS = ("command", "cmd", "commands", "script", "shell_command", "command_line")
+_SHELL_TOOL = re.compile(r"bash|shell|terminal|exec|run|command|cmd|console|\bsh\b")
+_CHANGE_VERBS = frozenset(
+    """write edit create replace insert patch apply delete remove rm move rename mv copy cp
+    append update save modify undo overwrite mkdir touch put set""".split()
+)
+_ACTION_KEYS = ("command", "action", "mode", "operation", "op")
+_WORD = re.compile(r"[a-z]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+_EXIT = re.compile(
+    r"<returncode>\s*(-?\d+)\s*</returncode>|exit(?:ed)?(?: with)?[ _](?:code|status)\W{0,3}(-?\d+)"
+    r"|returncode\W{1,3}(-?\d+)|PROCESS-DONE:(-?\d+):",
+    re.IGNORECASE,
+)
+_ERROR_LINE = re.compile(
+    r"\b(?:\w*Error|\w*Exception|error|ERROR|FAILED|FAIL|Failed|failed|fatal|Fatal|panic|"
+    r"No such file or directory|command not found|Permission denied|Traceback)\b"
+)
+_OUTCOME_HEAD = 512
+_OUTCOME_TAIL = 4096
+_ERROR_LINES = 40
+_MARKUP = re.compile(r"</?(?:returncode|output)>")
+
+_SHELL_SPLIT = frozenset({"|", "||", "&&", ";", "&", "(", ")", "|&", ";;"})
+_REDIRECT_OUT = frozenset({">", ">>", "&>", ">|", "&>>"})
+_READERS = frozenset(
+    """cat head tail less more nl wc grep egrep fgrep rg ag awk sed diff cmp file stat bat jq
+    xxd hexdump strings od sort uniq cut view vim vi nano emacs source tac""".split()
+)
+_PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "awk", "sed"})
+_CHANGERS = frozenset({"touch", "rm", "tee", "truncate", "patch", "chmod", "unlink", "mkdir"})
+_PREFIXES = frozenset({"sudo", "time", "nohup", "env", "command", "builtin", "exec"})
+_FILEISH = re.compile(r"^(?:[\w.~@+-]*/)*[\w@+-][\w.@+-]*\.[A-Za-z0-9]{1,8}$|/")
+# A Latin word of prose, not a name: quoted `"time"` or `"None"` says nothing a later step
+# needs verbatim. Codes (`IAH`) and names in other scripts (`云蒙山森林公园`) are values.
+_PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
+_FENCED = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    kind: Kind
+    text: str
+
+    def encode(self) -> str:
+        return f"{self.kind}: {self.text}"
+
+    @property
+    def key(self) -> str:
+        """What makes two items the same artifact: a command run again ends anew."""
+        if self.kind == "ran":
+            return "ran: " + self.text.split(" → ", 1)[0]
+        if self.kind == "got":  # one value, whichever tool gave it last
+            return "got: " + self.text.split(" ← ", 1)[0]
+        return self.encode()
+
+
+def decode(item: str) -> Artifact | None:
+    kind, sep, text = item.partition(": ")
+    if not sep or kind not in KINDS or not text.strip():
+        return None
+    return Artifact(kind, text)
+
+
+def _one_line(text: str, limit: int = MAX_CHARS) -> str:
+    """The first line of `text`, cut to `limit`; what was cut is said, never rewritten."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    first = lines[0].strip()
+    more = f" …(+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    if len(first) + len(more) > limit:
+        first = first[: max(limit - len(more) - 1, 20)].rstrip() + "…"
+    return first + more
+
+
+def _parse_args(raw: str) -> Any:
+    try:
+        return json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return raw
+
+
+def _argument_values(raw: str) -> str:
+    """The values of a call's arguments, not their keys: `old_str` is a key, not a reuse."""
+    stack = [_parse_args(raw)]
+    values: list[str] = []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif item is not None:
+            values.append(str(item))
+    return "\n".join(values)
+
+
+def _words(name: str) -> set[str]:
+    return set(_WORD.findall(_CAMEL.sub("_", name).lower()))
+
+
+def _path_values(args: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key, value in args.items():
+        name = _CAMEL.sub("_", str(key)).lower()
+        sure = bool(_PATH_KEY.search(name))
+        if not sure and not _MAYBE_PATH_KEY.search(name):
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and 0 < len(v.strip()) <= 260 and "\n" not in v:
+                if sure or _fileish(v.strip()):
+                    out.append(v.strip())
+    return out
+
+
+def _action(name: str, args: dict[str, Any]) -> set[str]:
+    """The verbs of a call: its one-word action argument's (`command: "view"` of an editor
+    named `str_replace_editor`), else its name's."""
+    for key in _ACTION_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip() and " " not in value.strip():
+            return _words(value)
+    return _words(name)
+
+
+def _command_of(name: str, args: Any) -> str | None:
+    """The shell command a call runs, if it runs one."""
+    shell_tool = bool(_SHELL_TOOL.search(name.lower()))
+    if isinstance(args, str):
+        return args if shell_tool and args.strip() else None
+    if not isinstance(args, dict):
+        return None
+    for key in _COMMAND_KEYS:
+        value = args.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = " ".join(shlex.quote(v) for v in value)
+        if isinstance(value, str) and value.strip():
+            # A one-word `command` beside a path is an editor's action (`view`), not a shell's.
+            if shell_tool or (" " in value.strip() and not _path_values(args)):
+                return value
+    return None
+
+
+def _shell_lines(command: str) -> Iterator[str]:
+    """The command's lines without here-document bodies (content, not operands)."""
+    lines = command.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        yield line
+        i += 1
+        for m in _HEREDOC.finditer(line):
+            while i < len(lines) and lines[i].strip() != m.group(2):
+                i += 1
+            i += 1
+
+
+def _tokens(line: str) -> list[str]:
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:  # an unbalanced quote: words are still better than nothing
+        return [w.strip("'\"") for w in line.split()]
+
+
+def _fileish(token: str) -> bool:
+    return (
+        not token.startswith("-")
+        and token not in ("/dev/null", "/dev/stdout", "/dev/stderr")
+        and not any(c in token for c in "*?$`=<>{}")
+        and len(token) <= 260
+        and bool(_FILEISH.search(token))
+    )
+
+
+def shell_files(command: str) -> list[tuple[Kind, str]]:
+    """(read|changed, path) for the file operands of a shell command, in order."""
+    found: list[tuple[Kind, str]] = []
+    for line in _shell_lines(command):
+        segment: list[str] = []
+        for token in [*_tokens(line), ";"]:
+            if token in _SHELL_SPLIT:
+                found.extend(_segment_files(segment))
+                segment = []
+            else:
+                segment.append(token)
+    return found
+
+
+def _segment_files(words: list[str]) -> list[tuple[Kind, str]]:
+    out: list[tuple[Kind, str]] = []
+    operands: list[str] = []
+    skip = False
+    for i, word in enumerate(words):
+        if skip:
+            skip = False
+            continue
+        if word in _REDIRECT_OUT or word == "<":
+            target = words[i + 1] if i + 1 < len(words) else ""
+            if _fileish(target):
+                out.append(("changed" if word != "<" else "read", target))
+            skip = True
+        elif word.isdigit() and i + 1 < len(words) and words[i + 1] in _REDIRECT_OUT:
+            continue  # the `2` of `2>`
+        else:
+            operands.append(word)
+    while operands and (operands[0] in _PREFIXES or re.match(r"^\w+=", operands[0])):
+        operands.pop(0)
+    if not operands:
+        return out
+    program = operands[0].rsplit("/", 1)[-1]
+    rest = operands[1:]
+    flags = [w for w in rest if w.startswith("-")]
+    args = [w for w in rest if not w.startswith("-")]
+    if program in _PATTERN_FIRST and not ({"-e", "-f"} & set(flags)) and args:
+        args = args[1:]  # the pattern or script, not a file
+    files = [a for a in args if _fileish(a)]
+    if program == "sed" and any(f.startswith("-i") or f == "--in-place" for f in flags):
+        out.extend(("changed", f) for f in files)
+    elif program in ("mv", "cp", "ln", "install", "rsync"):
+        if program == "mv":
+            out.extend(("changed", f) for f in files)
+        elif files:
+            out.extend([*(("read", f) for f in files[:-1]), ("changed", files[-1])])
+    elif program in _CHANGERS:
+        out.extend(("changed", f) for f in files)
+    elif program in _READERS:
+        out.extend(("read", f) for f in files)
+    elif program == "git" and args:
+        kind: Kind = "changed" if args[0] in ("checkout", "restore", "rm", "mv") else "read"
+        out.extend((kind, f) for f in files if f != args[0])
+    return out
+
+
+def outcome(output: str) -> str:
+    """How a call ended, from its output: `exit N`, the last error line, or the one short line.
+
+    Exit codes are printed first (`<returncode>`) or last (`exit code 1`), and the line
+    that says what failed is near the end (a traceback's last line, a test summary):
+    only the head and the tail of a long output are read.
+    """
+    if len(output) > _OUTCOME_HEAD + _OUTCOME_TAIL:
+        tail = output[-_OUTCOME_TAIL:]
+        seen = output[:_OUTCOME_HEAD] + "\n" + tail[tail.find("\n") + 1 :]
+    else:
+        seen = output
+    parts: list[str] = []
+    codes = [next(g for g in m.groups() if g is not None) for m in _EXIT.finditer(seen)]
+    if codes:
+        parts.append(f"exit {codes[-1]}")
+    lines = [ln.strip() for ln in _MARKUP.sub("", seen).splitlines() if ln.strip()]
+    errors = [ln for ln in lines[-_ERROR_LINES:] if _ERROR_LINE.search(ln)]
+    if errors and not (codes and codes[-1] == "0"):
+        parts.append(_one_line(errors[-1], 160))
+    elif not codes and 0 < len(lines) <= 4 and len(lines[0]) <= 120:
+        # A short answer is the result itself (`1023.0`, `Wrong flag!`); a long one is
+        # read off by the values section, not cut into a line here.
+        parts.append(_one_line("\n".join(lines), 160))
+    return " · ".join(parts)
+
+
+def _call_line(name: str, args: Any) -> str:
+    if isinstance(args, dict):
+        inner = ", ".join(
+            f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
+            for k, v in args.items()
+        )
+    else:
+        inner = str(args)
+    return f"{name}({inner})"
+
+
+@dataclass(slots=True)
+class _Use:
+    """The texts that may reuse a value, in log order, and where each message's begin."""
+
+    parts: list[str]
+    size: int = 0
+
+    def add(self, text: str) -> None:
+        if text:
+            self.parts.append(text)
+            self.size += len(text) + 1
+
+
+def _agent_texts(m: LoggedMessage) -> Iterator[str]:
+    """What the user and the agent wrote in a message: prose outside code blocks (an
+    output pasted back reuses nothing) and the values of its calls' arguments."""
+    if m.role == "tool" or not m.counts_in_context:
+        return
+    yield _FENCED.sub(" ", m.text)
+    for call in m.body.get("tool_calls") or ():
+        if isinstance(call, dict):
+            yield _argument_values((call_function(call) or ("", ""))[1])
+
+
+def range_artifacts(
+    messages: Sequence[LoggedMessage], later: Sequence[LoggedMessage] = ()
+) -> tuple[str, ...]:
+    """The artifacts of a compacted range, encoded, oldest first (see the module docstring).
+
+    What the agent writes in `later` (the preserved tail) counts as reuse of a value a
+    tool returned; what later tools print does not.
+    """
+    results = {
+        str(m.body.get("tool_call_id")): m.text
+        for m in messages
+        if m.role == "tool" and m.counts_in_context
+    }
+    names: dict[str, str] = {}
+    items: list[Artifact] = []
+    uses = _Use([])
+    # (offset in the uses where the output was read, its place in `items`, tool name, output)
+    outputs: list[tuple[int, int, str, str]] = []
+    for m in messages:
+        if not m.counts_in_context:
+            continue
+        if m.role == "tool":
+            call_id = str(m.body.get("tool_call_id"))
+            outputs.append((uses.size, len(items), names.get(call_id, "tool"), m.text))
+            continue
+        for text in _agent_texts(m):
+            uses.add(text)
+        for call in m.body.get("tool_calls") or ():
+            if not isinstance(call, dict):
+                continue
+            name, raw = call_function(call) or ("?", "")
+            names[str(call.get("id"))] = name
+            items.extend(call_artifacts(name, raw, results.get(str(call.get("id")))))
+    files = {a.text for a in items if a.kind in ("read", "changed")}
+    values = _values(outputs, uses, "\n".join(t for m in later for t in _agent_texts(m)))
+    # Each value where its tool answered, so that the newest kept are the newest work.
+    at: dict[int, list[Artifact]] = {}
+    for place, value in values:
+        if value.text.split(" ← ", 1)[0] not in files:
+            at.setdefault(place, []).append(value)
+    merged: list[Artifact] = []
+    for place in range(len(items) + 1):
+        merged.extend(at.get(place, ()))
+        merged.extend(items[place : place + 1])
+    return tuple(a.encode() for a in _ordered(merged))
+
+
+def call_artifacts(name: str, raw: str, output: str | None) -> list[Artifact]:
+    """The files, command and outcome of one tool call."""
+    args = _parse_args(raw)
+    out: list[Artifact] = []
+    command = _command_of(name, args)
+    ended = outcome(output) if output is not None else ""
+    if command is not None:
+        out.extend(Artifact(k, path) for k, path in shell_files(command))
+        text = _one_line(command)
+        out.append(Artifact("ran", f"{text} → {ended}" if ended else text))
+        return out
+    paths = _path_values(args) if isinstance(args, dict) else []
+    if paths:
+        kind: Kind = "changed" if _action(name, args) & _CHANGE_VERBS else "read"
+        out.extend(Artifact(kind, p) for p in paths)
+        return out
+    line = _one_line(_call_line(name, args), MAX_CHARS - 60)
+    out.append(Artifact("ran", f"{line} → {ended}" if ended else line))
+    return out
+
+
+def _occurs(text: str, value: str, start: int = 0, end: int | None = None) -> bool:
+    """`value` as a whole token in `text[start:end]`: `822` is not in `1822`, nor `a.py` in
+    `data.pyc`. `str.find` and a look at the two neighbours, not a regex per value."""
+    stop = len(text) if end is None else end
+    i = text.find(value, start, stop)
+    while i >= 0:
+        j = i + len(value)
+        left = text[i - 1] if i > 0 else " "
+        right = text[j] if j < len(text) else " "
+        # ASCII neighbours only: Chinese runs words together, `推荐云蒙山` reuses `云蒙山`.
+        if not (left.isascii() and (left.isalnum() or left in "_.")) and not (
+            right.isascii() and (right.isalnum() or right == "_")
+        ):
+            return True
+        i = text.find(value, i + 1, stop)
+    return False
+
+
+def _values(
+    outputs: list[tuple[int, int, str, str]], uses: _Use, later: str
+) -> list[tuple[int, Artifact]]:
+    """Identifiers first seen in a tool's output that a later message or call reuses,
+    with the output's place among the range's other artifacts."""
+    blob = "\n".join(uses.parts)
+    found: list[tuple[int, Artifact]] = []
+    seen: set[str] = set()
+    for offset, place, name, text in outputs:
+        for value in extract_identifiers(text)[:200]:
+            if value in seen or not 3 <= len(value) <= 120 or _PLAIN_WORD.match(value):
+                continue
+            if _occurs(blob, value, 0, offset):  # the agent had it before the tool gave it
+                continue
+            if _occurs(blob, value, offset) or _occurs(later, value):
+                seen.add(value)
+                found.append((place, Artifact("got", f"{value} ← {name}")))
+    return found
+
+
+def _ordered(items: Iterable[Artifact]) -> list[Artifact]:
+    """Items without repeats, each at its latest position."""
+    latest: dict[str, Artifact] = {}
+    for a in items:
+        latest.pop(a.key, None)
+        latest[a.key] = a
+    return list(latest.values())
+
+
+def roll_artifacts(
+    previous: Sequence[str],
+    new: Sequence[str],
+    *,
+    max_tokens: int,
+    counter: TextCounter,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(kept, dropped): `previous` then `new`, without repeats, the newest that fit kept."""
+    items = _ordered(a for a in map(decode, (*previous, *new)) if a is not None)
+    room = max_tokens - HEADINGS_TOKENS
+    cut = len(items)
+    for i in range(len(items) - 1, -1, -1):
+        room -= counter.count_text(items[i].text) + ITEM_OVERHEAD_TOKENS
+        if room < 0:
+            break
+        cut = i
+    return (
+        tuple(a.encode() for a in items[cut:]),
+        tuple(a.encode() for a in items[:cut]),
+    )
+
+
+HEADINGS: dict[str, dict[str, str]] = {
+    "en": {
+        "artifacts": "Artifacts (exact strings, oldest first)",
+        "changed": "Files changed",
+        "read": "Files read",
+        "ran": "Commands and calls (→ how they ended)",
+        "got": "Values from tools (← which tool)",
+    },
+    "zh": {
+        "artifacts": "操作记录（原文，按时间先后）",
+        "changed": "修改过的文件",
+        "read": "读取过的文件",
+        "ran": "运行的命令与调用（→ 结果）",
+        "got": "工具返回的值（← 来自哪个工具）",
+    },
+}
+
+
+def render_artifacts(items: Sequence[str], lang: str) -> list[str]:
+    """The section's lines: a heading, then each group's heading and one line per artifact."""
+    decoded = [a for a in map(decode, items) if a is not None]
+    if not decoded:
+        return []
+    h = HEADINGS["zh"] if lang == "zh" else HEADINGS["en"]
+    colon = "：" if lang == "zh" else ":"
+    lines = [f"{h['artifacts']}{colon}"]
+    for kind in KINDS:
+        group = [a.text for a in decoded if a.kind == kind]
+        if group:
+            lines.append(f"{h[kind]}{colon}")
+            lines.extend("- " + text for text in group)
+    return lines
