@@ -13,14 +13,13 @@ from app.compaction.artifacts import (
     ITEM_OVERHEAD_TOKENS,
     call_artifacts,
     decode,
-    outcome,
     range_artifacts,
     render_artifacts,
     roll_artifacts,
-    shell_files,
 )
 from app.compaction.engine import summarise
 from app.compaction.outcome import SummaryOutcome
+from app.compaction.shell import outcome, shell_files
 from app.compaction.summary import StructuredSummary, render_summary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.messages.types import LoggedMessage
