@@ -57,11 +57,15 @@ def json_object(scope: Scope, body: bytes) -> dict[str, Any] | None:
     """The body as FastAPI would hand it to the route, when that is a JSON object."""
     if not body:
         return None
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            kind = bytes(value).split(b";", 1)[0].strip().lower()
-            if _JSON.fullmatch(kind) is None:
-                return None
+    # FastAPI (strict content type) parses a body as JSON only under a JSON content
+    # type; without one the route answers the 422 that says so.
+    kinds = [
+        bytes(v).split(b";", 1)[0].strip().lower()
+        for n, v in scope["headers"]
+        if n == b"content-type"
+    ]
+    if not kinds or _JSON.fullmatch(kinds[0]) is None:
+        return None
     try:
         parsed = json.loads(body)
     except Exception:  # malformed, or nested too deep: the route's 422 says which

@@ -6,7 +6,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.types import StoredStr
 
-SESSION_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+# 1–128 characters of [A-Za-z0-9._:-], but not "." or ".." (SPEC §1): URL clients
+# rewrite those path segments, so no client could reach such a session. Spelled
+# without a lookahead, which the schema's regex engine lacks.
+SESSION_ID_PATTERN = r"^(?:[A-Za-z0-9._:-]{3,128}|[A-Za-z0-9._:-]?[A-Za-z0-9_:-]|[A-Za-z0-9_:-]\.)$"
 
 Anchor = Annotated[StoredStr, Field(min_length=1, max_length=2048)]
 
