@@ -13,8 +13,10 @@ async def test_no_system_prompt_means_no_system_tokens(client: httpx.AsyncClient
         f"/sessions/{sid}/messages", json={"messages": [{"role": "user", "content": "hi"}]}
     )
     assert r.status_code == 201
-    for method, kwargs in (("GET", {}), ("POST", {"json": {"max_tokens": 4000}})):
-        usage = (await client.request(method, f"/sessions/{sid}/context", **kwargs)).json()["usage"]
+    for body in (None, {"max_tokens": 4000}):
+        method = "GET" if body is None else "POST"
+        r = await client.request(method, f"/sessions/{sid}/context", json=body)
+        usage = r.json()["usage"]
         breakdown = usage["breakdown"]
         assert breakdown["system"] == 0, breakdown
         assert breakdown["reply_priming"] == REPLY_PRIMING
