@@ -44,5 +44,8 @@ bench: $(STAMP)  ## the benchmarks of README.md's Measured, in order (~20 min; C
 	$(BIN)/python bench/growth_bench.py --stats none,analyze
 	$(BIN)/python bench/calibration_bench.py
 
-clean:
+clean:  ## remove the venv, caches and the embedded database (stopped first when running)
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m app.embedded_pg stop .contextd; \
+	elif [ -f .contextd/pgdata/postmaster.pid ] && kill -0 "$$(head -n 1 .contextd/pgdata/postmaster.pid)" 2>/dev/null; then \
+	  echo "the embedded PostgreSQL in .contextd is running and .venv is gone: stop it first" >&2; exit 1; fi
 	rm -rf $(VENV) .contextd .pytest_cache .mypy_cache .ruff_cache .hypothesis

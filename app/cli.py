@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -57,13 +58,45 @@ def main(argv: list[str] | None = None) -> int:
     from app.observability.logging import configure_logging
 
     configure_logging(settings.log_format, settings.log_level)
-    from app.embedded_pg import EmbeddedUnavailable
+    from app.embedded_pg import EmbeddedUnavailable, owned_database
 
+    if args.command == "serve":
+        _stop_on_signals()
+    # An embedded PostgreSQL this command started stops with it, on Ctrl-C and SIGTERM too.
     try:
-        url = _database_url(settings)
-    except EmbeddedUnavailable as exc:
-        print(f"contextd: {exc}", file=sys.stderr)
-        return 2
+        with contextlib.ExitStack() as stack:
+            try:
+                url = stack.enter_context(owned_database(settings))
+            except EmbeddedUnavailable as exc:
+                print(f"contextd: {exc}", file=sys.stderr)
+                return 2
+            return _run(args, settings, url)
+    except _Stopped as stopped:
+        # Cleaned up: now end as the signal asked, as uvicorn meant to.
+        signal.signal(stopped.signum, signal.SIG_DFL)
+        signal.raise_signal(stopped.signum)
+        return 128 + stopped.signum
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM unwind the stack (and its `finally`s) instead of ending the
+    process where it stands. uvicorn handles both while it serves, and raises the
+    signal again once it has shut down gracefully: that lands here too."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
+
+
+def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
     if args.command == "migrate":
         _migrate(url)
         return 0
@@ -80,12 +113,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_worker(settings, url, args.port)
     return 2
-
-
-def _database_url(settings: Settings) -> str:
-    from app.embedded_pg import resolve_database_url
-
-    return resolve_database_url(settings)
 
 
 def _migrate(url: str) -> None:
