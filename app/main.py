@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from app import db as database
 from app.api.deps import Database
+from app.api.docs_ui import install_docs
 from app.api.errors import install_error_handlers
 from app.api.openapi import install as install_openapi
 from app.api.problems import ERROR_RESPONSES
@@ -101,7 +102,10 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served from packaged assets instead of a CDN: app/api/docs_ui.py
+        redoc_url=None,
     )
+    install_docs(app, "contextd")
     app.state.settings = settings
     # The append route first: routing tries each route in turn, and appends are the
     # most frequent request (matching it behind the sessions routes was ~250 of an
