@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint typecheck bench fuzz clean
+.PHONY: serve demo test lint typecheck bench fuzz clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 
 serve: $(STAMP)  ## run the service (embedded PostgreSQL unless CONTEXTD_DATABASE_URL is set)
 	$(BIN)/contextd serve
+
+demo: $(STAMP)  ## the example agent against contextd and a scripted local model (no API key)
+	$(BIN)/contextd demo
 
 test: $(STAMP)  ## lint, typecheck, then the whole test suite against a real PostgreSQL
 	$(BIN)/ruff format --check .

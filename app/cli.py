@@ -1,4 +1,4 @@
-"""`contextd serve | migrate | worker`."""
+"""`contextd serve | migrate | worker | keys | demo`."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
         help="server processes sharing the port (default: the cores this process may use)",
     )
     sub.add_parser("migrate", help="upgrade the database schema and exit")
+    demo = sub.add_parser(
+        "demo", help="run examples/agent_loop.py against contextd and a scripted local model"
+    )
+    demo.add_argument("question", nargs="?", default=None, help="what the user asks the agent")
     worker = sub.add_parser("worker", help="run compaction jobs in this process")
     worker.add_argument(
         "--port",
@@ -103,6 +107,14 @@ def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
     if args.command == "serve":
         _migrate(url)
         return _serve(settings, url, args.host, args.port, args.workers or default_workers())
+    if args.command == "demo":
+        from app.observability.logging import configure_logging
+
+        configure_logging(settings.log_format, "WARNING")  # the demo's own lines only
+        _migrate(url)
+        from app.demo import DEFAULT_QUESTION, run_demo
+
+        return run_demo(settings, url, args.question or DEFAULT_QUESTION)
     if args.command == "keys":
         _migrate(url)
         from app.auth.cli import run_keys
