@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve demo test lint typecheck bench fuzz clean
+.PHONY: serve demo docs test lint typecheck bench fuzz clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ serve: $(STAMP)  ## run the service (embedded PostgreSQL unless CONTEXTD_DATABAS
 
 demo: $(STAMP)  ## the example agent against contextd and a scripted local model (no API key)
 	$(BIN)/contextd demo
+
+docs: $(STAMP)  ## regenerate docs/reference.md from the code (tests/test_docs.py checks it)
+	$(BIN)/python docs/reference.py
 
 test: $(STAMP)  ## lint, typecheck, then the whole test suite against a real PostgreSQL
 	$(BIN)/ruff format --check .
@@ -34,7 +37,7 @@ typecheck: $(STAMP)
 fuzz: $(STAMP)  ## the long schemathesis run (500 examples per operation, with and without a key)
 	CONTEXTD_FUZZ_EXAMPLES=500 $(BIN)/pytest tests/process/test_schema_fuzz.py
 
-bench: $(STAMP)  ## the benchmarks of README.md's Measured, in order (~20 min; CONTEXTD_DATABASE_URL or embedded; pgbench on PATH)
+bench: $(STAMP)  ## the benchmarks of docs/measured.md, in order (~20 min; CONTEXTD_DATABASE_URL or embedded; pgbench on PATH)
 	$(BIN)/python bench/log_bench.py
 	$(BIN)/python bench/context_quality.py
 	$(BIN)/python bench/context_bench.py --repeat 40 --rounds 2

@@ -3,7 +3,7 @@
     python bench/cost_bench.py [--budgets 8000,32000] [--strategies a,b] [--k 4]
                                [--limit N] [--database-url URL | --embedded]
 
-An agent loop over every dataset session (`/work/shared/datasets`, with `k`
+An agent loop over every dataset session (`shared/datasets` beside the checkout, with `k`
 planted mid-run user instructions from `tests/support/planted.py`): before
 every assistant message of the trace (a model call) the messages since the
 previous call are appended to a contextd session (in-process app, a throwaway
@@ -88,7 +88,8 @@ from bench.context_quality import Case, load_cases, violations
 MODEL = "gpt-4o"
 COUNTER = get_counter(MODEL)
 PRIMING = COUNTER.count_messages([])
-SHARED = Path("/work/shared/datasets/sessions.jsonl")  # when run from a git worktree
+# The shared folder beside the checkout (a git worktree included).
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "sessions.jsonl"
 CACHED_PRICE = 0.1
 # A notional list price for the dollar figures: $3 per million input tokens, cache
 # reads at a tenth (Claude Sonnet's published prices; cache writes ignored).
