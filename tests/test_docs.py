@@ -61,9 +61,19 @@ def test_every_link_stays_in_the_repository_and_resolves() -> None:
                 assert absolute.startswith("http://127.0.0.1:"), where
                 continue
             assert not relative.startswith(("http:", "https:", "//", "/")), where
-            target = (page.parent / relative.split("#", 1)[0]).resolve()
+            path, _, anchor = relative.partition("#")
+            target = (page.parent / path).resolve() if path else page
             assert target.is_relative_to(ROOT), where
             assert target.exists(), where
+            if anchor and target.suffix == ".md":
+                assert anchor in _anchors(target), where
+
+
+def _anchors(page: Path) -> set[str]:
+    """The heading anchors a Markdown renderer makes (lower case, punctuation dropped,
+    spaces as hyphens)."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
 def test_docs_has_an_index_of_every_page() -> None:
