@@ -54,8 +54,7 @@ def test_a_surrogate_key_is_a_422_and_the_connection_stays_open(
             body = bad if method == "POST" and path.endswith("messages") else b'{"k\\ud800": 1}'
             status, answer = _request(sock, method, path, body)
             assert status == 422, (path, answer)
-            if path.endswith("/messages"):
-                assert b"\\\\ud800" in answer  # the key, shown escaped
+            assert b'"code":"validation_error"' in answer.replace(b" ", b"")
         # The same connection still serves.
         status, _ = _request(sock, "GET", "/healthz")
         assert status == 200
