@@ -78,6 +78,13 @@ def request_error(request: Request, error: dict[str, Any]) -> dict[str, str]:
         offset = loc[1] if len(loc) > 1 else None
         where = f" at character {offset}" if isinstance(offset, int) else ""
         return {"loc": "body", "msg": f"is not valid JSON: {reason}{where}"}
+    if kind == "string_unicode":
+        # pydantic's own JSON parser meets a lone surrogate escape (a key or a value).
+        return {
+            "loc": format_loc(loc),
+            "msg": "holds a lone UTF-16 surrogate escape (\\ud800-\\udfff), which is not "
+            "valid Unicode",
+        }
     if loc == ("path", "session_id"):
         return {"loc": "session_id", "msg": SESSION_ID_RULE}
     if loc == ("body",) and not _json_content_type(request):
