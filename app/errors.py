@@ -91,7 +91,7 @@ class Unavailable(ContextdError):
 
 
 def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
-    return {
+    body = {
         "type": f"https://contextd.dev/problems/{code}",
         "title": title,
         "status": status,
@@ -99,6 +99,24 @@ def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> di
         "code": code,
         **extra,
     }
+    return printable(body)  # type: ignore[no-any-return]
+
+
+def printable(value: Any) -> Any:
+    """`value` with every string encodable as UTF-8. A problem repeats what the client
+    sent (a field's name, a value): a lone surrogate there (`{"k\\ud800": 1}`) made
+    rendering the 422 itself fail, as a 500. It is shown escaped instead: `k\\ud800`."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable(v) for v in value]
+    return value
 
 
 def problem_of(exc: ContextdError) -> dict[str, Any]:

@@ -15,8 +15,13 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
-# A session id (SPEC §1). Clients put it in URLs, hence the narrow alphabet.
-SESSION_ID_PATTERN: Final = r"^[A-Za-z0-9._:-]{1,128}$"
+# A session id (SPEC §1): 1–128 characters of [A-Za-z0-9._:-], but not "." or "..".
+# Clients put it in URLs, hence the narrow alphabet; URL clients rewrite "." and ".."
+# path segments, so no client could reach such a session. Spelled without a lookahead,
+# which the schema's regex engine lacks.
+SESSION_ID_PATTERN: Final = (
+    r"^(?:[A-Za-z0-9._:-]{3,128}|[A-Za-z0-9._:-]?[A-Za-z0-9_:-]|[A-Za-z0-9_:-]\.)$"
+)
 
 # Any token quantity a client gives: a context request's `max_tokens`,
 # `reserve_output_tokens` and `preview_limit_tokens`, a session's `context_limit`,

@@ -8,17 +8,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import structlog
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import FastAPI
 
 from app import db as database
 from app.api.append_lane import AppendLane
 from app.api.compaction import router as compaction_router
 from app.api.context import router as context_router
 from app.api.context_lane import ContextLane
-from app.api.errors import domain_response, error_response, problem_response
+from app.api.docs_ui import install_docs
+from app.api.errors import install_error_handlers
 from app.api.health import router as health_router
 from app.api.lanes import Services
 from app.api.leases import router as leases_router
@@ -33,7 +31,6 @@ from app.compaction.client import model_client
 from app.compaction.runner import CompactionRunner
 from app.console.router import router as console_router
 from app.database import Database
-from app.errors import ContextdError, problem
 from app.events import EventWriter
 from app.messages import service as messages
 from app.messages.groups import Groups
@@ -113,7 +110,10 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served from packaged assets instead of a CDN: app/api/docs_ui.py
+        redoc_url=None,
     )
+    install_docs(app, "contextd")
     app.state.settings = settings
     # The append route first: routing tries each route in turn, and appends are the
     # most frequent request (matching it behind the sessions routes was ~250 of an
@@ -132,7 +132,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         app.include_router(router, responses=ERROR_RESPONSES)
     # /mcp: the recall tools over the Model Context Protocol (its route, its lifespan above).
     app.state.mcp = build_mcp(app)
-    _install_error_handlers(app)
+    install_error_handlers(app)
     install_openapi(app)
     keyring = Keyring(
         parse_env_keys(settings.api_keys.get_secret_value()) if settings.api_keys else {}
@@ -146,58 +146,3 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     app.add_middleware(Authenticate, keyring=keyring)
     app.add_middleware(RequestContext)
     return app
-
-
-def format_loc(loc: tuple[int | str, ...] | list[int | str]) -> str:
-    """("body", "messages", 3, "tool_call_id") -> "messages[3].tool_call_id"."""
-    parts = list(loc)
-    if parts and parts[0] in ("body", "query", "path", "header"):
-        parts = parts[1:]
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "body"
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ContextdError)
-    async def domain_error(request: Request, exc: ContextdError) -> JSONResponse:
-        return domain_response(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"loc": format_loc(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
-        detail = f"{errors[0]['loc']}: {errors[0]['msg']}" if errors else "invalid request"
-        body = problem(422, "validation_error", "Validation failed", detail, errors=errors)
-        return problem_response(body)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400:
-            # FastAPI answers a body it cannot decode (not UTF-8) with a bare 400; to a
-            # client that is the same mistake as malformed JSON, and gets the same 422.
-            errors = [{"loc": "body", "msg": "is not valid UTF-8 JSON"}]
-            body = problem(
-                422,
-                "validation_error",
-                "Validation failed",
-                "body: " + errors[0]["msg"],
-                errors=errors,
-            )
-            return problem_response(body)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        body = problem(exc.status_code, code, str(exc.detail), str(exc.detail))
-        return problem_response(body, dict(exc.headers or {}))
-
-    async def driver_error(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(exc)
-
-    # Registered per class, not for `Exception`: Starlette runs a catch-all handler in
-    # its outermost middleware, which answers and then re-raises, so the 503 would
-    # reach the client on a connection uvicorn then drops, logged as a 500.
-    for cls in database.UNAVAILABLE_CLASSES:
-        app.add_exception_handler(cls, driver_error)
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return await driver_error(request, exc)

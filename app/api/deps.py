@@ -39,7 +39,7 @@ SessionId = Annotated[
     str,
     Path(
         pattern=SESSION_ID_PATTERN,
-        description="1–128 characters of [A-Za-z0-9._:-], chosen by the client",
+        description="1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client",
     ),
 ]
 

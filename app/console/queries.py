@@ -122,6 +122,11 @@ async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[s
         c["at_seq"] = None
         if c["finished_at"] is not None:
             c["at_seq"] = next((p["seq"] for p in series if p["at"] >= c["finished_at"]), hi)
+    # Compactions stored after the last message change what the session holds but
+    # no message's sample: the series ends on what the session holds now.
+    now = raw_tokens_of(row)
+    if series and series[-1]["tokens"] != now:
+        series.append({**series[-1], "at": None, "tokens": now, "now": True})
     return {
         "session_id": row.id,
         "last_seq": hi,

@@ -15,7 +15,7 @@ what did not fit.
 
 Accounting is exact: `input_tokens == counter.count_messages(messages) +
 counter.count_tools(tools)`; the reply priming the counter adds once per
-request is reported under `breakdown.system`.
+request is reported apart, as `breakdown.reply_priming`.
 """
 
 from __future__ import annotations
@@ -121,8 +121,10 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
         history_cost = sel.cost(view)
 
     messages = _messages(pre, view, sel)
+    priming = counter.count_messages([])
     breakdown = Breakdown(
-        system=pre.system_cost,
+        system=pre.system_cost - priming,
+        reply_priming=priming,
         tools=pre.tools_cost,
         dynamic=sum(c for _, _, c in pre.dynamic),
         summary=pre.summary_cost,

@@ -248,10 +248,8 @@ def _shared_prefix(
         head=result.messages[: len(result.messages) - sent],
         tools=result.tools,
         tools_tokens=breakdown.tools,
-        # The head's messages: system block (less the reply priming), dynamic, summary.
-        head_tokens=(
-            breakdown.system - counter.count_messages([]) + breakdown.dynamic + breakdown.summary
-        ),
+        # The head's messages: system block, dynamic, summary.
+        head_tokens=breakdown.system + breakdown.dynamic + breakdown.summary,
         counter=counter,
         last_seq=row.last_seq,
         echoed=echoed,

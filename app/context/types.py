@@ -94,8 +94,9 @@ class AssemblyRequest:
 class Breakdown:
     """Tokens per part; they add up to `Usage.input_tokens`.
 
-    `system` includes the mode banner and the reply priming the counter adds
-    once per request, so the parts sum exactly to what the model is sent.
+    `system` is the system block and the mode banner; `reply_priming` the tokens
+    the counter adds once per request for the model's reply (a session with no
+    system prompt has `system` 0). The parts sum exactly to what the model is sent.
     """
 
     system: int = 0
@@ -103,10 +104,18 @@ class Breakdown:
     dynamic: int = 0
     summary: int = 0
     history: int = 0
+    reply_priming: int = 0
 
     @property
     def total(self) -> int:
-        return self.system + self.tools + self.dynamic + self.summary + self.history
+        return (
+            self.system
+            + self.tools
+            + self.dynamic
+            + self.summary
+            + self.history
+            + self.reply_priming
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +185,7 @@ class AssembledContext:
                     "dynamic": b.dynamic,
                     "summary": b.summary,
                     "history": b.history,
+                    "reply_priming": b.reply_priming,
                 },
             },
             "kept_seqs": list(self.kept_seqs),

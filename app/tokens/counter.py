@@ -100,7 +100,7 @@ def _json(value: Any) -> str:
 # chars/4 counts English about right but Chinese at ~0.4 of o200k_base: one
 # ideograph is ~0.8-1 token, not 1/4. The estimate walks the text once with a
 # regex that mimics o200k's pre-tokenizer and charges each piece by its class.
-# Weights were fitted on /work/shared/datasets/sessions.jsonl against o200k_base
+# Weights were fitted on the shared conversation dataset (sessions.jsonl) against o200k_base
 # to overcount a little (aggregate ~1.1x) rather than risk a blown budget;
 # non-OpenAI tokenizers are seldom more compact than o200k.
 _CJK: Final = (

@@ -220,13 +220,45 @@ async def test_unknown_top_level_field_and_bad_lock_token(
 
 
 @pytest.mark.parametrize(
-    "bad_id", ["has space", "a" * 129, "slash%2Fin", "ümlaut", "semi;colon"], ids=str
+    "bad_id",
+    ["has space", "a" * 129, "slash%2Fin", "slash/in", "ümlaut", "semi;colon", "%2E", "%2E%2E"],
+    ids=str,
 )
-async def test_invalid_session_ids_are_422(client: httpx.AsyncClient, bad_id: str) -> None:
-    r = await client.post(f"/sessions/{bad_id}/messages", json={"messages": [user("x")]})
-    assert r.status_code in (404, 422), r.text
-    if r.status_code == 422:
-        assert r.json()["errors"][0]["loc"] == "session_id"
+@pytest.mark.parametrize(
+    ("method", "suffix"),
+    [("POST", "/messages"), ("PUT", ""), ("GET", ""), ("GET", "/context"), ("GET", "/budget")],
+)
+async def test_invalid_session_ids_are_422(
+    client: httpx.AsyncClient, bad_id: str, method: str, suffix: str
+) -> None:
+    body = {"messages": [user("x")]} if suffix == "/messages" else {}
+    r = await client.request(
+        method, f"/sessions/{bad_id}{suffix}", json=body if method != "GET" else None
+    )
+    if bad_id == "slash/in" and suffix == "":
+        # /sessions/slash/in could as well be a mistyped route under session "slash".
+        assert r.status_code == 404, r.text
+        return
+    assert r.status_code == 422, r.text
+    error = r.json()["errors"][0]
+    assert error["loc"] == "session_id"
+    assert "[A-Za-z0-9._:-]" in error["msg"] and "'..'" in error["msg"]
+    if "/" in bad_id or "%2F" in bad_id:
+        assert "'/'" in error["msg"]
+
+
+async def test_an_unknown_route_under_a_session_is_still_404(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    r = await client.get(f"/sessions/{sid}/nothing-here")
+    assert r.status_code == 404 and r.json()["code"] == "not_found"
+
+
+async def test_dots_in_session_ids_are_fine_elsewhere(client: httpx.AsyncClient, sid: str) -> None:
+    for good in (f"{sid}.", f".{sid}", f"{sid}...", "...", f"a.{sid[-6:]}", ".a", "a."):
+        r = await client.put(f"/sessions/{good}", json={})
+        assert r.status_code in (200, 201), (good, r.text)
+        assert r.json()["id"] == good
 
 
 @pytest.mark.parametrize(

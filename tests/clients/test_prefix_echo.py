@@ -59,6 +59,10 @@ async def test_each_stream_echoes_its_last_prefix_id_and_the_stable_prefix_is_ex
 
     assert echoed(transport) == [None, None, wide1.prefix_id, narrow1.prefix_id, None]
     assert wide1.prefix_id and narrow1.prefix_id and other_format.prefix_id
+    # The server sends it beside `usage`; the client's usage names it too.
+    for payload in (wide1, narrow1, wide2, narrow2, other_format):
+        assert payload.usage.prefix_id == payload.prefix_id
+    assert wide2.usage.stable_prefix_messages
     assert narrow2.dropped_count > 0  # the narrow stream trimmed between its two calls
     for before, after in ((wide1, wide2), (narrow1, narrow2)):
         assert after.usage.stable_prefix_tokens == measured(before.messages, after.messages)

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 
+from app.embedded_pg import is_running
 from tests.process.conftest import Server
 
 
@@ -223,7 +224,10 @@ def test_embedded_postgres_starts_once_for_all_workers(tmp_path: Path) -> None:
         assert r.status_code == 201, r.text
     finally:
         server.stop()
+        # Stopped by the server that started it, with its last child (SIGTERM).
+        stopped = not is_running(tmp_path / "data")
         _stop_embedded(tmp_path / "data" / "pgdata")
+    assert stopped, server.log_text()[-3000:]
     lines = [json.loads(x) for x in server.log_text().splitlines() if x.startswith("{")]
     started = [line for line in lines if "embedded PostgreSQL" in line.get("event", "")]
     assert len(started) == 1, started

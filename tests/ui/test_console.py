@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from playwright.sync_api import expect
 
 from tests.support.console_data import Seeded
@@ -168,3 +169,54 @@ def test_a_key_sees_its_own_tenant_only_and_never_leaves_the_header(
     page.click("#login button[type=submit]")
     page.wait_for_selector("#login-error:has-text('not accepted')")
     assert not page.query_selector("#sessions")
+
+
+def test_a_session_that_stays_compact_needed_says_why_and_marks_stack(
+    page: Any, console_server: ConsoleServer, seeded: Seeded
+) -> None:
+    # One user message, then tool steps so large that the current turn's last four
+    # (never compacted: min_preserved_steps) alone stay above the compact threshold.
+    sid = "stuck-agent"
+    steps: list[dict[str, Any]] = [{"role": "user", "content": "Refactor the parser."}]
+    for i in range(7):
+        steps += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"s{i}",
+                        "type": "function",
+                        "function": {"name": "read", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"s{i}", "content": f"part {i} " + "word " * 1300},
+        ]
+    with httpx.Client(
+        base_url=console_server.base_url, headers={"Authorization": f"Bearer {KEY_A}"}, timeout=70
+    ) as c:
+        c.put(
+            f"/sessions/{sid}",
+            json={
+                "context_limit": 6000,
+                "auto_compact": False,
+                "compaction": {"reserved_output_tokens": 500, "safety_margin_tokens": 100},
+            },
+        ).raise_for_status()
+        c.post(f"/sessions/{sid}/messages", json={"messages": steps}).raise_for_status()
+        # Two compactions after the last message: one stores, the next has nothing left.
+        for _ in range(2):
+            r = c.post(f"/sessions/{sid}/compact", json={"wait": True, "timeout_s": 60})
+            r.raise_for_status()
+        assert c.get(f"/sessions/{sid}/budget").json()["status"] == "compact_needed"
+
+    login(page, console_server, KEY_A, f"#/session/{sid}")
+    page.wait_for_selector("#why")
+    why = page.inner_text("#why")
+    assert "Why still compact_needed" in why and "min_preserved_steps" in why, why
+    assert "last 4 complete steps" in why
+    # Both compactions happened after the same message: one mark, counted.
+    marks = page.query_selector_all("#token-chart g.compaction-mark")
+    assert [m.get_attribute("data-count") for m in marks] == ["2"]
+    assert page.text_content("#token-chart text.compaction-count") == "×2"

@@ -1,4 +1,4 @@
-"""Compaction over the real conversations of /work/shared/datasets/sessions.jsonl."""
+"""Compaction over the real conversations of the shared dataset (sessions.jsonl)."""
 
 from __future__ import annotations
 

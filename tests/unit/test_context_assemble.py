@@ -31,7 +31,8 @@ def test_payload_order_system_banner_dynamic_summary_history() -> None:
     assert contents[5:] == ["hi", "hello"]
     assert result.summary.included and result.summary.through_seq == 10
     b = result.usage.breakdown
-    assert b.system == COUNTER.count_messages(list(result.messages[:2]))  # priming inside
+    assert b.system + b.reply_priming == COUNTER.count_messages(list(result.messages[:2]))
+    assert b.reply_priming == COUNTER.count_messages([])
     assert b.dynamic == COUNTER.count_message(result.messages[2]) + COUNTER.count_message(
         result.messages[3]
     )

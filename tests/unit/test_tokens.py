@@ -29,7 +29,7 @@ from app.tokens.counter import (
     estimate_tokens,
 )
 
-DATASET = Path("/work/shared/datasets/sessions.jsonl")
+DATASET = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "sessions.jsonl"
 
 O200K = get_counter("gpt-4o")
 CL100K = get_counter("gpt-4")

@@ -62,6 +62,7 @@ async function api(path, options = {}) {
   const key = sessionStorage.getItem(KEY);
   const headers = { Accept: "application/json" };
   if (key) headers.Authorization = `Bearer ${key}`;
+  Object.assign(headers, options.headers || {});
   const resp = await fetch(path, { ...options, headers, cache: "no-store", credentials: "omit" });
   if (resp.status === 401) throw new Unauthorized();
   const body = await resp.json().catch(() => ({}));
@@ -224,6 +225,11 @@ async function sessionPage(token, sid) {
     api(`${base}/context`).catch((err) => ({ error: err.message })),
     api(`/ui/api/sessions/${encodeURIComponent(sid)}/series?points=500`),
   ]);
+  // Still over the threshold: the dry run says what a compaction could take, and
+  // what it must keep (it writes nothing).
+  const plan = session.budget.status === "compact_needed"
+    ? await api(`${base}/compact`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ dry_run: true }) }).catch((err) => ({ error: err.message }))
+    : null;
   if (token !== renderToken) return;
   const b = session.budget;
   main().replaceChildren(
@@ -235,7 +241,7 @@ async function sessionPage(token, sid) {
       stat(fmt(compaction.compaction_count), "compactions"),
       stat(session.effective_model, `model · ${b.tokenizer_mode} tokens`),
       stat(session.lease ? session.lease.owner : "–", session.lease ? `lease until ${new Date(session.lease.expires_at).toLocaleTimeString()}` : "no lease")),
-    h("h2", {}, "Budget"), breakdownCard(context, b),
+    h("h2", {}, "Budget"), breakdownCard(context, b), whyCard(plan, compaction),
     h("h2", {}, "Tokens over seq"), chartCard(series, b),
     h("h2", {}, "Compaction history"), historyCard(compaction, series),
     h("h2", {}, "Current payload"), payloadCard(context, sid));
@@ -265,6 +271,25 @@ function breakdownCard(context, b) {
       h("span", { class: "muted" }, `payload ${fmt(context.usage.input_tokens)} of ${fmt(b.usable_budget)} usable (limit ${fmt(b.context_limit)})`)));
 }
 
+// Why a session at compact_needed stays there, in the dry run's words.
+function whyCard(plan, compaction) {
+  if (!plan) return "";
+  if (plan.error) return h("div", { class: "card error", id: "why" }, `dry run failed: ${plan.error}`);
+  const tail = plan.tail || {};
+  const kept = tail.limited_by === "min_preserved_steps"
+    ? `the current turn's last ${fmt(tail.kept_steps)} complete steps are always kept (min_preserved_steps)`
+    : `the preserved tail is limited by ${tail.limited_by || "–"}`;
+  const lines = [
+    h("p", {}, h("b", {}, "Why still compact_needed: "),
+      `${fmt(compaction.compaction_count)} compaction${compaction.compaction_count === 1 ? "" : "s"} so far; from seq ${fmt(tail.from_seq)}, ${fmt(tail.tokens)} tokens are never compacted: ${kept}.`),
+    plan.would_compact
+      ? h("p", {}, `A compaction now would fold seqs ${plan.range.from_seq}–${plan.range.to_seq} and free about ${fmt(plan.estimated_freed_tokens)} tokens.`)
+      : h("p", {}, `A compaction now would free nothing${plan.detail ? `: ${plan.detail}` : "."}`),
+  ];
+  if ((plan.open_group_seqs || []).length) lines.push(h("p", { class: "muted" }, `Tool calls still waiting for results (seqs ${plan.open_group_seqs.join(", ")}) stay out of any compaction.`));
+  return h("div", { class: "card", id: "why" }, lines);
+}
+
 function chartCard(series, b) {
   const pts = series.points;
   if (!pts.length) return h("div", { class: "card muted", id: "chart" }, "No messages yet.");
@@ -286,17 +311,25 @@ function chartCard(series, b) {
   const line = pts.map((p) => `${x(p.seq).toFixed(1)},${y(p.tokens).toFixed(1)}`).join(" ");
   svg.append(s("polygon", { class: "area", points: `${x(pts[0].seq)},${H - B} ${line} ${x(pts[pts.length - 1].seq)},${H - B}` }));
   svg.append(s("polyline", { class: "line", points: line }));
+  // Compactions at one seq (several after the same message) share one mark, with a count.
+  const bySeq = new Map();
   for (const c of series.compactions) {
     if (c.at_seq === null || c.at_seq === undefined) continue;
-    const cx = x(c.at_seq);
-    const g = s("g", { class: "compaction-mark", "data-status": c.status });
+    if (!bySeq.has(c.at_seq)) bySeq.set(c.at_seq, []);
+    bySeq.get(c.at_seq).push(c);
+  }
+  for (const [seq, group] of bySeq) {
+    const cx = x(seq);
+    const last = group[group.length - 1];
+    const g = s("g", { class: "compaction-mark", "data-status": last.status, "data-seq": seq, "data-count": group.length });
     g.append(s("line", { class: "compaction", x1: cx, x2: cx, y1: T, y2: H - B }),
-      s("circle", { class: `compaction-dot ${c.status}`, cx, cy: T + 4, r: 4 }),
-      s("title", {}, `compaction ${c.status} (${c.trigger}) → watermark ${c.watermark_after ?? "–"}`));
+      s("circle", { class: `compaction-dot ${last.status}`, cx, cy: T + 4, r: 4 }),
+      s("title", {}, group.map((c) => `compaction ${c.status} (${c.trigger}) → watermark ${c.watermark_after ?? "–"}`).join("\n")));
+    if (group.length > 1) g.append(s("text", { class: "compaction-count", x: cx + 6, y: T + 8 }, `×${group.length}`));
     svg.append(g);
   }
   return h("div", { class: "card", id: "chart" }, svg,
-    h("p", { class: "muted" }, `${pts.length} points (downsampled from ${fmt(series.last_seq)} seqs); dotted lines: compactions; tokens = system + tools + summary + history after the watermark then in effect.`));
+    h("p", { class: "muted" }, `${pts.length} points (downsampled from ${fmt(series.last_seq)} seqs); dotted lines: compactions (×N: several at one seq); tokens = system + tools + summary + history after the watermark then in effect; the last point is what the session holds now (${fmt(pts[pts.length - 1].tokens)}).`));
 }
 
 function historyCard(compaction, series) {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "AppendResult",
@@ -194,7 +194,10 @@ class ContextUsage(_Model):
     tokenizer_mode: str | None = None
     breakdown: dict[str, int] = Field(default_factory=dict)
     stable_prefix_tokens: int | None = None
+    stable_prefix_messages: int | None = None
     recent_tokens: int | None = None
+    # The server sends `prefix_id` beside `usage`, not in it; `Context` copies it here
+    # so both spellings read the same value.
     prefix_id: str | None = None
 
 
@@ -228,6 +231,12 @@ class Context(_Model):
     warnings: list[Any] = Field(default_factory=list)
     # Names this payload; the clients send it back as the stream's `previous_prefix_id`.
     prefix_id: str | None = None
+
+    @model_validator(mode="after")
+    def _usage_names_the_prefix(self) -> Context:
+        if self.usage.prefix_id is None:
+            self.usage.prefix_id = self.prefix_id
+        return self
 
 
 class BudgetPreview(_Model):
