@@ -330,6 +330,11 @@ export class ContextdClient {
     return this.send({ method: "get", path: "/sessions/{session_id}/compaction", params: { session_id: sessionId }, idempotent: true });
   }
 
+  /** Recall: full-text search over the whole log, compacted and trimmed messages included. */
+  search(sessionId: string, query: T.SearchQuery): Promise<T.SearchResult> {
+    return this.send({ method: "get", path: "/sessions/{session_id}/search", params: { session_id: sessionId }, query, idempotent: true });
+  }
+
   events(sessionId: string, query: { after_id?: number; limit?: number; type?: string } = {}): Promise<T.EventPage> {
     return this.send({ method: "get", path: "/sessions/{session_id}/events", params: { session_id: sessionId }, query, idempotent: true });
   }

@@ -198,6 +198,10 @@ describe("the client against a real contextd", () => {
 
     const budget = await ctx.budget(id);
     assert.equal(budget.status, "ok");
+    const found = await ctx.search(id, { q: "second line" });
+    assert.equal(found.hits[0]?.seq, 3); // the tool output holding both words ranks first
+    const users = await ctx.search(id, { q: "second line", roles: ["user"] });
+    assert.ok(users.hits.every((h) => h.role === "user"));
     const preview = await ctx.previewBudget(id, [{ role: "user", content: "more" }]);
     assert.equal(preview.fits, true);
     const job = await ctx.compact(id, { wait: true, force: true });

@@ -332,6 +332,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{session_id}/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Recall: full-text search over the whole log
+         * @description Every message of the session is searched: compacted ones, ones a payload left
+         *     out, tool outputs, tool-call names and arguments. Words match whole or, from
+         *     three characters on, as a prefix; an identifier (`src/app/models.py`,
+         *     `snake_case_name`, `getUserName`) whole or by a run of its parts
+         *     (`app/models.py`, `case_name`); Chinese, Japanese and Korean text by any
+         *     substring of two or more characters. Messages matching the query's rarest
+         *     terms rank first, newest first among equals. A query of only punctuation
+         *     finds nothing; an empty one is a 422. Read a hit in full at its `path`.
+         */
+        get: operations["search_sessions__session_id__search_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sessions/{session_id}/usage": {
         parameters: {
             query?: never;
@@ -763,6 +790,12 @@ export interface components {
              */
             previous_prefix_id?: string | null;
             /**
+             * Recall
+             * @description the recall tool and the note on what was left out (default: session)
+             * @default null
+             */
+            recall?: boolean | null;
+            /**
              * Reserve Output Tokens
              * @default null
              */
@@ -850,6 +883,12 @@ export interface components {
             budget: number;
             /** Input Tokens */
             input_tokens: number;
+            /**
+             * Recent Tokens
+             * @description tokens of the newest contiguous run of the history the payload holds (what the agent just did; a trim keeps it before any older prefix)
+             * @default 0
+             */
+            recent_tokens?: number;
             /** Stable Prefix Messages */
             stable_prefix_messages?: number | null;
             /**
@@ -1095,6 +1134,61 @@ export interface components {
              */
             ttl_s?: number;
         };
+        /** SearchHit */
+        SearchHit: {
+            /**
+             * Compacted
+             * @description at or below the compaction watermark
+             */
+            compacted: boolean;
+            /**
+             * Line
+             * @description the content line of the match (for `line_start`), if in the content
+             */
+            line: number | null;
+            /**
+             * Path
+             * @description `/sessions/{id}/messages/{seq}`: the message in full
+             */
+            path: string;
+            /** Role */
+            role: string;
+            /**
+             * Score
+             * @description the summed weights of the query terms it matches
+             */
+            score: number;
+            /** Seq */
+            seq: number;
+            /**
+             * Snippet
+             * @description about 160 characters around the match
+             */
+            snippet: string;
+            /**
+             * Tool Name
+             * @description a tool message's tool; the function an assistant message calls first
+             */
+            tool_name: string | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SearchOut */
+        SearchOut: {
+            /**
+             * Hits
+             * @description best first; newest first among equals
+             */
+            hits: components["schemas"]["SearchHit"][];
+            /** Last Compaction Seq */
+            last_compaction_seq: number;
+            /** Last Seq */
+            last_seq: number;
+            /** Query */
+            query: string;
+        } & {
+            [key: string]: unknown;
+        };
         /** Session */
         Session: {
             /** Anchors */
@@ -1134,6 +1228,12 @@ export interface components {
             };
             /** Model */
             model: string | null;
+            /**
+             * Recall
+             * @description payloads carry the recall tool and note
+             * @default false
+             */
+            recall?: boolean;
             stats: components["schemas"]["SessionStats"];
             /** Strategy */
             strategy: string | null;
@@ -1185,6 +1285,8 @@ export interface components {
             } | null;
             /** Model */
             model?: string | null;
+            /** Recall */
+            recall?: boolean | null;
             /** Strategy */
             strategy?: string | null;
             /** System Prompt */
@@ -1828,7 +1930,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -1905,7 +2007,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -1995,7 +2097,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2074,7 +2176,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2151,7 +2253,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2232,7 +2334,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2313,7 +2415,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2403,7 +2505,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2480,16 +2582,19 @@ export interface operations {
             query?: {
                 /** @description openai (default): Chat Completions `messages`; responses: Responses API `input` items; anthropic: Messages API `system` + `messages` with a cache_control breakpoint */
                 format?: "openai" | "responses" | "anthropic";
+                /** @description the input budget (default: the session's) */
                 max_tokens?: number | null;
-                mode?: string | null;
+                mode?: ("chat" | "agent" | "run") | null;
                 /** @description the `prefix_id` of this stream's previous payload: makes `usage.stable_prefix_tokens` exact (without it the previous call is assumed to lack only the newest step) */
                 previous_prefix_id?: string | null;
+                /** @description the recall tool among `tools`, and a system note on what the payload leaves out (default: the session's `recall` setting) */
+                recall?: boolean | null;
                 reserve_output_tokens?: number;
                 strategy?: string | null;
             };
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2566,7 +2671,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2652,7 +2757,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2729,7 +2834,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2810,7 +2915,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2889,7 +2994,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -2977,7 +3082,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -3054,7 +3159,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -3149,7 +3254,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -3234,7 +3339,7 @@ export interface operations {
             header?: never;
             path: {
                 seq: number;
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
@@ -3306,12 +3411,97 @@ export interface operations {
             };
         };
     };
+    search_sessions__session_id__search_get: {
+        parameters: {
+            query?: {
+                /** @description only messages with seq below */
+                before_seq?: number | null;
+                limit?: number;
+                /** @description words, identifiers, any language */
+                q?: string | null;
+                /** @description only these roles: `roles=user,tool` or `roles=user&roles=tool` */
+                roles?: string[] | null;
+            };
+            header?: never;
+            path: {
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description ranked hits with snippets and message paths */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SearchOut"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such session or message in the caller's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     report_usage_sessions__session_id__usage_post: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description 1–128 characters of [A-Za-z0-9._:-], chosen by the client */
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
                 session_id: string;
             };
             cookie?: never;
