@@ -17,7 +17,9 @@ from app.context import (
     assemble,
     counts,
     formats,
+    layouts,
     memo,
+    prefix,
     preview,
     recall,
     signals,
@@ -95,7 +97,7 @@ async def build(
     counter = get_counter(effective_model(row, settings))
     call = _Stream.of(row, params, settings, counter, budget)
     recalls = recall.enabled(params.recall, row.recall)
-    stored, replaced = stability.stored(streams, call.key)
+    stored, replaced = layouts.stored(streams, call.key)
     in_force = stored if stored is not None and stored.holds_for(row) else None
     layout = in_force or stability.Layout.untrimmed(row)
     history, missing = await _read_history(db, row, layout, call.raw_budget)
@@ -128,7 +130,7 @@ async def build(
     retrimmed = stable.trimmed is not None and (stored is None or stored.id != stable.trimmed.id)
     if retrimmed and stable.trimmed is not None:
         # The only write of a payload call: a trim fixes the stream's new layout.
-        await stability.store(db, row, call.key, stable.trimmed, replaced=layout)
+        await layouts.store(db, row, call.key, stable.trimmed, replaced=layout)
     previous = [
         x for x in (layout, stored, replaced, stability.Layout.untrimmed(row)) if x is not None
     ]
@@ -239,10 +241,10 @@ def _shared_prefix(
     row: SessionRow,
     counter: TokenCounter,
     echoed: str | None,
-) -> stability.SharedPrefix:
+) -> prefix.SharedPrefix:
     sent = sum(len(u.messages) for u, _ in stable.units_sent())
     breakdown = result.usage.breakdown
-    return stability.shared_prefix(
+    return prefix.shared_prefix(
         stable=stable,
         previous=previous,
         head=result.messages[: len(result.messages) - sent],
@@ -279,7 +281,7 @@ def _recall_note(
 def _body(
     result: AssembledContext,
     status: str,
-    shared: stability.SharedPrefix,
+    shared: prefix.SharedPrefix,
     factor: float,
     input_limit: int,
     note: Callable[[dict[str, Any]], None] | None = None,

@@ -15,7 +15,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm.attributes import instance_state
 
-from app.context import stability
+from app.context import layouts
 from app.context.statements import _ONE, _fetch
 from app.database import Driver
 from app.db import Compiled
@@ -34,8 +34,8 @@ _SESSION_KEYS = tuple(
 
 
 _PAYLOAD_SESSION = Compiled(
-    select(*(getattr(SessionRow, k) for k in _SESSION_KEYS), *stability.STREAM_COLUMNS)
-    .outerjoin(ContextLayoutRow, stability.STREAM_JOIN)
+    select(*(getattr(SessionRow, k) for k in _SESSION_KEYS), *layouts.STREAM_COLUMNS)
+    .outerjoin(ContextLayoutRow, layouts.STREAM_JOIN)
     .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("sid"))
 )
 
@@ -71,7 +71,7 @@ async def payload_session(
     db: Driver, tenant: str, sid: str
 ) -> tuple[SessionRow, dict[str, Sequence[Any]]]:
     """The session's row and its stored payload streams (params_key -> the rest of
-    `stability.STREAM_COLUMNS`), in one round trip; NotFound if there is no such session."""
+    `layouts.STREAM_COLUMNS`), in one round trip; NotFound if there is no such session."""
     rows = await _fetch(db, _PAYLOAD_SESSION, {"tenant": tenant, "sid": sid})
     if not rows:
         raise NotFound(f"session {sid!r} does not exist")

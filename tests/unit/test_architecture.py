@@ -13,9 +13,8 @@ import grimp
 
 APP = Path(__file__).resolve().parents[2] / "app"
 MAX_LINES = 400
-# For now: stability.py is being split by the trim rewrite, and engine.py is being
-# changed by the artifacts work; each is split once that lands. Drop them from here then.
-TOO_LONG_FOR_NOW = {"context/stability.py", "compaction/engine.py"}
+# For now: engine.py grew the artifacts section's hooks; split it next, then drop it here.
+TOO_LONG_FOR_NOW = {"compaction/engine.py"}
 
 
 def test_no_file_in_app_is_over_400_lines() -> None:
