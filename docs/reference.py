@@ -58,6 +58,7 @@ MEANINGS: dict[str, str] = {
     "COMPACTION_KEEP_RECENT_RATIO": "the preserved tail is at most this share of the usable budget, in whole steps",
     "COMPACTION_MIN_PRESERVED_STEPS": "the current turn's last complete steps never compacted, whatever their size",
     "COMPACTION_USER_MESSAGES_RATIO": "the summary's verbatim `user_messages` section is at most this share",
+    "COMPACTION_ARTIFACTS_RATIO": "the summary's verbatim `artifacts` section (files, commands, values tools returned) is at most this share of the usable budget, newest kept first; 0 leaves it out",
     "COMPACTION_COMPACT_TIMEOUT_S": "per summary model call",
     "COMPACTION_FLUSH_TIMEOUT_S": "a memory flush taking longer is skipped (`flush_skipped: true`)",
     "COMPACTION_FAIL_OPEN": "`false`: payloads answer 409 `compaction_failed` while the last compaction failed",

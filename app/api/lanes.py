@@ -143,8 +143,8 @@ async def read_body(receive: Receive) -> bytes:
 
 def json_object(scope: Scope, body: bytes) -> dict[str, Any]:
     """The body as a route's `Body()` dict parameter receives it, or what FastAPI raises
-    for it. A body without a content type is read as JSON too (as the lanes always
-    have: clients that send raw JSON rely on it)."""
+    for it: parsed only under a JSON content type, as on every other route, so a body
+    without one gets the 422 that says so (app/api/errors.py)."""
     value: Any = body or None
     if body and _is_json(scope):
         try:
@@ -177,7 +177,7 @@ def _is_json(scope: Scope) -> bool:
         if name == b"content-type":
             kind = bytes(value).split(b";", 1)[0].strip().lower()
             return _JSON.fullmatch(kind) is not None
-    return True
+    return False
 
 
 def _located(exc: ValidationError, *where: str) -> list[dict[str, Any]]:
