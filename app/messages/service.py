@@ -134,10 +134,11 @@ async def append(
     )
     counter = get_counter(_MODEL_HINTS.get((tenant, sid), settings.default_model))
     counts = await _count(counter, batch)
+    search = await _vectors(tenant, sid, batch)
     careful = not _fits_alone(batch)
     # Ids are made once: a write that does not stand stores none of them.
     ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
-    pending = Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids)
+    pending = Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids, search)
     if groups is not None and not careful:
         grouped = await groups.submit((tenant, sid), pending)
         if grouped is not None:
@@ -159,6 +160,7 @@ async def append(
                         batch,
                         pending.counter,
                         pending.counts,
+                        search,
                         lock_token,
                         settings,
                     )
@@ -192,7 +194,10 @@ async def _optimistic(conn: Any, p: Pending) -> AppendResult:
 async def _write_batch(conn: Any, p: Pending) -> Any:
     """WRITE_BATCH's row for the append: its session as it was, and what went in."""
     return await conn.fetchrow(
-        repo.WRITE_BATCH, p.tenant, p.sid, *_write_args(p.tenant, p.sid, p.batch, p.counts, p.ids)
+        repo.WRITE_BATCH,
+        p.tenant,
+        p.sid,
+        *_write_args(p.batch, p.counts, p.ids, p.search),
     )
 
 
@@ -237,6 +242,9 @@ class Pending:
     lock_token: str | None
     settings: Settings
     ids: list[str]
+    # Each message's search lexemes as tsvector text, made with the token counts: before
+    # the append waits for a group or a connection, not while it holds one.
+    search: list[str | None]
 
 
 class _Refused(Exception):
@@ -336,7 +344,7 @@ def _group_args(items: Sequence[Pending]) -> list[Any]:
     """WRITE_GROUP's parameters: each append's WRITE_BATCH arguments, tagged with its k."""
     columns: list[list[Any]] = [[] for _ in range(29)]
     for k, p in enumerate(items, 1):
-        args = _write_args(p.tenant, p.sid, p.batch, p.counts, p.ids)
+        args = _write_args(p.batch, p.counts, p.ids, p.search)
         columns[0].append(p.tenant)
         columns[1].append(p.sid)
         for col, value in enumerate(args[:6], 2):  # n, tokens, then the four role counts
@@ -362,6 +370,7 @@ async def _careful(
     batch: list[Incoming],
     counter: TokenCounter,
     counts: list[int],
+    search: list[str | None],
     lock_token: str | None,
     settings: Settings,
 ) -> AppendResult:
@@ -389,7 +398,10 @@ async def _careful(
     assigned: dict[int, dict[str, Any]] = {}
     if fresh:
         result = await conn.fetchrow(
-            repo.WRITE_BATCH, tenant, sid, *_write_args(tenant, sid, fresh, fresh_counts, ids)
+            repo.WRITE_BATCH,
+            tenant,
+            sid,
+            *_write_args(fresh, fresh_counts, ids, [search[m.index] for m in fresh]),
         )
         calls, answers = _tool_rows(fresh)
         # Checked and locked: anything short of the whole batch is a bug, not a race.
@@ -439,10 +451,12 @@ async def _finish(
 
 
 def _write_args(
-    tenant: str, sid: str, batch: Sequence[Incoming], counts: Sequence[int], ids: Sequence[str]
+    batch: Sequence[Incoming],
+    counts: Sequence[int],
+    ids: Sequence[str],
+    search: Sequence[str | None],
 ) -> list[Any]:
     """WRITE_BATCH's parameters after tenant and session: totals, then one array per column."""
-    key = session_lexeme(tenant, sid)
     roles = {"system": 0, "user": 0, "assistant": 0, "tool": 0}
     through: list[int] = []
     running = 0
@@ -478,7 +492,7 @@ def _write_args(
         [a[1] for a in answers],
         # The search lexemes as tsvector text ($25): the index is written by the same
         # statement, in the same transaction, as the message.
-        [message_tsvector(m.body, key) for m in batch],
+        list(search),
     ]
 
 
@@ -544,6 +558,16 @@ def _ack(mid: str, seq: int, tokens: int) -> dict[str, Any]:
 def _stored_ack(stored: dict[str, Any], m: Incoming) -> dict[str, Any]:
     prev = stored[m.id or ""]
     return _ack(prev["message_id"], prev["seq"], prev["token_count"])
+
+
+async def _vectors(tenant: str, sid: str, batch: Sequence[Incoming]) -> list[str | None]:
+    """Each message's search lexemes as tsvector text (app/search/text.py)."""
+    key = session_lexeme(tenant, sid)
+
+    def run() -> list[str | None]:
+        return [message_tsvector(m.body, key) for m in batch]
+
+    return await asyncio.to_thread(run) if _content_bytes(batch) > THREAD_THRESHOLD_BYTES else run()
 
 
 async def _count(counter: TokenCounter, batch: Sequence[Incoming]) -> list[int]:

@@ -129,45 +129,67 @@ def _segments(text: str) -> list[tuple[str, str]]:
     return out
 
 
+# A chunk's lexemes, each with its position after the chunk's first and its cost in
+# the tsvector's bytes, and how many positions the chunk takes. Made once per distinct
+# chunk: a conversation repeats its words, and splitting them is most of what making
+# lexemes costs an append. Bounded: cleared when full, only short chunks kept.
+_Split = tuple[tuple[tuple[str, int, int], ...], int]
+_SPLITS: dict[str, _Split] = {}
+_SPLITS_MAX = 50_000
+_SPLIT_CACHED_CHARS = 64
+
+
+def _split(chunk: str) -> _Split:
+    parts = _parts(chunk)
+    if not parts:
+        return (), 0
+    whole = chunk.lower()
+    terms = [(whole, 0)] if len(parts) > 1 or parts[0] != whole else []
+    terms.extend((part, i) for i, part in enumerate(parts))
+    return tuple(
+        (lex, at, len(lex.encode()) + 8) for lex, at in terms if len(lex) <= MAX_LEXEME_CHARS
+    ), len(parts)
+
+
 def lexemes(text: str) -> dict[str, list[int]]:
     """Lexeme -> positions (1-based, as PostgreSQL counts) of the text's words."""
     text = unicodedata.normalize("NFC", text[:MAX_INDEXED_CHARS])
     out: dict[str, list[int]] = {}
     pos = 1
     room = MAX_TSVECTOR_BYTES
-
-    def add(lexeme: str, at: int) -> None:
-        nonlocal room
-        if len(lexeme) > MAX_LEXEME_CHARS:
-            return
-        where = out.get(lexeme)
-        if where is None:
-            cost = len(lexeme.encode()) + 8
-            if cost > room:
-                return
-            room -= cost
-            out[lexeme] = where = []
-        # PostgreSQL keeps 256 positions per lexeme; more only cost the append.
-        if len(where) < 256 and room >= 2:
-            room -= 2
-            where.append(min(at, MAX_POSITION))
-
-    for kind, piece in _segments(text):
+    splits = _SPLITS
+    # Without CJK text every chunk is a word: no need to look for runs inside each.
+    segments = _segments(text) if _CJK.search(text) else [("word", c) for c in _CHUNK.findall(text)]
+    for kind, piece in segments:
         if kind == "cjk":
             grams = _bigrams(piece)
-            for i, gram in enumerate(grams):
-                add(gram, pos + i)
-            pos += len(grams)
-            continue
-        parts = _parts(piece)
-        if not parts:
-            continue
-        whole = piece.lower()
-        if len(parts) > 1 or parts[0] != whole:
-            add(whole, pos)
-        for i, part in enumerate(parts):
-            add(part, pos + i)
-        pos += len(parts)
+            split: _Split = (
+                tuple((g, i, len(g.encode()) + 8) for i, g in enumerate(grams)),
+                len(grams),
+            )
+        else:
+            cached = splits.get(piece)
+            if cached is None:
+                cached = _split(piece)
+                if len(piece) <= _SPLIT_CACHED_CHARS:
+                    if len(splits) >= _SPLITS_MAX:
+                        splits.clear()
+                    splits[piece] = cached
+            split = cached
+        terms, width = split
+        for lexeme, offset, cost in terms:
+            where = out.get(lexeme)
+            if where is None:
+                if cost > room:
+                    continue
+                room -= cost
+                out[lexeme] = where = []
+            # PostgreSQL keeps 256 positions per lexeme; more only cost the append.
+            if len(where) < 256 and room >= 2:
+                room -= 2
+                at = pos + offset
+                where.append(at if at < MAX_POSITION else MAX_POSITION)
+        pos += width
     return out
 
 
@@ -178,7 +200,13 @@ def _quote(lexeme: str) -> str:
 def tsvector_literal(text: str) -> str:
     """The text's lexemes as a tsvector literal (`'a':1 'b':2,5`), for `::tsvector`."""
     return " ".join(
-        _quote(lex) + (":" + ",".join(map(str, sorted(set(pos)))) if pos else "")
+        # Positions grow along the text; only the clamp at MAX_POSITION repeats one.
+        _quote(lex)
+        + (
+            ":" + ",".join(map(str, pos if pos[-1] < MAX_POSITION else sorted(set(pos))))
+            if pos
+            else ""
+        )
         for lex, pos in lexemes(text).items()
     )
 
