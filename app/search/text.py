@@ -151,32 +151,37 @@ def _split(chunk: str) -> _Split:
     ), len(parts)
 
 
+def _split_of(chunk: str) -> _Split:
+    split = _SPLITS.get(chunk)
+    if split is None:
+        split = _split(chunk)
+        if len(chunk) <= _SPLIT_CACHED_CHARS:
+            if len(_SPLITS) >= _SPLITS_MAX:
+                _SPLITS.clear()
+            _SPLITS[chunk] = split
+    return split
+
+
+def _cjk_split(run: str) -> _Split:
+    grams = _bigrams(run)
+    return tuple((g, i, len(g.encode()) + 8) for i, g in enumerate(grams)), len(grams)
+
+
 def lexemes(text: str) -> dict[str, list[int]]:
     """Lexeme -> positions (1-based, as PostgreSQL counts) of the text's words."""
     text = unicodedata.normalize("NFC", text[:MAX_INDEXED_CHARS])
     out: dict[str, list[int]] = {}
     pos = 1
     room = MAX_TSVECTOR_BYTES
-    splits = _SPLITS
-    # Without CJK text every chunk is a word: no need to look for runs inside each.
-    segments = _segments(text) if _CJK.search(text) else [("word", c) for c in _CHUNK.findall(text)]
-    for kind, piece in segments:
-        if kind == "cjk":
-            grams = _bigrams(piece)
-            split: _Split = (
-                tuple((g, i, len(g.encode()) + 8) for i, g in enumerate(grams)),
-                len(grams),
-            )
-        else:
-            cached = splits.get(piece)
-            if cached is None:
-                cached = _split(piece)
-                if len(piece) <= _SPLIT_CACHED_CHARS:
-                    if len(splits) >= _SPLITS_MAX:
-                        splits.clear()
-                    splits[piece] = cached
-            split = cached
-        terms, width = split
+    if _CJK.search(text):
+        splits = [
+            _cjk_split(piece) if kind == "cjk" else _split_of(piece)
+            for kind, piece in _segments(text)
+        ]
+    else:  # every chunk is a word: no need to look for runs inside each
+        cached = _SPLITS.get
+        splits = [cached(chunk) or _split_of(chunk) for chunk in _CHUNK.findall(text)]
+    for terms, width in splits:
         for lexeme, offset, cost in terms:
             where = out.get(lexeme)
             if where is None:
@@ -197,18 +202,27 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+_NUMBERS = [str(n) for n in range(MAX_POSITION + 1)]
+
+
 def tsvector_literal(text: str) -> str:
     """The text's lexemes as a tsvector literal (`'a':1 'b':2,5`), for `::tsvector`."""
-    return " ".join(
-        # Positions grow along the text; only the clamp at MAX_POSITION repeats one.
-        _quote(lex)
-        + (
-            ":" + ",".join(map(str, pos if pos[-1] < MAX_POSITION else sorted(set(pos))))
-            if pos
-            else ""
-        )
-        for lex, pos in lexemes(text).items()
-    )
+    # A lexeme is a piece of the text, lower-cased: without quotes or backslashes in
+    # the text, none needs escaping.
+    plain = "'" not in text and "\\" not in text
+    numbers = _NUMBERS
+    out: list[str] = []
+    for lex, pos in lexemes(text).items():
+        quoted = "'" + lex + "'" if plain else _quote(lex)
+        if not pos:
+            out.append(quoted)
+        elif len(pos) == 1:
+            out.append(quoted + ":" + numbers[pos[0]])
+        else:
+            # Positions grow along the text; only the clamp at MAX_POSITION repeats one.
+            ordered = pos if pos[-1] < MAX_POSITION else sorted(set(pos))
+            out.append(quoted + ":" + ",".join([numbers[p] for p in ordered]))
+    return " ".join(out)
 
 
 def session_lexeme(tenant: str, sid: str) -> str:
