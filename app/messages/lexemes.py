@@ -129,45 +129,72 @@ def _segments(text: str) -> list[tuple[str, str]]:
     return out
 
 
+# A chunk's lexemes, each with its position after the chunk's first and its cost in
+# the tsvector's bytes, and how many positions the chunk takes. Made once per distinct
+# chunk: a conversation repeats its words, and splitting them is most of what making
+# lexemes costs an append. Bounded: cleared when full, only short chunks kept.
+_Split = tuple[tuple[tuple[str, int, int], ...], int]
+_SPLITS: dict[str, _Split] = {}
+_SPLITS_MAX = 50_000
+_SPLIT_CACHED_CHARS = 64
+
+
+def _split(chunk: str) -> _Split:
+    parts = _parts(chunk)
+    if not parts:
+        return (), 0
+    whole = chunk.lower()
+    terms = [(whole, 0)] if len(parts) > 1 or parts[0] != whole else []
+    terms.extend((part, i) for i, part in enumerate(parts))
+    return tuple(
+        (lex, at, len(lex.encode()) + 8) for lex, at in terms if len(lex) <= MAX_LEXEME_CHARS
+    ), len(parts)
+
+
+def _split_of(chunk: str) -> _Split:
+    split = _SPLITS.get(chunk)
+    if split is None:
+        split = _split(chunk)
+        if len(chunk) <= _SPLIT_CACHED_CHARS:
+            if len(_SPLITS) >= _SPLITS_MAX:
+                _SPLITS.clear()
+            _SPLITS[chunk] = split
+    return split
+
+
+def _cjk_split(run: str) -> _Split:
+    grams = _bigrams(run)
+    return tuple((g, i, len(g.encode()) + 8) for i, g in enumerate(grams)), len(grams)
+
+
 def lexemes(text: str) -> dict[str, list[int]]:
     """Lexeme -> positions (1-based, as PostgreSQL counts) of the text's words."""
     text = unicodedata.normalize("NFC", text[:MAX_INDEXED_CHARS])
     out: dict[str, list[int]] = {}
     pos = 1
     room = MAX_TSVECTOR_BYTES
-
-    def add(lexeme: str, at: int) -> None:
-        nonlocal room
-        if len(lexeme) > MAX_LEXEME_CHARS:
-            return
-        where = out.get(lexeme)
-        if where is None:
-            cost = len(lexeme.encode()) + 8
-            if cost > room:
-                return
-            room -= cost
-            out[lexeme] = where = []
-        # PostgreSQL keeps 256 positions per lexeme; more only cost the append.
-        if len(where) < 256 and room >= 2:
-            room -= 2
-            where.append(min(at, MAX_POSITION))
-
-    for kind, piece in _segments(text):
-        if kind == "cjk":
-            grams = _bigrams(piece)
-            for i, gram in enumerate(grams):
-                add(gram, pos + i)
-            pos += len(grams)
-            continue
-        parts = _parts(piece)
-        if not parts:
-            continue
-        whole = piece.lower()
-        if len(parts) > 1 or parts[0] != whole:
-            add(whole, pos)
-        for i, part in enumerate(parts):
-            add(part, pos + i)
-        pos += len(parts)
+    if _CJK.search(text):
+        splits = [
+            _cjk_split(piece) if kind == "cjk" else _split_of(piece)
+            for kind, piece in _segments(text)
+        ]
+    else:  # every chunk is a word: no need to look for runs inside each
+        cached = _SPLITS.get
+        splits = [cached(chunk) or _split_of(chunk) for chunk in _CHUNK.findall(text)]
+    for terms, width in splits:
+        for lexeme, offset, cost in terms:
+            where = out.get(lexeme)
+            if where is None:
+                if cost > room:
+                    continue
+                room -= cost
+                out[lexeme] = where = []
+            # PostgreSQL keeps 256 positions per lexeme; more only cost the append.
+            if len(where) < 256 and room >= 2:
+                room -= 2
+                at = pos + offset
+                where.append(at if at < MAX_POSITION else MAX_POSITION)
+        pos += width
     return out
 
 
@@ -175,12 +202,27 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+_NUMBERS = [str(n) for n in range(MAX_POSITION + 1)]
+
+
 def tsvector_literal(text: str) -> str:
     """The text's lexemes as a tsvector literal (`'a':1 'b':2,5`), for `::tsvector`."""
-    return " ".join(
-        _quote(lex) + (":" + ",".join(map(str, sorted(set(pos)))) if pos else "")
-        for lex, pos in lexemes(text).items()
-    )
+    # A lexeme is a piece of the text, lower-cased: without quotes or backslashes in
+    # the text, none needs escaping.
+    plain = "'" not in text and "\\" not in text
+    numbers = _NUMBERS
+    out: list[str] = []
+    for lex, pos in lexemes(text).items():
+        quoted = "'" + lex + "'" if plain else _quote(lex)
+        if not pos:
+            out.append(quoted)
+        elif len(pos) == 1:
+            out.append(quoted + ":" + numbers[pos[0]])
+        else:
+            # Positions grow along the text; only the clamp at MAX_POSITION repeats one.
+            ordered = pos if pos[-1] < MAX_POSITION else sorted(set(pos))
+            out.append(quoted + ":" + ",".join([numbers[p] for p in ordered]))
+    return " ".join(out)
 
 
 def session_lexeme(tenant: str, sid: str) -> str:
