@@ -11,11 +11,18 @@ last.
 Constraint-like is structural first: a short message (at most
 `SHORT_TOKENS`) is how users give instructions mid-run in any language, so
 it is protected whatever its words; the rule-based tagger of `signals.py`
-only adds protection to longer ones. A short message ending on a question
-mark (any script) folds before other short ones: it was answered, and the
-answer is in the summary. No keyword list decides whether a message
-survives: below the ratio every message does, and above it the order is
-length, punctuation and age before any word.
+only adds protection to longer ones, over other long ones: a long message
+that says "must" somewhere (a task description usually does) still folds
+before the short ones. A short message ending on a question mark (any
+script) folds before other short ones: it was answered, and the answer is
+in the summary. No keyword list decides whether a message survives: below
+the ratio every message does, and above it the order is length,
+punctuation and age before any word.
+
+A message larger than the whole share cannot stay verbatim whatever else
+folds, so it folds before anything else: folding the others first, oldest
+first, would empty the section and then fold it anyway (an agent run's task
+description alone can exceed the share).
 """
 
 from __future__ import annotations
@@ -43,15 +50,29 @@ def range_user_messages(messages: Sequence[LoggedMessage]) -> tuple[str, ...]:
     )
 
 
-def constraint_like(text: str, counter: TextCounter) -> bool:
-    if counter.count_text(text) <= SHORT_TOKENS:
-        return True
-    return any({"constraint", "preference"} & classify(s) for s in split_sentences(text))
-
-
 def _question(text: str) -> bool:
     """Ends on a question mark (any script): punctuation, not a word list."""
     return text.rstrip().endswith(("?", "？"))
+
+
+# Fold order, oldest first within each tier.
+_TIERS = (
+    "larger than the whole share",  # cannot be kept verbatim in any case
+    "long",
+    "short question",  # answered since: the summary holds the answer
+    "long constraint-like",  # tagged by signals.py: protected over other long ones only
+    "short",  # how users give instructions mid-run, in any language
+)
+
+
+def _fold_tier(text: str, cost: int, max_tokens: int) -> int:
+    """Index in `_TIERS`; `cost` is the item's tokens in the section."""
+    if cost > max_tokens:
+        return 0
+    if cost - ITEM_OVERHEAD_TOKENS > SHORT_TOKENS:
+        tagged = any({"constraint", "preference"} & classify(s) for s in split_sentences(text))
+        return 3 if tagged else 1
+    return 2 if _question(text) else 4
 
 
 def roll_user_messages(
@@ -61,7 +82,7 @@ def roll_user_messages(
     max_tokens: int,
     counter: TextCounter,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(kept, folded): `previous` then `new`, folded oldest first, constraint-like last.
+    """(kept, folded): `previous` then `new`, folded oldest first, short ones last.
 
     Items are kept verbatim and in order; an exact repeat of an earlier item
     is kept once (its latest position wins, so a repeated instruction counts
@@ -76,14 +97,9 @@ def roll_user_messages(
     total = sum(costs)
     if total <= max_tokens:
         return tuple(items), ()
-    # Fold order: long messages, then short questions (answered since, the summary holds
-    # the answer), then the other short ones, oldest first within each tier.
-    tiers = [
-        2 if constraint_like(t, counter) and not _question(t) else int(constraint_like(t, counter))
-        for t in items
-    ]
+    tiers = [_fold_tier(t, cost, max_tokens) for t, cost in zip(items, costs, strict=True)]
     folded: set[int] = set()
-    for tier in (0, 1, 2):
+    for tier in range(len(_TIERS)):
         for i in range(len(items)):
             if total <= max_tokens:
                 break

@@ -50,3 +50,32 @@ def test_answered_questions_fold_before_short_instructions() -> None:
     kept, folded = roll_user_messages([instruction], questions, max_tokens=cost, counter=COUNTER)
     assert kept[0] == instruction and set(folded) <= set(questions) and len(folded) >= 4
     assert kept[1:] == tuple(questions[-len(kept) + 1 :])  # the newest questions stay
+
+
+# A task description of an agent run: long, and it says "must" (the tagger calls it a constraint).
+TASK = (
+    "Fix the parser. You must keep the public API unchanged.\n" + "Context line of the task.\n" * 60
+)
+
+
+def test_a_message_larger_than_the_share_folds_alone_and_the_older_short_ones_stay() -> None:
+    # The defect of a rolling compaction: the newest message alone exceeded the share,
+    # everything older was folded oldest first, then it too, and the section came out empty.
+    short = [i.text for i in INSTRUCTIONS[:3]]
+    share = sum(COUNTER.count_text(t) + 2 for t in short) + 40
+    assert COUNTER.count_text(TASK) > share
+    kept, folded = roll_user_messages(short, [TASK], max_tokens=share, counter=COUNTER)
+    assert kept == tuple(short) and folded == (TASK,)
+    # The same with nothing new in the range: a previous section over the share now.
+    kept, folded = roll_user_messages([*short, TASK], [], max_tokens=share, counter=COUNTER)
+    assert kept == tuple(short) and folded == (TASK,)
+
+
+def test_long_messages_that_say_must_fold_before_short_instructions() -> None:
+    short = [i.text for i in INSTRUCTIONS[:3]]
+    task = TASK[:600]  # long, tagged, and within the share on its own
+    share = COUNTER.count_text(task) + 2 + sum(COUNTER.count_text(t) + 2 for t in short) - 1
+    kept, folded = roll_user_messages(
+        short[:2], [task, short[2]], max_tokens=share, counter=COUNTER
+    )
+    assert kept == tuple(short) and folded == (task,)
