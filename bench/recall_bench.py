@@ -37,15 +37,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
-import io
+import hashlib
 import json
 import os
 import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +56,7 @@ import httpx
 
 from bench.common import (
     DATASET,
+    admin,
     dataset_warning,
     load_average,
     load_messages,
@@ -66,6 +66,7 @@ from bench.common import (
     plain_url,
     set_statistics,
     throwaway_database,
+    with_database,
 )
 
 TENANT = "default"
@@ -88,72 +89,165 @@ async def app_state(url: str) -> AsyncIterator[Any]:
 
 # --- 1. latency --------------------------------------------------------------------------
 
+# The load: each distinct dataset message's row and lexemes are made once, here, and
+# the database replicates them (INSERT … SELECT over generate_series); only the rows
+# with a unique code are made one by one. Then the GIN index, VACUUM and ANALYZE.
+CODE_EVERY = 100
+KEEP_PREFIX = "contextd_recall_keep"
 
-def _rows(
-    messages: list[dict[str, Any]], sid: str, count: int, first_code: int
-) -> Iterator[list[Any]]:
+
+def _code(sid_first_code: int, seq: int) -> str:
+    return f"RX-{sid_first_code + (seq - 1) // CODE_EVERY}"
+
+
+def _coded(m: dict[str, Any], code: str) -> dict[str, Any]:
+    # A unique code in a message, as tool outputs carry ids.
+    return {**m, "content": f"{m.get('content') or ''}\nresult id {code}"}
+
+
+def layout(big: int, total: int) -> tuple[list[str], list[int]]:
+    """The sessions (the big one first) and their sizes."""
+    sizes = [big] + [5000] * max(0, (total - big) // 5000)
+    return [f"big-{big}"] + [f"s{i}" for i in range(1, len(sizes))], sizes
+
+
+async def load(url: str, big: int, total: int) -> None:
+    """The sessions and their messages."""
     from app.messages.lexemes import searchable_text, session_lexeme, tsvector_literal
 
-    key = "'" + session_lexeme(TENANT, sid) + "'"
-    words = [tsvector_literal(searchable_text(m)) for m in messages]
-    for i in range(count):
-        k = i % len(messages)
-        m = messages[k]
-        body = m
-        lexemes = words[k]
-        if i % 100 == 0:  # a unique code, as tool outputs carry ids
-            code = f"RX-{first_code + i // 100}"
-            body = {**m, "content": f"{m.get('content') or ''}\nresult id {code}"}
-            lexemes = tsvector_literal(searchable_text(body))
-        yield [
-            TENANT,
-            sid,
-            i + 1,
-            f"{sid}-{i + 1}",
-            m["role"],
-            json.dumps(body, ensure_ascii=False),
-            10,
-            10 * (i + 1),
-            f"{key} {lexemes}",
-        ]
-
-
-async def load(url: str, big: int, total: int) -> list[str]:
-    """The sessions (the big one first) and their messages, by COPY."""
     messages = load_messages()
-    sizes = [big] + [5000] * max(0, (total - big) // 5000)
-    sids = [f"big-{big}"] + [f"s{i}" for i in range(1, len(sizes))]
+    sids, sizes = layout(big, total)
+    firsts: list[int] = []
+    code = 0
+    for n in sizes:
+        firsts.append(code)
+        code += n // CODE_EVERY + 1
     conn = await asyncpg.connect(plain_url(url))
     try:
+        start = time.perf_counter()
         await conn.execute("DROP INDEX ix_messages_search")
+        await conn.execute(
+            "CREATE TEMP TABLE src (k int PRIMARY KEY, role text, body jsonb, words text)"
+        )
+        await conn.copy_records_to_table(
+            "src",
+            records=[
+                (
+                    k,
+                    m["role"],
+                    json.dumps(m, ensure_ascii=False),
+                    tsvector_literal(searchable_text(m)),
+                )
+                for k, m in enumerate(messages)
+            ],
+        )
+        await conn.execute(
+            "CREATE TEMP TABLE coded (sid text, seq bigint, body jsonb, words text,"
+            " PRIMARY KEY (sid, seq))"
+        )
+        coded = []
+        for sid, n, first in zip(sids, sizes, firsts, strict=True):
+            for seq in range(1, n + 1, CODE_EVERY):
+                body = _coded(messages[(seq - 1) % len(messages)], _code(first, seq))
+                coded.append((sid, seq, json.dumps(body, ensure_ascii=False),
+                              tsvector_literal(searchable_text(body))))  # fmt: skip
+        await conn.copy_records_to_table("coded", records=coded)
+        for table in ("src", "coded"):  # COPY has no binary form of tsvector: parse once here
+            await conn.execute(
+                f"ALTER TABLE {table} ALTER words TYPE tsvector USING words::tsvector"
+            )
         await conn.copy_records_to_table(
             "sessions",
             records=[(TENANT, sid, "o200k_base", n) for sid, n in zip(sids, sizes, strict=True)],
             columns=["tenant_id", "id", "tokenizer", "last_seq"],
         )
-        code = 0
-        start = time.perf_counter()
         for sid, n in zip(sids, sizes, strict=True):
-            buf = io.StringIO()
-            csv.writer(buf).writerows(_rows(messages, sid, n, code))
-            code += n // 100 + 1
-            await conn.copy_to_table(
-                "messages",
-                source=io.BytesIO(buf.getvalue().encode()),
-                columns=[
-                    "tenant_id", "session_id", "seq", "message_id", "role", "body",
-                    "token_count", "context_tokens_through", "search",
-                ],
-                format="csv",
+            key = "'" + session_lexeme(TENANT, sid) + "'"
+            await conn.execute(
+                """
+                INSERT INTO messages (tenant_id, session_id, seq, message_id, role, body,
+                                      token_count, context_tokens_through, search)
+                SELECT $1, $2, g.i, $2 || '-' || g.i, s.role, coalesce(c.body, s.body),
+                       10, 10 * g.i, $3::tsvector || coalesce(c.words, s.words)
+                FROM generate_series(1, $4::bigint) AS g(i)
+                JOIN src s ON s.k = (g.i - 1) % $5
+                LEFT JOIN coded c ON c.sid = $2 AND c.seq = g.i
+                ORDER BY g.i
+                """,
+                TENANT, sid, key, n, len(messages),
             )  # fmt: skip
-        progress(f"  copied {sum(sizes):,} messages in {time.perf_counter() - start:.0f}s")
+        progress(f"  wrote {sum(sizes):,} messages in {time.perf_counter() - start:.0f}s")
         start = time.perf_counter()
         await conn.execute("SET maintenance_work_mem = '512MB'")
         await conn.execute("CREATE INDEX ix_messages_search ON messages USING gin (search)")
         progress(f"  GIN index built in {time.perf_counter() - start:.0f}s")
+        await conn.execute("CREATE TABLE bench_loaded (at timestamptz DEFAULT now())")
+        await conn.execute("INSERT INTO bench_loaded DEFAULT VALUES")
     finally:
         await conn.close()
-    return sids
+
+
+def fingerprint(args: argparse.Namespace) -> str:
+    """What the loaded database depends on: the lexemes, the schema, the dataset, the sizes."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(f"{args.messages}:{args.big}".encode())
+    for path in [root / "app/messages/lexemes.py", DATASET,
+                 *sorted((root / "migrations/versions").glob("*.py"))]:  # fmt: skip
+        if path.exists():
+            h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+@contextmanager
+def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[str]:
+    """The loaded database: a throwaway one, or with `--keep` one kept between runs (named
+    by a fingerprint of what it depends on: loaded again, and older ones dropped, when
+    the lexemes, the migrations or the sizes change)."""
+    from app.db import run_migrations
+
+    if not args.keep:
+        with throwaway_database(server, prefix="contextd_recall") as db:
+            run_migrations(db.url)
+            asyncio.run(load(db.url, args.big, args.messages))
+            asyncio.run(set_statistics(db.url, args.statistics))
+            yield db.url
+        return
+    if not server:
+        raise SystemExit("--keep needs --database-url (an embedded server is thrown away)")
+    base = plain_url(server)
+    name = f"{KEEP_PREFIX}_{fingerprint(args)}"
+
+    async def existing() -> tuple[list[str], bool]:
+        conn = await asyncpg.connect(base)
+        try:
+            rows = await conn.fetch(
+                "SELECT datname FROM pg_database WHERE datname LIKE $1", KEEP_PREFIX + "_%"
+            )
+            names = [r["datname"] for r in rows]
+        finally:
+            await conn.close()
+        if name not in names:
+            return names, False
+        conn = await asyncpg.connect(with_database(base, name))
+        try:
+            done = await conn.fetchval("SELECT to_regclass('bench_loaded') IS NOT NULL")
+        finally:
+            await conn.close()
+        return names, bool(done)
+
+    names, loaded = asyncio.run(existing())
+    for old in names:
+        if old != name or not loaded:
+            asyncio.run(admin(base, f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)'))
+    url = with_database(base, name)
+    if loaded:
+        progress(f"latency: reusing the loaded database {name}")
+    else:
+        asyncio.run(admin(base, f'CREATE DATABASE "{name}"'))
+        run_migrations(url)
+        asyncio.run(load(url, args.big, args.messages))
+        asyncio.run(set_statistics(url, args.statistics))
+    yield url
 
 
 def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
@@ -179,9 +273,7 @@ def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
 async def latency(url: str, args: argparse.Namespace) -> list[list[object]]:
     from app.search import service
 
-    progress(f"latency: loading {args.messages:,} messages ({args.big:,} in one session)")
-    sids = await load(url, args.big, args.messages)
-    await set_statistics(url, args.statistics)
+    sids, _ = layout(args.big, args.messages)
     rows: list[list[object]] = []
     async with app_state(url) as app:
         db = app.state.database
@@ -387,6 +479,11 @@ def main() -> int:
     p.add_argument("--budget", type=int, default=8000)
     # The Chinese dialogues are short: at 8,000 tokens few identifiers are ever left out.
     p.add_argument("--zh-budget", type=int, default=2000)
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="latency: keep the loaded database for the next run (and reuse it)",
+    )
     p.add_argument("--statistics", choices=("analyze", "none"), default="analyze")
     args = p.parse_args()
     parts = set(args.parts.split(","))
@@ -394,11 +491,9 @@ def main() -> int:
     print(f"# recall_bench {' '.join(sys.argv[1:])}\n\n{machine_info()}{dataset_warning()}")
     print(f"load average before: {load_average()}\n")
     if "latency" in parts:
-        with throwaway_database(server, prefix="contextd_recall") as db:
-            from app.db import run_migrations
-
-            run_migrations(db.url)
-            rows = asyncio.run(latency(db.url, args))
+        progress(f"latency: {args.messages:,} messages ({args.big:,} in one session)")
+        with latency_database(server, args) as url:
+            rows = asyncio.run(latency(url, args))
         print(f"## search latency: a {args.big:,}-message session in a "
               f"{args.messages:,}-message database (statistics: {args.statistics})\n")  # fmt: skip
         print(markdown_table(["query", "calls", "hits", "p50 ms", "p99 ms", "max ms"], rows))
