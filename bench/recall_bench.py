@@ -40,6 +40,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -188,13 +189,16 @@ async def load(url: str, big: int, total: int) -> None:
 
 
 def fingerprint(args: argparse.Namespace) -> str:
-    """What the loaded database depends on: the lexemes, the schema, the dataset, the sizes."""
+    """What the loaded database depends on: what appends store (the lexemes of the
+    dataset's messages), the schema, the sizes."""
+    from app.messages.lexemes import searchable_text, tsvector_literal
+
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(f"{args.messages}:{args.big}".encode())
-    for path in [root / "app/messages/lexemes.py", DATASET,
-                 *sorted((root / "migrations/versions").glob("*.py"))]:  # fmt: skip
-        if path.exists():
-            h.update(path.read_bytes())
+    for m in load_messages():
+        h.update(tsvector_literal(searchable_text(m)).encode())
+    for path in sorted((root / "migrations/versions").glob("*.py")):
+        h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -252,6 +256,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
 
 def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
     from app.compaction.signals import extract_identifiers
+    from app.messages.lexemes import searchable_text
 
     en = [m for m in messages if not any("\u4e00" <= c <= "\u9fff" for c in str(m.get("content")))]
     idents: list[str] = []
@@ -261,44 +266,103 @@ def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
                 idents.append(ident)
     words = ["error", "test", "file", "python", "function", "return", "import", "def"]
     codes = [f"RX-{n}" for n in range(7, big // 100, max(1, big // 100 // 60))][:60]
-    zh = ["数据库", "酒店", "推荐", "地址", "电话", "价格", "附近", "景点"]
+    # Chinese words and phrases of the dataset: runs of 2-4 characters cut from its text.
+    zh: list[str] = ["数据库", "酒店", "推荐", "地址", "电话", "价格", "附近", "景点"]
+    for m in messages:
+        for run in re.findall("[\u4e00-\u9fff]{2,}", searchable_text(m)):
+            piece = run[: 2 + len(zh) % 3]
+            if len(zh) < 60 and len(piece) >= 2 and piece not in zh:
+                zh.append(piece)
     return {
         "unique code": codes,
         "dataset word or identifier": (words + idents[::7])[:60],
         "question naming a code": [f"what did the output say about {c}?" for c in codes],
+        "question of common words": [
+            f"what did the {a} say about the {b}?" for a in words for b in words if a != b
+        ][::2][:28],
         "Chinese phrase": zh,
     }
+
+
+def before_search(rev: str) -> Any:
+    """`app.search.service` as it was at commit `rev` (with its own repository, and
+    ranking where it had one), to time beside the working tree's in the same run."""
+    import importlib.util
+    import subprocess
+
+    import app.search
+
+    root = Path(__file__).resolve().parents[1]
+    loaded: dict[str, Any] = {}
+    for name in ("repository", "ranking", "service"):
+        shown = subprocess.run(
+            ["git", "-C", str(root), "show", f"{rev}:app/search/{name}.py"],
+            capture_output=True,
+            text=True,
+        )
+        if shown.returncode != 0:
+            continue
+        spec = importlib.util.spec_from_loader(f"before_{name}", loader=None)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up by name
+        saved = {n: sys.modules[f"app.search.{n}"] for n in loaded}
+        try:  # its imports of its siblings get the old siblings
+            for n, old in loaded.items():
+                sys.modules[f"app.search.{n}"] = old
+                setattr(app.search, n, old)
+            exec(compile(shown.stdout, f"{rev}:app/search/{name}.py", "exec"), module.__dict__)
+        finally:
+            for n, cur in saved.items():
+                sys.modules[f"app.search.{n}"] = cur
+                setattr(app.search, n, cur)
+        loaded[name] = module
+    return loaded["service"]
 
 
 async def latency(url: str, args: argparse.Namespace) -> list[list[object]]:
     from app.search import service
 
+    variants: list[tuple[str, Any]] = [("after" if args.before else "", service)]
+    if args.before:
+        variants.insert(0, (f"before ({args.before})", before_search(args.before)))
     sids, _ = layout(args.big, args.messages)
     rows: list[list[object]] = []
     async with app_state(url) as app:
         db = app.state.database
         kinds = queries(load_messages(), args.big)
-        for q in kinds["unique code"][:5]:  # warm the pool and the cache a little
-            await service.search(db, TENANT, sids[0], q)
+        for _, search in variants:  # warm the pool and the cache a little
+            for q in kinds["unique code"][:5]:
+                await search.search(db, TENANT, sids[0], q)
         for kind, qs in kinds.items():
-            times: list[float] = []
-            hits: list[int] = []
+            times: dict[str, list[float]] = {label: [] for label, _ in variants}
+            hits: dict[str, list[int]] = {label: [] for label, _ in variants}
+            same = 0
             for _ in range(3):
                 for q in qs:
-                    start = time.perf_counter()
-                    found = await service.search(db, TENANT, sids[0], q, limit=10)
-                    times.append((time.perf_counter() - start) * 1000)
-                    hits.append(len(found.hits))
-            rows.append(
-                [
-                    kind,
-                    len(times),
-                    round(statistics.mean(hits), 1),
-                    round(percentile(times, 50), 1),
-                    round(percentile(times, 99), 1),
-                    round(max(times), 1),
-                ]
-            )
+                    seen = []
+                    # Each query by each variant in turn: both meet the same load and cache.
+                    for label, search in variants:
+                        start = time.perf_counter()
+                        found = await search.search(db, TENANT, sids[0], q, limit=10)
+                        times[label].append((time.perf_counter() - start) * 1000)
+                        hits[label].append(len(found.hits))
+                        seen.append([h.seq for h in found.hits])
+                    same += seen[0] == seen[-1]
+            for label, _ in variants:
+                t = times[label]
+                rows.append(
+                    [
+                        kind,
+                        label,
+                        len(t),
+                        round(statistics.mean(hits[label]), 1),
+                        round(percentile(t, 50), 1),
+                        round(percentile(t, 99), 1),
+                        round(max(t), 1),
+                        f"{same / len(t):.0%}" if args.before else "",
+                    ]
+                )
     return rows
 
 
@@ -480,6 +544,11 @@ def main() -> int:
     # The Chinese dialogues are short: at 8,000 tokens few identifiers are ever left out.
     p.add_argument("--zh-budget", type=int, default=2000)
     p.add_argument(
+        "--before",
+        metavar="REV",
+        help="latency: also time app/search as it was at commit REV, alternated",
+    )
+    p.add_argument(
         "--keep",
         action="store_true",
         help="latency: keep the loaded database for the next run (and reuse it)",
@@ -496,7 +565,11 @@ def main() -> int:
             rows = asyncio.run(latency(url, args))
         print(f"## search latency: a {args.big:,}-message session in a "
               f"{args.messages:,}-message database (statistics: {args.statistics})\n")  # fmt: skip
-        print(markdown_table(["query", "calls", "hits", "p50 ms", "p99 ms", "max ms"], rows))
+        headers = ["query", "search", "calls", "hits", "p50 ms", "p99 ms", "max ms", "same hits"]
+        if not args.before:  # one variant: no columns to tell them apart
+            headers = [h for h in headers if h not in ("search", "same hits")]
+            rows = [[r[0], *r[2:7]] for r in rows]
+        print(markdown_table(headers, rows))
     if "append" in parts:
         with throwaway_database(server, prefix="contextd_recall") as db:
             from app.db import run_migrations

@@ -100,6 +100,10 @@ class Term:
 
     text: str  # as the user wrote it (for snippets)
     tsquery: str  # PostgreSQL tsquery text, every lexeme quoted
+    # The term's one whole lexeme, without the prefix or the phrase of parts `tsquery`
+    # also allows (the same as `tsquery` when it allows neither): a search tries it
+    # first, as it costs no scan of other lexemes and no check of positions.
+    exact: str = ""
 
     @property
     def identifier(self) -> bool:
@@ -266,6 +270,7 @@ def query_terms(q: str) -> list[Term]:
                 tsq = _quote(piece) + ":*"
             else:
                 tsq = " <-> ".join(_quote(g) for g in grams)
+            exact = tsq
         else:
             parts = [p for p in _parts(piece) if len(p) <= MAX_LEXEME_CHARS]
             if not parts:
@@ -274,15 +279,18 @@ def query_terms(q: str) -> list[Term]:
             if len(parts) == 1:
                 one = _quote(parts[0])
                 tsq = one + ":*" if len(parts[0]) >= PREFIX_MIN_CHARS else one
+                exact = one
                 if whole != parts[0] and len(whole) <= MAX_LEXEME_CHARS:
                     tsq = f"{_quote(whole)} | {tsq}"
+                    exact = _quote(whole)
             else:
                 phrase = "(" + " <-> ".join(_quote(p) for p in parts) + ")"
                 tsq = f"{_quote(whole)} | {phrase}" if len(whole) <= MAX_LEXEME_CHARS else phrase
+                exact = _quote(whole) if len(whole) <= MAX_LEXEME_CHARS else phrase
         if tsq in seen:
             continue
         seen.add(tsq)
-        terms.append(Term(piece, tsq))
+        terms.append(Term(piece, tsq, exact))
         if len(terms) >= MAX_TERMS:
             break
     return terms

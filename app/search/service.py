@@ -13,7 +13,6 @@ bounded by the cap, not by the session's length.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,9 +23,7 @@ from app.messages import repository as messages
 from app.messages.lexemes import (
     MAX_QUERY_CHARS,
     Term,
-    in_session,
     line_of,
-    literals,
     match_at,
     query_terms,
     searchable_text,
@@ -34,6 +31,7 @@ from app.messages.lexemes import (
 )
 from app.messages.service import message_view, slice_text
 from app.search import repository as repo
+from app.search.ranking import rank
 from app.sessions.service import get_session
 
 if TYPE_CHECKING:
@@ -42,15 +40,6 @@ if TYPE_CHECKING:
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LIMIT = 50
 MAX_SEQ = 2**63 - 1
-# A term matching more of the session's messages than this is "common": it weighs
-# in the score but does not pick candidates.
-COMMON = 200
-# The most candidates one search scores.
-CANDIDATES = 2000
-# How many of the best-scored are checked for the query's literal text.
-RESCORED = 50
-# An identifier outweighs plain words: "what did the test say about X" is about X.
-IDENTIFIER_BOOST = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,57 +120,11 @@ async def search(
         if head is None:
             raise NotFound(f"session {sid!r} does not exist")
         found = Found([], int(head["last_seq"]), int(head["last_compaction_seq"]))
-        if not terms:  # only punctuation: nothing a message could match
+        top = min(before - 1, found.last_seq)
+        if not terms or top < 1:  # only punctuation, or nothing before `before_seq`
             return found
-        queries = [in_session(tenant, sid, t.tsquery) for t in terms]
-        counts = await repo.term_counts(conn, tenant, sid, queries, before, roles, COMMON)
-        present = [(t, n) for t, n in zip(terms, counts, strict=True) if n > 0]
-        if not present:
-            return found
-        total = max(found.last_seq, 1)
-        weighted = [
-            (t.tsquery, math.log1p(total / n) * (IDENTIFIER_BOOST if t.identifier else 1.0))
-            for t, n in present
-        ]
-        # Exact text of the query in a message beats any sum of its words.
-        literal_weight = 2 * sum(w for _, w in weighted)
-        exact = literals(q)
-        selective = [t for t, n in present if n < COMMON]
-        if selective:
-            match = " | ".join(f"({t.tsquery})" for t in selective)
-        else:
-            match = " & ".join(f"({t.tsquery})" for t, _ in present)
-        rows = await repo.ranked(
-            conn,
-            tenant,
-            sid,
-            in_session(tenant, sid, match),
-            before,
-            roles,
-            weighted,
-            limit,
-            CANDIDATES,
-            exact,
-            literal_weight,
-            RESCORED,
-        )
-        if not rows and not selective:
-            # No message holds every common term: the most recent holding the rarest.
-            rarest = min(present, key=lambda p: p[1])[0]
-            rows = await repo.ranked(
-                conn,
-                tenant,
-                sid,
-                in_session(tenant, sid, rarest.tsquery),
-                before,
-                roles,
-                weighted,
-                limit,
-                CANDIDATES,
-                exact,
-                literal_weight,
-                RESCORED,
-            )
+        ranked = await rank(conn, tenant, sid, q, terms, top, roles, limit, found.last_seq)
+        rows = ranked.rows
         answered = [
             str(r["body"].get("tool_call_id"))
             for r in rows
@@ -189,7 +132,7 @@ async def search(
         ]
         names = await repo.call_names(conn, tenant, sid, answered)
     # The rarest terms first: the snippet centres on what made the message a hit.
-    order = sorted(present, key=lambda p: p[1])
+    order = sorted(ranked.present, key=lambda p: p[1])
     shown = [t for t, _ in order]
     found.hits.extend(_hit(r, shown, names, found.last_compaction_seq) for r in rows)
     return found
