@@ -20,9 +20,8 @@ its parts is read and checked. Hence:
 - the newest SAMPLE messages are read first, by primary key, and each term matched
   against them in memory: a term found often there is common, its count estimated
   from the sample, and it is never looked up in the index;
-- a term is looked up by its exact form (`models.py` as one lexeme, `datenbank`
-  itself) and only when that matches nothing by its wider form (the phrase of its
-  parts, or as a prefix: `datenbank` finds `Datenbanken`);
+- an identifier is looked up by its exact form (`models.py` as one lexeme), and
+  only when that matches nothing by the phrase of its parts;
 - a phrase or a prefix is first matched against the newest WINDOW messages; only
   one rare there goes to the index.
 
@@ -31,7 +30,9 @@ A session no longer than the sample is counted exactly by it.
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,9 @@ RESCORED = 50
 IDENTIFIER_BOOST = 3.0
 # The newest messages read to tell common terms from rare ones.
 SAMPLE = 200
+# The most tsqueries the sample matches (terms, wider forms, parts of phrases): one bit
+# each in a bigint.
+MAX_SAMPLED = 62
 # A term is known common, without a count through the index, when it matches at least
 # this many messages of the sample (so the estimate rests on more than a chance hit)
 # and the estimate is well past COMMON.
@@ -58,6 +62,9 @@ SURELY_COMMON = 2 * COMMON
 # The newest messages a phrase or a prefix is matched against before the index, and
 # that a query of only common terms scores.
 WINDOW = 2000
+# How much further back a query of only common terms reads, by primary key, when the
+# window holds fewer hits than asked for and its rarest term is a phrase or a prefix.
+FURTHER = 8000
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +77,9 @@ class Ranked:
 class _Counted:
     form: str  # the tsquery the search uses for the term
     n: float  # its matches in the session, counted or estimated
-    indexed: bool  # whether it may pick candidates through the index
+    # Whether it may pick candidates through the index: counted there (so known to be
+    # cheap to look up), or the session is short.
+    indexed: bool
 
 
 def _single(tsquery: str) -> bool:
@@ -82,6 +91,57 @@ def _scale(first: int, top: int) -> float:
     return top / (top - first + 1)
 
 
+def _wider(term: Term, exact_count: float) -> str | None:
+    """The form to look a term up by when its exact form is rare, or None.
+
+    A word also matches as a prefix (`datenbank` finds `Datenbanken`) when the word
+    itself is rare; an identifier by the phrase of its parts (`app/models.py` in
+    `src/app/models.py`) only when its whole lexeme matches nothing: the phrase costs
+    a check of every message holding all the parts."""
+    if term.tsquery == term.exact:
+        return None
+    if term.tsquery == term.exact + ":*":
+        return term.tsquery if exact_count < COMMON else None
+    return term.tsquery if exact_count == 0 else None
+
+
+@dataclass(slots=True)
+class _Window:
+    """The newest messages from `start` matched in memory: (seq, bit i for term i), for
+    those matching any of the terms `complete` (so it holds every recent match of
+    these)."""
+
+    start: int
+    complete: frozenset[int]
+    rows: list[tuple[int, int]]
+
+
+_LEXEME = re.compile(r"'(?:[^'\\]|\\.|'')*'")
+
+
+def _phrase_parts(tsquery: str) -> list[str]:
+    """The lexemes of `tsquery` joined by `<->` (a phrase's parts), each quoted."""
+    found = list(_LEXEME.finditer(tsquery))
+    parts: dict[str, None] = {}
+    for a, b in itertools.pairwise(found):
+        if tsquery[a.end() : b.start()].strip() == "<->":
+            parts[a.group()] = None
+            parts[b.group()] = None
+    return list(parts)
+
+
+def _sampled(terms: Sequence[Term]) -> list[str]:
+    """What the sample matches: each term's exact form (first, so bit i is term i), then
+    its full form and the parts of any phrase, to judge what a lookup would cost."""
+    out = {t.exact: None for t in terms}
+    for t in terms:
+        for form in (t.exact, t.tsquery):
+            out.setdefault(form)
+            for part in _phrase_parts(form):
+                out.setdefault(part)
+    return list(out)[:MAX_SAMPLED]
+
+
 async def _counts(
     conn: Any,
     tenant: str,
@@ -89,20 +149,32 @@ async def _counts(
     terms: Sequence[Term],
     top: int,
     roles: Sequence[str] | None,
-) -> list[_Counted]:
-    """Each term's form and count among the session's messages with seq <= `top`."""
+) -> tuple[list[_Counted], _Window | None]:
+    """Each term's form and count among the session's messages with seq <= `top`, and
+    the recent window when one was read."""
     first = max(1, top - SAMPLE + 1)
-    sample = await repo.matches(conn, tenant, sid, [t.exact for t in terms], first, top, roles)
+    sampled = _sampled(terms)
+    sample = await repo.matches(conn, tenant, sid, sampled, first, top, roles)
+    seen = {q: sum(1 for _, bits in sample if bits >> k & 1) for k, q in enumerate(sampled)}
     scale = _scale(first, top)
-    out: list[_Counted] = []
-    for i, term in enumerate(terms):
-        h = sum(1 for _, bits in sample if bits >> i & 1)
-        out.append(_Counted(term.exact, h * scale, True))
-    known = {
-        i
-        for i, c in enumerate(out)
-        if first == 1 or (c.n >= SAMPLE_HITS * scale and c.n >= SURELY_COMMON)
-    }
+    if first == 1:  # the sample is the whole session: its counts are exact
+        out = [_Counted(t.exact, seen.get(t.exact, 0), True) for t in terms]
+        for i, t in enumerate(terms):
+            wider = _wider(t, out[i].n)
+            if wider is not None:
+                out[i] = _Counted(wider, seen.get(wider, 0), True)
+        return out, None
+
+    def cheap(form: str) -> bool:
+        """Whether the index finds `form` at little cost: one lexeme, or a phrase one of
+        whose parts is in none of the sample's messages (the index then reads only the
+        messages holding that part). Not a prefix: the index reads every lexeme it
+        starts, in every session."""
+        if _single(form):
+            return True
+        return any(seen.get(p, 1) == 0 for p in _phrase_parts(form))
+
+    out = [_Counted(t.exact, seen.get(t.exact, 0) * scale, False) for t in terms]
 
     async def count(which: list[int]) -> None:
         ns = await repo.term_counts(
@@ -119,33 +191,41 @@ async def _counts(
             out[i].n = float(n) if n < COMMON else max(float(n), out[i].n)
             out[i].indexed = True
 
-    cheap = [i for i, t in enumerate(terms) if i not in known and _single(t.exact)]
-    if cheap:
-        await count(cheap)
-    # Phrases and prefixes: the exact form when it is one, or the wider form of a term
-    # whose exact form matches nothing.
-    costly = [i for i, t in enumerate(terms) if i not in known and not _single(t.exact)]
+    unsure = [
+        i for i, c in enumerate(out) if not (c.n >= SAMPLE_HITS * scale and c.n >= SURELY_COMMON)
+    ]
+    # Terms matched against the recent window before the index.
+    recent = [i for i in unsure if not cheap(out[i].form)]
+    if looked_up := [i for i in unsure if cheap(out[i].form)]:
+        await count(looked_up)
+    wider_up: list[int] = []
     for i, t in enumerate(terms):
-        if out[i].n == 0 and t.tsquery != t.exact:
-            out[i].form = t.tsquery
-            costly.append(i)
-    if not costly:
-        return out
+        wider = _wider(t, out[i].n) if i in unsure else None
+        if wider is not None:
+            out[i] = _Counted(wider, seen.get(wider, 0) * scale, False)
+            (wider_up if cheap(wider) else recent).append(i)
+    if wider_up:
+        await count(wider_up)
+    if not recent:
+        return out, None
+    # A phrase of common parts, or a prefix: through the index it would cost a check of
+    # every message holding the parts, or a read of every lexeme it starts. The recent
+    # messages first.
     start = max(1, top - WINDOW + 1)
-    recent = await repo.matches(conn, tenant, sid, [out[i].form for i in costly], start, top, roles)
+    having = " | ".join(f"({out[i].form})" for i in recent)
+    window = await repo.matches(conn, tenant, sid, [c.form for c in out], start, top, roles, having)
     wide_scale = _scale(start, top)
     rare: list[int] = []
-    for k, i in enumerate(costly):
-        h = sum(1 for _, bits in recent if bits >> k & 1)
+    for i in recent:
+        h = sum(1 for _, bits in window if bits >> i & 1)
+        # Found often enough lately: estimated, and kept out of the index.
         out[i].n = h * wide_scale
-        # Found often enough lately: estimated, and left out of the index, where it would
-        # cost a check of every message holding its parts.
         out[i].indexed = start == 1
         if start > 1 and h < SAMPLE_HITS:
             rare.append(i)
     if rare:
         await count(rare)
-    return out
+    return out, _Window(start, frozenset(recent), window)
 
 
 async def rank(
@@ -161,7 +241,7 @@ async def rank(
 ) -> Ranked:
     """The best `limit` messages of the session with seq <= `top` for the query `q`
     (split into `terms`); `total` messages in the session."""
-    counted = await _counts(conn, tenant, sid, terms, top, roles)
+    counted, window = await _counts(conn, tenant, sid, terms, top, roles)
     present = [i for i, c in enumerate(counted) if c.n > 0]
     if not present:
         return Ranked([], [])
@@ -176,6 +256,22 @@ async def rank(
     exact_texts = literals(q)
     found = [(terms[i], counted[i].n) for i in present]
     selective = [i for i in present if counted[i].n < COMMON and counted[i].indexed]
+    if selective and len(present) == 1:
+        # One term: every candidate scores the same, so the newest are the best, and no
+        # candidate's vector need be read to score it.
+        seqs = await repo.newest_indexed(
+            conn,
+            tenant,
+            sid,
+            in_session(tenant, sid, counted[present[0]].form),
+            top + 1,
+            roles,
+            RESCORED,
+        )
+        rows = await repo.finish(
+            conn, tenant, sid, seqs, weighted, exact_texts, literal_weight, limit
+        )
+        return Ranked(rows, found)
     if selective:
         match = " | ".join(f"({counted[i].form})" for i in selective)
         rows = await repo.ranked(
@@ -198,31 +294,47 @@ async def rank(
     # key: those holding all the terms come first, newest first among equals.
     rarest = min(present, key=lambda i: counted[i].n)
     start = max(1, top - WINDOW + 1)
-    scored = await repo.matches(
-        conn,
-        tenant,
-        sid,
-        [counted[i].form for i in present],
-        start,
-        top,
-        roles,
-        counted[rarest].form,
-    )
-    if scored:
-
-        def score(row: tuple[int, int]) -> tuple[float, int]:
-            return -sum(weight[i] for k, i in enumerate(present) if row[1] >> k & 1), -row[0]
-
-        seqs = [seq for seq, _ in sorted(scored, key=score)[:RESCORED]]
-    else:  # none recent: the newest holding it, through the index
-        seqs = await repo.newest_indexed(
+    if window is not None and rarest in window.complete:
+        scored = [row for row in window.rows if row[1] >> rarest & 1]
+    else:
+        scored = await repo.matches(
             conn,
             tenant,
             sid,
-            in_session(tenant, sid, counted[rarest].form),
-            top + 1,
+            [c.form for c in counted],
+            start,
+            top,
             roles,
-            RESCORED,
+            counted[rarest].form,
         )
+
+    def score(row: tuple[int, int]) -> tuple[float, int]:
+        return -sum(weight[i] for i in present if row[1] >> i & 1), -row[0]
+
+    seqs = [seq for seq, _ in sorted(scored, key=score)[:RESCORED]]
+    if len(seqs) < limit and start > 1:
+        # Too few recent ones: older messages holding the rarest, newest first.
+        if counted[rarest].indexed:
+            seqs += await repo.newest_indexed(
+                conn,
+                tenant,
+                sid,
+                in_session(tenant, sid, counted[rarest].form),
+                start,
+                roles,
+                RESCORED - len(seqs),
+            )
+        else:  # a phrase or a prefix: further back by primary key, within bounds
+            older = await repo.matches(
+                conn,
+                tenant,
+                sid,
+                [counted[rarest].form],
+                max(1, start - FURTHER),
+                start - 1,
+                roles,
+                limit=limit - len(seqs),
+            )
+            seqs += [seq for seq, _ in older]
     rows = await repo.finish(conn, tenant, sid, seqs, weighted, exact_texts, literal_weight, limit)
     return Ranked(rows, found)

@@ -33,12 +33,14 @@ _ROLES = "($5::text[] IS NULL OR m.role = ANY($5::text[]))"
 # vector) makes one decompressed copy for all of them.
 def _matches_sql(terms: int) -> str:
     # One bit per term: which of the query's terms each message of the window [$3, $4]
-    # matches, for those matching `$6` (every message when NULL). By primary key; each
+    # matches, for those matching `$6` (every message when NULL), newest first, at most
+    # $7 (all when NULL). By primary key, newest first, so a limit stops the read; each
     # vector matched in memory.
-    bits = " | ".join(f"((w.v @@ ${7 + i}::tsquery)::int << {i})" for i in range(terms))
+    bits = " | ".join(f"((w.v @@ ${8 + i}::tsquery)::int::bigint << {i})" for i in range(terms))
     # Each OFFSET 0 keeps a level apart: the window read by primary key only (a tsquery
     # beside the key would let the planner take the index), the copy made once per
     # message and the bits once (flattened, each would be computed once per reference).
+    # Each level says its order, so the limit stops the read instead of a sort.
     return f"""
 SELECT seq, hits FROM (
     SELECT w.seq, {bits} AS hits FROM (
@@ -46,15 +48,19 @@ SELECT seq, hits FROM (
             SELECT m.seq, m.search FROM messages m
             WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq BETWEEN $3 AND $4
               AND {_ROLES}
+            ORDER BY m.seq DESC
             OFFSET 0
         ) AS k
         WHERE $6::tsquery IS NULL OR k.search @@ $6::tsquery
+        ORDER BY k.seq DESC
         OFFSET 0
     ) AS w
+    ORDER BY w.seq DESC
     OFFSET 0
 ) AS x
 WHERE hits <> 0
 ORDER BY seq DESC
+LIMIT $7
 """
 
 
@@ -163,11 +169,12 @@ async def matches(
     last: int,
     roles: Sequence[str] | None,
     having: str | None = None,
+    limit: int | None = None,
 ) -> list[tuple[int, int]]:
     """(seq, bit i set when term i matches), newest first, for the messages with seq in
-    [first, last] that match `having` (when given) and any term."""
+    [first, last] that match `having` (when given) and any term; the newest `limit`."""
     rows = await conn.fetch(
-        _matches_sql(len(tsqueries)), tenant, sid, first, last, roles, having, *tsqueries
+        _matches_sql(len(tsqueries)), tenant, sid, first, last, roles, having, limit, *tsqueries
     )
     return [(int(r["seq"]), int(r["hits"])) for r in rows]
 
