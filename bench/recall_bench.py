@@ -25,7 +25,7 @@ app built in this process (`create_app`: no HTTP server in between).
    short dialogues one after another as one long conversation), replayed message
    by message. Before each assistant message whose log exceeds `--budget`, the
    payload at that budget (GET /context, default strategy; the Chinese conversation
-   also at `--zh-budget`, since at 8,000 tokens it hardly trims); for every identifier
+   at each of `--zh-budgets` instead, since at 8,000 tokens it hardly trims); for every identifier
    of that assistant message (app/compaction/signals.extract_identifiers) that the
    payload does not hold and the log before it does: search with the identifier,
    and with a question naming it; a hit when one of the top 3 messages holds it.
@@ -82,7 +82,9 @@ async def app_state(url: str) -> AsyncIterator[Any]:
     from app.main import create_app
     from app.settings import load_settings
 
-    settings = load_settings(database_url=None, run_compactions_in_process=False)
+    settings = load_settings(
+        database_url=None, run_compactions_in_process=False, log_level="WARNING"
+    )
     app = create_app(settings, database_url=url)
     async with app.router.lifespan_context(app):
         yield app
@@ -284,21 +286,33 @@ def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
     }
 
 
+def _packages() -> dict[str, Any]:
+    import app.messages
+    import app.search
+
+    return {
+        "lexemes": app.messages,
+        "repository": app.search,
+        "ranking": app.search,
+        "service": app.search,
+    }
+
+
 def before_search(rev: str) -> Any:
-    """`app.search.service` as it was at commit `rev` (with its own repository, and
-    ranking where it had one), to time beside the working tree's in the same run."""
+    """`app.search.service` as it was at commit `rev`, with its own repository (and
+    ranking where it had one) and the query side of `app/messages/lexemes.py` it had
+    (how a query is split, its literals), to time beside the working tree's in the
+    same run. What appends store is the working tree's: the loaded database is one."""
     import importlib.util
     import subprocess
 
-    import app.search
-
+    packages = _packages()
     root = Path(__file__).resolve().parents[1]
     loaded: dict[str, Any] = {}
-    for name in ("repository", "ranking", "service"):
+    for name, package in packages.items():
+        path = f"app/{package.__name__.split('.')[-1]}/{name}.py"
         shown = subprocess.run(
-            ["git", "-C", str(root), "show", f"{rev}:app/search/{name}.py"],
-            capture_output=True,
-            text=True,
+            ["git", "-C", str(root), "show", f"{rev}:{path}"], capture_output=True, text=True
         )
         if shown.returncode != 0:
             continue
@@ -306,16 +320,20 @@ def before_search(rev: str) -> Any:
         assert spec is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses look their module up by name
-        saved = {n: sys.modules[f"app.search.{n}"] for n in loaded}
+        full = {n: f"{p.__name__}.{n}" for n, p in packages.items() if n in loaded}
+        saved = {n: sys.modules.get(f) for n, f in full.items()}
         try:  # its imports of its siblings get the old siblings
-            for n, old in loaded.items():
-                sys.modules[f"app.search.{n}"] = old
-                setattr(app.search, n, old)
-            exec(compile(shown.stdout, f"{rev}:app/search/{name}.py", "exec"), module.__dict__)
+            for n, f in full.items():
+                sys.modules[f] = loaded[n]
+                setattr(packages[n], n, loaded[n])
+            exec(compile(shown.stdout, f"{rev}:{path}", "exec"), module.__dict__)
         finally:
             for n, cur in saved.items():
-                sys.modules[f"app.search.{n}"] = cur
-                setattr(app.search, n, cur)
+                if cur is None:
+                    sys.modules.pop(full[n], None)
+                else:
+                    sys.modules[full[n]] = cur
+                    setattr(packages[n], n, cur)
         loaded[name] = module
     return loaded["service"]
 
@@ -455,22 +473,51 @@ NL = {
     "en": "what did the earlier output say about {}?",
     "zh": "之前提到的{}是什么？",
 }
+_CJK_RUN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]{4,}")
+
+
+def chinese_terms(text: str, history: str, shown: str) -> list[str]:
+    """Chinese names and phrases a message takes from earlier in the conversation: in
+    each run of Chinese characters, the longest piece of 4-8 characters the log before
+    it holds (a hotel, a dish, an album: the tool outputs' names) and the payload not."""
+    out: list[str] = []
+    for run in _CJK_RUN.findall(text):
+        for size in range(min(8, len(run)), 3, -1):
+            pieces = [run[i : i + size] for i in range(len(run) - size + 1)]
+            hit = next((p for p in pieces if p in history and p not in shown), None)
+            if hit is not None:
+                out.append(hit)
+                break
+    return out
 
 
 async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
     from app.compaction.signals import extract_identifiers
+    from app.messages import repository as messages_repo
     from app.messages.lexemes import searchable_text
+    from app.search import service
 
+    variants: list[tuple[str, Any]] = [("after" if args.before else "", service)]
+    if args.before:
+        variants.insert(0, (f"before ({args.before})", before_search(args.before)))
     rows: list[list[object]] = []
     misses: list[str] = []
     async with app_state(url) as app:
+        db = app.state.database
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
+
+            async def holds(sid: str, seq: int, ident: str) -> bool:
+                async with db.transaction() as s:
+                    m = await messages_repo.one(s, TENANT, sid, seq)
+                return m is not None and ident in searchable_text(m.body)
+
             convs_by_lang = conversations()
-            runs = [("en", args.budget), ("zh", args.budget), ("zh", args.zh_budget)]
+            runs = [("en", args.budget)] + [("zh", b) for b in args.zh_budgets]
             for lang, budget in runs:
                 convs = convs_by_lang[lang]
-                asked = found_id = found_nl = 0
+                asked = 0
+                found: dict[tuple[str, str], int] = {}
                 for n, msgs in enumerate(convs):
                     sid = f"recall-{lang}-{budget}-{n}"
                     done = 0
@@ -478,7 +525,8 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
                     seen: set[str] = set()
                     tokens = 0
                     for t, m in enumerate(msgs):
-                        if m["role"] != "assistant" or t == 0:
+                        # Chinese: what a user's turn names too (the dialogues are short).
+                        if t == 0 or (m["role"] != "assistant" and lang != "zh"):
                             continue
                         batch = msgs[done:t]
                         if batch:
@@ -493,41 +541,45 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
                             await c.get(f"/sessions/{sid}/context", params={"max_tokens": budget})
                         ).json()
                         shown = json.dumps(payload["messages"], ensure_ascii=False)
-                        for ident in extract_identifiers(searchable_text(m)):
+                        text = searchable_text(m)
+                        wanted = extract_identifiers(text)
+                        if lang == "zh":
+                            wanted += chinese_terms(text, history_text, shown)
+                        for ident in wanted:
                             if ident in seen or ident in shown or ident not in history_text:
                                 continue
                             seen.add(ident)
                             asked += 1
                             for q, which in ((ident, "id"), (NL[lang].format(ident), "nl")):
-                                got = await c.get(
-                                    f"/sessions/{sid}/search", params={"q": q, "limit": 3}
-                                )
-                                hits = got.json()["hits"] if got.status_code == 200 else []
-                                ok = False
-                                for h in hits:
-                                    full = (await c.get(h["path"])).json()
-                                    if ident in searchable_text(full):
-                                        ok = True
-                                        break
-                                if which == "id":
-                                    found_id += ok
-                                else:
-                                    found_nl += ok
-                                if not ok:
-                                    misses.append(f"{sid} {which}: {q!r}")
-                rows.append(
-                    [
-                        lang,
-                        budget,
-                        asked,
-                        f"{found_id}/{asked} = {found_id / max(asked, 1):.1%}",
-                        f"{found_nl}/{asked} = {found_nl / max(asked, 1):.1%}",
-                    ]
-                )
-    for line in misses[:40]:
+                                for label, search in variants:
+                                    result = await search.search(db, TENANT, sid, q, limit=3)
+                                    ok = False
+                                    for h in result.hits:
+                                        if await holds(sid, h.seq, ident):
+                                            ok = True
+                                            break
+                                    found[label, which] = found.get((label, which), 0) + ok
+                                    if not ok:
+                                        misses.append(f"{label} {sid} {which}: {q!r}")
+                for label, _ in variants:
+                    ids, nls = found.get((label, "id"), 0), found.get((label, "nl"), 0)
+                    rows.append(
+                        [
+                            lang,
+                            budget,
+                            label,
+                            asked,
+                            f"{ids}/{asked} = {ids / max(asked, 1):.1%}",
+                            f"{nls}/{asked} = {nls / max(asked, 1):.1%}",
+                        ]
+                    )
+    # The working tree's misses (the last variant's).
+    last = variants[-1][0]
+    mine = [line for line in misses if line.startswith(f"{last} ")]
+    for line in mine[:80]:
         progress(f"  miss: {line}")
-    if len(misses) > 40:
-        progress(f"  … and {len(misses) - 40} more misses")
+    if len(mine) > 80:
+        progress(f"  … and {len(mine) - 80} more misses")
     return rows
 
 
@@ -542,7 +594,9 @@ def main() -> int:
     p.add_argument("--clients", type=int, default=20)
     p.add_argument("--budget", type=int, default=8000)
     # The Chinese dialogues are short: at 8,000 tokens few identifiers are ever left out.
-    p.add_argument("--zh-budget", type=int, default=2000)
+    p.add_argument(
+        "--zh-budgets", type=lambda v: [int(b) for b in v.split(",")], default=[1000, 2000]
+    )
     p.add_argument(
         "--before",
         metavar="REV",
@@ -586,7 +640,10 @@ def main() -> int:
             run_migrations(db.url)
             rows = asyncio.run(recall_at_3(db.url, args))
         print("\n## recall@3 of identifiers the payload lacks\n")
-        headers = ["language", "budget", "identifiers", "by identifier", "by question"]
+        headers = ["language", "budget", "search", "asked", "by identifier", "by question"]
+        if not args.before:
+            headers.remove("search")
+            rows = [[r[0], r[1], *r[3:]] for r in rows]
         print(markdown_table(headers, rows))
     print(f"\nload average after: {load_average()}")
     return 0

@@ -252,7 +252,10 @@ def message_tsvector(body: Mapping[str, Any], session_key: str) -> str:
 
 # A query's bounds: groups past these add nothing a user meant to ask.
 MAX_QUERY_CHARS = 1000
-MAX_TERMS = 16
+MAX_TERMS = 24
+# A run of CJK characters up to this long is matched as a phrase (a word, a name);
+# a longer one pair by pair.
+CJK_PHRASE_CHARS = 4
 # A single word this short matches as itself only; longer ones also as a prefix
 # (`datenbank` finds `Datenbanken`, `HXDU` finds `HXDUBJ`).
 PREFIX_MIN_CHARS = 3
@@ -264,13 +267,18 @@ def query_terms(q: str) -> list[Term]:
     terms: list[Term] = []
     seen: set[str] = set()
     for kind, piece in _segments(q):
+        groups: list[tuple[str, str, str]] = []  # text, tsquery, exact
         if kind == "cjk":
             grams = _bigrams(piece)
-            if len(grams) == 1 and len(piece) == 1:
-                tsq = _quote(piece) + ":*"
+            if len(piece) > CJK_PHRASE_CHARS:
+                # A sentence, or a name inside one: no spaces tell its words apart, so
+                # each pair is a term of its own, and the rare ones (a name's) decide.
+                groups.extend((g, _quote(g), _quote(g)) for g in grams)
+            elif len(grams) == 1 and len(piece) == 1:
+                groups.append((piece, _quote(piece) + ":*", _quote(piece) + ":*"))
             else:
                 tsq = " <-> ".join(_quote(g) for g in grams)
-            exact = tsq
+                groups.append((piece, tsq, tsq))
         else:
             parts = [p for p in _parts(piece) if len(p) <= MAX_LEXEME_CHARS]
             if not parts:
@@ -287,12 +295,14 @@ def query_terms(q: str) -> list[Term]:
                 phrase = "(" + " <-> ".join(_quote(p) for p in parts) + ")"
                 tsq = f"{_quote(whole)} | {phrase}" if len(whole) <= MAX_LEXEME_CHARS else phrase
                 exact = _quote(whole) if len(whole) <= MAX_LEXEME_CHARS else phrase
-        if tsq in seen:
-            continue
-        seen.add(tsq)
-        terms.append(Term(piece, tsq, exact))
-        if len(terms) >= MAX_TERMS:
-            break
+            groups.append((piece, tsq, exact))
+        for text, tsq, exact in groups:
+            if tsq in seen:
+                continue
+            seen.add(tsq)
+            terms.append(Term(text, tsq, exact))
+            if len(terms) >= MAX_TERMS:
+                return terms
     return terms
 
 
@@ -318,11 +328,16 @@ def literals(q: str) -> list[tuple[str, int]]:
     for n in range(min(5, len(tokens)), 0, -1):
         for i in range(len(tokens) - n + 1):
             run = tokens[i : i + n]
-            text = " ".join(run).strip(_EDGE) if n == 1 else " ".join(run)
+            if not any(_IDENTISH.search(t) for t in run):
+                continue
+            text = " ".join(run)
             # A run's ends may carry the question's own punctuation ("…about x.py?").
             text = text.rstrip("?!,;") if i + n == len(tokens) else text
-            if len(text) >= 3 and any(_IDENTISH.search(t) for t in run):
-                out.setdefault(text, n)
+            # One token also without the quotes or brackets around it (`"x.py",`), and
+            # as written, since they may be its code (`['CVS']`, `input()`).
+            for t in (text, text.strip(_EDGE)) if n == 1 else (text,):
+                if len(t) >= 3:
+                    out.setdefault(t, n)
     escaped: dict[str, int] = {}
     for text, n in out.items():
         e = json.dumps(text, ensure_ascii=False)[1:-1]
