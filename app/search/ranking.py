@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.messages.lexemes import Term, in_session, literals
+from app.messages.lexemes import MAX_TERMS, Term, in_session, literals
 from app.search import repository as repo
 
 # A term matching more of the session's messages than this is "common": it weighs
@@ -52,8 +52,9 @@ IDENTIFIER_BOOST = 3.0
 # The newest messages read to tell common terms from rare ones.
 SAMPLE = 200
 # The most tsqueries the sample matches (terms, wider forms, parts of phrases): one bit
-# each in a bigint.
+# each in a bigint. Every term's two forms fit.
 MAX_SAMPLED = 62
+assert 2 * MAX_TERMS <= MAX_SAMPLED
 # A term is known common, without a count through the index, when it matches at least
 # this many messages of the sample (so the estimate rests on more than a chance hit)
 # and the estimate is well past COMMON.
@@ -132,13 +133,12 @@ def _phrase_parts(tsquery: str) -> list[str]:
 
 def _sampled(terms: Sequence[Term]) -> list[str]:
     """What the sample matches: each term's exact form (first, so bit i is term i), then
-    its full form and the parts of any phrase, to judge what a lookup would cost."""
+    their full forms, then the parts of any phrase, to judge what a lookup would cost."""
     out = {t.exact: None for t in terms}
+    out.update((t.tsquery, None) for t in terms)
     for t in terms:
         for form in (t.exact, t.tsquery):
-            out.setdefault(form)
-            for part in _phrase_parts(form):
-                out.setdefault(part)
+            out.update((part, None) for part in _phrase_parts(form))
     return list(out)[:MAX_SAMPLED]
 
 

@@ -67,3 +67,39 @@ def test_positions_past_the_bound_are_clamped_and_written_once() -> None:
     assert tsvector_literal(many).endswith(f"'last':{text.MAX_POSITION}")
     # Quotes and backslashes are escaped for PostgreSQL's tsvector input.
     assert tsvector_literal("it's a\\b") == "'it':1 's':2 'a\\\\b':3 'a':3 'b':4"
+
+
+def test_a_query_term_has_an_exact_form_beside_its_wider_one() -> None:
+    word, ident, short = text.query_terms("datenbank app/models.py ab")
+    assert (word.tsquery, word.exact) == ("'datenbank':*", "'datenbank'")
+    assert ident.tsquery == "'app/models.py' | ('app' <-> 'models' <-> 'py')"
+    assert ident.exact == "'app/models.py'"
+    assert short.tsquery == short.exact == "'ab'"
+
+
+def test_a_long_cjk_run_is_matched_pair_by_pair() -> None:
+    # A word or a name alone: one phrase.
+    [name] = text.query_terms("连接失败")
+    assert name.tsquery == name.exact == "'连接' <-> '接失' <-> '失败'"
+    # A sentence naming something: each pair a term, so the name's rare pairs decide.
+    terms = text.query_terms("之前提到的故宫是什么？")
+    assert [t.text for t in terms] == [
+        "之前",
+        "前提",
+        "提到",
+        "到的",
+        "的故",
+        "故宫",
+        "宫是",
+        "是什",
+        "什么",
+    ]
+    assert all(t.tsquery == t.exact == f"'{t.text}'" for t in terms)
+
+
+def test_a_literal_keeps_the_brackets_of_code() -> None:
+    found = dict(text.literals("what did the output say about ['CVS']?"))
+    assert found["['CVS']"] == 1 and found["CVS"] == 1
+    assert "input()" in dict(text.literals("what about input()?"))
+    # Quotes around a path are not part of it.
+    assert "x.py" in dict(text.literals('see "x.py", then'))
