@@ -43,8 +43,6 @@ from app.search import repository as repo
 # A term matching more of the session's messages than this is "common": it weighs
 # in the score but does not pick candidates.
 COMMON = 200
-# The most candidates one search scores.
-CANDIDATES = 2000
 # How many of the best-scored are checked for the query's literal text.
 RESCORED = 50
 # An identifier outweighs plain words: "what did the test say about X" is about X.
@@ -60,6 +58,8 @@ assert 2 * MAX_TERMS <= MAX_SAMPLED
 # and the estimate is well past COMMON.
 SAMPLE_HITS = 3
 SURELY_COMMON = 2 * COMMON
+# A word matching fewer messages than this also matches as a prefix.
+PREFIX_BELOW = 50
 # The newest messages a phrase or a prefix is matched against before the index, and
 # that a query of only common terms scores.
 WINDOW = 2000
@@ -96,13 +96,13 @@ def _wider(term: Term, exact_count: float) -> str | None:
     """The form to look a term up by when its exact form is rare, or None.
 
     A word also matches as a prefix (`datenbank` finds `Datenbanken`) when the word
-    itself is rare; an identifier by the phrase of its parts (`app/models.py` in
-    `src/app/models.py`) only when its whole lexeme matches nothing: the phrase costs
-    a check of every message holding all the parts."""
+    itself is rare (a common one has matches enough); an identifier by the phrase of
+    its parts (`app/models.py` in `src/app/models.py`) only when its whole lexeme
+    matches nothing: the phrase costs a check of every message holding all the parts."""
     if term.tsquery == term.exact:
         return None
     if term.tsquery == term.exact + ":*":
-        return term.tsquery if exact_count < COMMON else None
+        return term.tsquery if exact_count < PREFIX_BELOW else None
     return term.tsquery if exact_count == 0 else None
 
 
@@ -256,37 +256,35 @@ async def rank(
     exact_texts = literals(q)
     found = [(terms[i], counted[i].n) for i in present]
     selective = [i for i in present if counted[i].n < COMMON and counted[i].indexed]
-    if selective and len(present) == 1:
-        # One term: every candidate scores the same, so the newest are the best, and no
-        # candidate's vector need be read to score it.
-        seqs = await repo.newest_indexed(
-            conn,
-            tenant,
-            sid,
-            in_session(tenant, sid, counted[present[0]].form),
-            top + 1,
-            roles,
-            RESCORED,
-        )
-        rows = await repo.finish(
-            conn, tenant, sid, seqs, weighted, exact_texts, literal_weight, limit
-        )
-        return Ranked(rows, found)
     if selective:
-        match = " | ".join(f"({counted[i].form})" for i in selective)
-        rows = await repo.ranked(
+        # The messages holding the selective terms, through the index (each holds fewer
+        # than COMMON), scored by those terms; the best then by every term, and the
+        # literal text. The common terms' weights only order the best: matching them
+        # against every candidate would read each candidate's whole vector.
+        matched = await repo.term_matches(
             conn,
             tenant,
             sid,
-            in_session(tenant, sid, match),
+            [in_session(tenant, sid, counted[i].form) for i in selective],
             top + 1,
             roles,
+            COMMON,
+        )
+        by_seq: dict[int, float] = {}
+        for k, seq in matched:
+            by_seq[seq] = by_seq.get(seq, 0.0) + weight[selective[k]]
+        ranked = sorted(by_seq.items(), key=lambda kv: (-kv[1], -kv[0]))[:RESCORED]
+        # Every term is selective: the scores are whole.
+        whole = len(selective) == len(present)
+        rows = await repo.finish(
+            conn,
+            tenant,
+            sid,
+            [(seq, s if whole else None) for seq, s in ranked],
             weighted,
-            limit,
-            CANDIDATES,
             exact_texts,
             literal_weight,
-            RESCORED,
+            limit,
         )
         return Ranked(rows, found)
     # Every term is common: through the index, any of them would cost a read of all its
@@ -308,33 +306,38 @@ async def rank(
             counted[rarest].form,
         )
 
-    def score(row: tuple[int, int]) -> tuple[float, int]:
-        return -sum(weight[i] for i in present if row[1] >> i & 1), -row[0]
+    def score(bits: int) -> float:
+        return sum(weight[i] for i in present if bits >> i & 1)
 
-    seqs = [seq for seq, _ in sorted(scored, key=score)[:RESCORED]]
-    if len(seqs) < limit and start > 1:
+    best = sorted(scored, key=lambda row: (-score(row[1]), -row[0]))[:RESCORED]
+    chosen: list[tuple[int, float | None]] = [(seq, score(bits)) for seq, bits in best]
+    if len(chosen) < limit and start > 1:
         # Too few recent ones: older messages holding the rarest, newest first.
         if counted[rarest].indexed:
-            seqs += await repo.newest_indexed(
+            older = await repo.newest_indexed(
                 conn,
                 tenant,
                 sid,
                 in_session(tenant, sid, counted[rarest].form),
                 start,
                 roles,
-                RESCORED - len(seqs),
+                RESCORED - len(chosen),
             )
+            chosen += [(seq, None) for seq in older]
         else:  # a phrase or a prefix: further back by primary key, within bounds
-            older = await repo.matches(
+            further = await repo.matches(
                 conn,
                 tenant,
                 sid,
-                [counted[rarest].form],
+                [c.form for c in counted],
                 max(1, start - FURTHER),
                 start - 1,
                 roles,
-                limit=limit - len(seqs),
+                counted[rarest].form,
+                limit - len(chosen),
             )
-            seqs += [seq for seq, _ in older]
-    rows = await repo.finish(conn, tenant, sid, seqs, weighted, exact_texts, literal_weight, limit)
+            chosen += [(seq, score(bits)) for seq, bits in further]
+    rows = await repo.finish(
+        conn, tenant, sid, chosen, weighted, exact_texts, literal_weight, limit
+    )
     return Ranked(rows, found)

@@ -93,58 +93,58 @@ ORDER BY seq DESC
 LIMIT $6
 """
 
-# The final score of a few candidates, and their rows: the weights `$5` of the terms
-# `$4` each matches, plus, for each of the query's literal texts (`$6`, e.g.
-# `value[-1]` or `xfail(run=False)`, whose words alone are everywhere) found in the
-# stored message, `$7` times its length in tokens (`$8`). The best `$9`.
-FINISH = """
-SELECT m.seq, m.role, m.body, (
+
+def _body_text(literals: str) -> str:
+    # The stored message as text, made once per message for all the literal texts, and
+    # not at all when there are none (a body can be large).
+    return (
+        f"CROSS JOIN LATERAL (SELECT CASE WHEN cardinality({literals}::text[]) > 0"
+        " THEN m.body::text END AS t OFFSET 0) AS b"
+    )
+
+
+def _literal_bonus(literals: str, weight: str, tokens: str) -> str:
+    # Each literal text of the query found in the stored message (`value[-1]`,
+    # `xfail(run=False)`: code whose words alone are everywhere) adds `weight` times its
+    # length in tokens. JSON-escaped, as the stored body is.
+    return f"""coalesce((
+        SELECT sum({weight}::float8 * l.n) FROM unnest({literals}::text[], {tokens}::int[])
+            AS l(needle, n)
+        WHERE strpos(b.t, l.needle) > 0
+    ), 0)"""
+
+
+# The final score of a few candidates `$3`, and their rows, the best `$9`: the base
+# score `$10` when known (NULL: the weights `$5` of the terms `$4` it matches, matched
+# here), plus the literal texts `$6` found (`$7` times their tokens `$8`).
+FINISH = f"""
+SELECT m.seq, m.role, m.body, coalesce(c.base, (
     SELECT coalesce(sum(t.w), 0) FROM unnest($4::tsquery[], $5::float8[]) AS t(q, w)
     WHERE v.v @@ t.q
-) + coalesce((
-    SELECT sum($7::float8 * l.n) FROM unnest($6::text[], $8::int[]) AS l(needle, n)
-    WHERE strpos(m.body::text, l.needle) > 0
-), 0) AS score
-FROM unnest($3::bigint[]) AS c(seq)
+)) + {_literal_bonus("$6", "$7", "$8")} AS score
+FROM unnest($3::bigint[], $10::float8[]) AS c(seq, base)
 JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = c.seq
-CROSS JOIN LATERAL (SELECT setweight(m.search, 'D') AS v OFFSET 0) AS v
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN c.base IS NULL THEN setweight(m.search, 'D') END AS v OFFSET 0
+) AS v
+{_body_text("$6")}
 ORDER BY score DESC, m.seq DESC
 LIMIT $9
 """
 
-# The best `$7` messages among those matching `$3` (the selective terms' OR, or the
-# rarest term), through the index: each scored by the weights of the terms it matches,
-# newest first among equals. At most `$8` candidates are scored, newest first. The
-# best `$12` of them are then checked for the query's literal texts (`$10`), as FINISH
-# does.
-RANKED = f"""
-WITH c AS MATERIALIZED (
-    SELECT m.seq, setweight(m.search, 'D') AS search FROM (
-        SELECT m.tenant_id, m.session_id, m.seq, m.role, m.search FROM messages m
-        WHERE m.search @@ $3::tsquery OFFSET 0
+# The messages each of the tsqueries `$3` matches (the session's key in each), below seq
+# `$4`, newest first, at most `$6` each: through the index, for rare terms only.
+TERM_MATCHES = f"""
+SELECT g.i, x.seq FROM unnest($3::tsquery[]) WITH ORDINALITY AS g(q, i)
+CROSS JOIN LATERAL (
+    SELECT m.seq FROM (
+        SELECT m.tenant_id, m.session_id, m.seq, m.role FROM messages m
+        WHERE m.search @@ g.q OFFSET 0
     ) AS m
     WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
     ORDER BY m.seq DESC
-    LIMIT $8
-), scored AS (
-    SELECT c.seq, (
-        SELECT coalesce(sum(t.w), 0) FROM unnest($6::tsquery[], $9::float8[]) AS t(q, w)
-        WHERE c.search @@ t.q
-    ) AS score
-    FROM c
-    ORDER BY score DESC, c.seq DESC
-    LIMIT $12
-), best AS (
-    SELECT s.seq, m.role, m.body, s.score + coalesce((
-        SELECT sum($11::float8 * l.n) FROM unnest($10::text[], $13::int[]) AS l(needle, n)
-        WHERE strpos(m.body::text, l.needle) > 0
-    ), 0) AS score
-    FROM scored s JOIN messages m
-      ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = s.seq
-)
-SELECT seq, score, role, body FROM best
-ORDER BY score DESC, seq DESC
-LIMIT $7
+    LIMIT $6
+) AS x
 """
 
 # The function name behind each answered call id: the tool name of a tool message.
@@ -210,60 +210,42 @@ async def finish(
     conn: Any,
     tenant: str,
     sid: str,
-    seqs: Sequence[int],
+    scored: Sequence[tuple[int, float | None]],
     weighted: Sequence[tuple[str, float]],
     literals: Sequence[tuple[str, int]],
     literal_weight: float,
     limit: int,
 ) -> list[Any]:
+    """The best `limit` of the candidates (seq, base score or None to score it here)."""
     return list(
         await conn.fetch(
             FINISH,
             tenant,
             sid,
-            list(seqs),
+            [seq for seq, _ in scored],
             [q for q, _ in weighted],
             [w for _, w in weighted],
             [text for text, _ in literals],
             literal_weight,
             [n for _, n in literals],
             limit,
+            [base for _, base in scored],
         )
     )
 
 
-async def ranked(
+async def term_matches(
     conn: Any,
     tenant: str,
     sid: str,
-    match: str,
+    queries: Sequence[str],
     before_seq: int,
     roles: Sequence[str] | None,
-    weighted: Sequence[tuple[str, float]],
-    limit: int,
-    candidates: int,
-    literals: Sequence[tuple[str, int]],
-    literal_weight: float,
-    rescored: int,
-) -> list[Any]:
-    return list(
-        await conn.fetch(
-            RANKED,
-            tenant,
-            sid,
-            match,
-            before_seq,
-            roles,
-            [q for q, _ in weighted],
-            limit,
-            candidates,
-            [w for _, w in weighted],
-            [text for text, _ in literals],
-            literal_weight,
-            rescored,
-            [n for _, n in literals],
-        )
-    )
+    cap: int,
+) -> list[tuple[int, int]]:
+    """(term index from 0, seq) for each message each query matches, newest `cap` each."""
+    rows = await conn.fetch(TERM_MATCHES, tenant, sid, list(queries), before_seq, roles, cap)
+    return [(int(r["i"]) - 1, int(r["seq"])) for r in rows]
 
 
 async def call_names(conn: Any, tenant: str, sid: str, call_ids: Sequence[str]) -> dict[str, str]:
