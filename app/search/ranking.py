@@ -78,9 +78,11 @@ class Ranked:
 class _Counted:
     form: str  # the tsquery the search uses for the term
     n: float  # its matches in the session, counted or estimated
-    # Whether it may pick candidates through the index: counted there (so known to be
-    # cheap to look up), or the session is short.
-    indexed: bool
+    # Every message it matches, when counted (through the index, or in a sample that is
+    # the whole session) and fewer than COMMON: the term may then pick candidates.
+    seqs: list[int] | None = None
+    # Whether the index was asked for it (so finds it at little cost).
+    indexed: bool = False
 
 
 def _single(tsquery: str) -> bool:
@@ -155,14 +157,14 @@ async def _counts(
     first = max(1, top - SAMPLE + 1)
     sampled = _sampled(terms)
     sample = await repo.matches(conn, tenant, sid, sampled, first, top, roles)
-    seen = {q: sum(1 for _, bits in sample if bits >> k & 1) for k, q in enumerate(sampled)}
+    held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(sampled)}
     scale = _scale(first, top)
     if first == 1:  # the sample is the whole session: its counts are exact
-        out = [_Counted(t.exact, seen.get(t.exact, 0), True) for t in terms]
+        out = [_Counted(t.exact, len(held[t.exact]), held[t.exact]) for t in terms]
         for i, t in enumerate(terms):
             wider = _wider(t, out[i].n)
             if wider is not None:
-                out[i] = _Counted(wider, seen.get(wider, 0), True)
+                out[i] = _Counted(wider, len(held[wider]), held[wider])
         return out, None
 
     def cheap(form: str) -> bool:
@@ -172,12 +174,12 @@ async def _counts(
         starts, in every session."""
         if _single(form):
             return True
-        return any(seen.get(p, 1) == 0 for p in _phrase_parts(form))
+        return any(not held.get(p, [0]) for p in _phrase_parts(form))
 
-    out = [_Counted(t.exact, seen.get(t.exact, 0) * scale, False) for t in terms]
+    out = [_Counted(t.exact, len(held[t.exact]) * scale) for t in terms]
 
     async def count(which: list[int]) -> None:
-        ns = await repo.term_counts(
+        found = await repo.term_matches(
             conn,
             tenant,
             sid,
@@ -186,10 +188,12 @@ async def _counts(
             roles,
             COMMON,
         )
-        for i, n in zip(which, ns, strict=True):
-            # Counted up to COMMON only: past it, the sample's estimate is the better one.
-            out[i].n = float(n) if n < COMMON else max(float(n), out[i].n)
+        for i, seqs in zip(which, found, strict=True):
             out[i].indexed = True
+            if len(seqs) < COMMON:
+                out[i].n, out[i].seqs = len(seqs), seqs
+            else:  # common: the sample's estimate says by how much
+                out[i].n = max(float(COMMON), out[i].n)
 
     unsure = [
         i for i, c in enumerate(out) if not (c.n >= SAMPLE_HITS * scale and c.n >= SURELY_COMMON)
@@ -202,7 +206,7 @@ async def _counts(
     for i, t in enumerate(terms):
         wider = _wider(t, out[i].n) if i in unsure else None
         if wider is not None:
-            out[i] = _Counted(wider, seen.get(wider, 0) * scale, False)
+            out[i] = _Counted(wider, len(held[wider]) * scale)
             (wider_up if cheap(wider) else recent).append(i)
     if wider_up:
         await count(wider_up)
@@ -217,11 +221,12 @@ async def _counts(
     wide_scale = _scale(start, top)
     rare: list[int] = []
     for i in recent:
-        h = sum(1 for _, bits in window if bits >> i & 1)
+        seqs = [seq for seq, bits in window if bits >> i & 1]
         # Found often enough lately: estimated, and kept out of the index.
-        out[i].n = h * wide_scale
-        out[i].indexed = start == 1
-        if start > 1 and h < SAMPLE_HITS:
+        out[i].n = len(seqs) * wide_scale
+        if start == 1:  # the window is the whole session
+            out[i].seqs = seqs if len(seqs) < COMMON else None
+        elif len(seqs) < SAMPLE_HITS:
             rare.append(i)
     if rare:
         await count(rare)
@@ -255,24 +260,15 @@ async def rank(
     literal_weight = 2 * sum(weight.values())
     exact_texts = literals(q)
     found = [(terms[i], counted[i].n) for i in present]
-    selective = [i for i in present if counted[i].n < COMMON and counted[i].indexed]
+    selective = [i for i in present if counted[i].seqs is not None]
     if selective:
-        # The messages holding the selective terms, through the index (each holds fewer
-        # than COMMON), scored by those terms; the best then by every term, and the
-        # literal text. The common terms' weights only order the best: matching them
-        # against every candidate would read each candidate's whole vector.
-        matched = await repo.term_matches(
-            conn,
-            tenant,
-            sid,
-            [in_session(tenant, sid, counted[i].form) for i in selective],
-            top + 1,
-            roles,
-            COMMON,
-        )
+        # The messages holding the selective terms, scored by those terms; the best then
+        # by every term, and the literal text. The common terms' weights only order the
+        # best: matching them against every candidate would read each one's whole vector.
         by_seq: dict[int, float] = {}
-        for k, seq in matched:
-            by_seq[seq] = by_seq.get(seq, 0.0) + weight[selective[k]]
+        for i in selective:
+            for seq in counted[i].seqs or ():
+                by_seq[seq] = by_seq.get(seq, 0.0) + weight[i]
         ranked = sorted(by_seq.items(), key=lambda kv: (-kv[1], -kv[0]))[:RESCORED]
         # Every term is selective: the scores are whole.
         whole = len(selective) == len(present)

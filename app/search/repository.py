@@ -64,23 +64,6 @@ LIMIT $7
 """
 
 
-# How many of the session's messages each tsquery matches, counted up to $6 only: past
-# that a term is common. Through the index: the bitmap holds every match before the
-# count stops, so only terms not already known to be common are counted here.
-TERM_COUNTS = f"""
-SELECT g.i, (
-    SELECT count(*) FROM (
-        SELECT 1 FROM (
-            SELECT m.tenant_id, m.session_id, m.seq, m.role FROM messages m
-            WHERE m.search @@ g.q OFFSET 0
-        ) AS m
-        WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
-        LIMIT $6
-    ) AS x
-) AS n
-FROM unnest($3::tsquery[]) WITH ORDINALITY AS g(q, i)
-"""
-
 # The newest `$6` messages matching `$3` (the session's key in it) below seq `$4`,
 # through the index.
 NEWEST_INDEXED = f"""
@@ -132,8 +115,10 @@ ORDER BY score DESC, m.seq DESC
 LIMIT $9
 """
 
-# The messages each of the tsqueries `$3` matches (the session's key in each), below seq
-# `$4`, newest first, at most `$6` each: through the index, for rare terms only.
+# The messages each of the tsqueries `$3` matches (the session's key in each) below seq
+# `$4`, at most `$6` each, in no order: through the index, the bitmap holds every match
+# of a term before the read stops, so only terms not already known to be common are
+# looked up so. Fewer than `$6` is all of them; `$6` means common.
 TERM_MATCHES = f"""
 SELECT g.i, x.seq FROM unnest($3::tsquery[]) WITH ORDINALITY AS g(q, i)
 CROSS JOIN LATERAL (
@@ -142,7 +127,6 @@ CROSS JOIN LATERAL (
         WHERE m.search @@ g.q OFFSET 0
     ) AS m
     WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
-    ORDER BY m.seq DESC
     LIMIT $6
 ) AS x
 """
@@ -177,20 +161,6 @@ async def matches(
         _matches_sql(len(tsqueries)), tenant, sid, first, last, roles, having, limit, *tsqueries
     )
     return [(int(r["seq"]), int(r["hits"])) for r in rows]
-
-
-async def term_counts(
-    conn: Any,
-    tenant: str,
-    sid: str,
-    queries: Sequence[str],
-    before_seq: int,
-    roles: Sequence[str] | None,
-    cap: int,
-) -> list[int]:
-    rows = await conn.fetch(TERM_COUNTS, tenant, sid, list(queries), before_seq, roles, cap)
-    by_i = {int(r["i"]): int(r["n"]) for r in rows}
-    return [by_i.get(i, 0) for i in range(1, len(queries) + 1)]
 
 
 async def newest_indexed(
@@ -242,10 +212,13 @@ async def term_matches(
     before_seq: int,
     roles: Sequence[str] | None,
     cap: int,
-) -> list[tuple[int, int]]:
-    """(term index from 0, seq) for each message each query matches, newest `cap` each."""
+) -> list[list[int]]:
+    """For each query, the seqs of the messages it matches, at most `cap` of them."""
     rows = await conn.fetch(TERM_MATCHES, tenant, sid, list(queries), before_seq, roles, cap)
-    return [(int(r["i"]) - 1, int(r["seq"])) for r in rows]
+    out: list[list[int]] = [[] for _ in queries]
+    for r in rows:
+        out[int(r["i"]) - 1].append(int(r["seq"]))
+    return out
 
 
 async def call_names(conn: Any, tenant: str, sid: str, call_ids: Sequence[str]) -> dict[str, str]:
