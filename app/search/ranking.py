@@ -133,11 +133,13 @@ def _phrase_parts(tsquery: str) -> list[str]:
     return list(parts)
 
 
-def _sampled(terms: Sequence[Term]) -> list[str]:
-    """What the sample matches: each term's exact form (first, so bit i is term i), then
-    their full forms, then the parts of any phrase, to judge what a lookup would cost."""
+def _sampled(terms: Sequence[Term], whole: bool) -> list[str]:
+    """What the sample matches: each term's exact form (first, so bit i is term i), then,
+    when the sample is the `whole` session, their full forms (counted there too), then
+    the parts of any phrase, to judge what a lookup would cost."""
     out = {t.exact: None for t in terms}
-    out.update((t.tsquery, None) for t in terms)
+    if whole:
+        out.update((t.tsquery, None) for t in terms)
     for t in terms:
         for form in (t.exact, t.tsquery):
             out.update((part, None) for part in _phrase_parts(form))
@@ -155,7 +157,7 @@ async def _counts(
     """Each term's form and count among the session's messages with seq <= `top`, and
     the recent window when one was read."""
     first = max(1, top - SAMPLE + 1)
-    sampled = _sampled(terms)
+    sampled = _sampled(terms, first == 1)
     sample = await repo.matches(conn, tenant, sid, sampled, first, top, roles)
     held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(sampled)}
     scale = _scale(first, top)
@@ -206,7 +208,7 @@ async def _counts(
     for i, t in enumerate(terms):
         wider = _wider(t, out[i].n) if i in unsure else None
         if wider is not None:
-            out[i] = _Counted(wider, len(held[wider]) * scale)
+            out[i] = _Counted(wider, 0.0)
             (wider_up if cheap(wider) else recent).append(i)
     if wider_up:
         await count(wider_up)
@@ -288,6 +290,29 @@ async def rank(
     # key: those holding all the terms come first, newest first among equals.
     rarest = min(present, key=lambda i: counted[i].n)
     start = max(1, top - WINDOW + 1)
+    if _single(counted[rarest].form) and counted[rarest].n <= WINDOW:
+        # One lexeme in no more messages than the window holds: the newest holding it,
+        # through the index, which reads no vector to find them.
+        newest = await repo.newest_indexed(
+            conn,
+            tenant,
+            sid,
+            in_session(tenant, sid, counted[rarest].form),
+            top + 1,
+            roles,
+            RESCORED,
+        )
+        rows = await repo.finish(
+            conn,
+            tenant,
+            sid,
+            [(seq, None) for seq in newest],
+            weighted,
+            exact_texts,
+            literal_weight,
+            limit,
+        )
+        return Ranked(rows, found)
     if window is not None and rarest in window.complete:
         scored = [row for row in window.rows if row[1] >> rarest & 1]
     else:
