@@ -47,7 +47,7 @@ COMMON = 200
 RESCORED = 50
 # An identifier outweighs plain words: "what did the test say about X" is about X.
 IDENTIFIER_BOOST = 3.0
-# The newest messages read to tell common terms from rare ones.
+# The messages read to tell common terms from rare ones: spread over a longer session.
 SAMPLE = 200
 # The most tsqueries the sample matches (terms, wider forms, parts of phrases): one bit
 # each in a bigint. Every term's two forms fit.
@@ -55,7 +55,8 @@ MAX_SAMPLED = 62
 assert 2 * MAX_TERMS <= MAX_SAMPLED
 # A term is known common, without a count through the index, when it matches at least
 # this many messages of the sample (so the estimate rests on more than a chance hit)
-# and the estimate is well past COMMON.
+# and the estimate is well past COMMON. The same many in the recent window tell a
+# phrase or a prefix is not rare.
 SAMPLE_HITS = 3
 SURELY_COMMON = 2 * COMMON
 # A word matching fewer messages than this also matches as a prefix.
@@ -88,10 +89,6 @@ class _Counted:
 def _single(tsquery: str) -> bool:
     """One lexeme, looked up as itself: no phrase to check, no prefix to expand."""
     return "<->" not in tsquery and ":*" not in tsquery
-
-
-def _scale(first: int, top: int) -> float:
-    return top / (top - first + 1)
 
 
 def _wider(term: Term, exact_count: float) -> str | None:
@@ -133,13 +130,11 @@ def _phrase_parts(tsquery: str) -> list[str]:
     return list(parts)
 
 
-def _sampled(terms: Sequence[Term], whole: bool) -> list[str]:
-    """What the sample matches: each term's exact form (first, so bit i is term i), then,
-    when the sample is the `whole` session, their full forms (counted there too), then
-    the parts of any phrase, to judge what a lookup would cost."""
+def _sampled(terms: Sequence[Term]) -> list[str]:
+    """What the sample matches: each term's exact form (first, so bit i is term i), its
+    full form, and the parts of any phrase, to judge what a lookup would cost."""
     out = {t.exact: None for t in terms}
-    if whole:
-        out.update((t.tsquery, None) for t in terms)
+    out.update((t.tsquery, None) for t in terms)
     for t in terms:
         for form in (t.exact, t.tsquery):
             out.update((part, None) for part in _phrase_parts(form))
@@ -156,18 +151,26 @@ async def _counts(
 ) -> tuple[list[_Counted], _Window | None]:
     """Each term's form and count among the session's messages with seq <= `top`, and
     the recent window when one was read."""
-    first = max(1, top - SAMPLE + 1)
-    sampled = _sampled(terms, first == 1)
-    sample = await repo.matches(conn, tenant, sid, sampled, first, top, roles)
-    held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(sampled)}
-    scale = _scale(first, top)
-    if first == 1:  # the sample is the whole session: its counts are exact
-        out = [_Counted(t.exact, len(held[t.exact]), held[t.exact]) for t in terms]
+    sampled = _sampled(terms)
+    if top <= SAMPLE:  # the sample is the whole session: its counts are exact
+        sample = await repo.matches(conn, tenant, sid, sampled, 1, top, roles)
+        held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(sampled)}
+        out = [_Counted(t.exact, len(held[t.exact]), held[t.exact], True) for t in terms]
         for i, t in enumerate(terms):
             wider = _wider(t, out[i].n)
             if wider is not None:
-                out[i] = _Counted(wider, len(held[wider]), held[wider])
+                out[i] = _Counted(wider, len(held[wider]), held[wider], True)
         return out, None
+    # SAMPLE messages spread evenly over the session, one probe of the primary key each:
+    # a word's frequency where it is frequent, recently or long ago.
+    step = top / SAMPLE
+    probes = sorted({top - int(j * step) for j in range(SAMPLE)})
+    sample = await repo.spread(conn, tenant, sid, sampled, probes, roles)
+    seen = {q: sum(1 for _, bits in sample if bits >> k & 1) for k, q in enumerate(sampled)}
+    scale = top / len(probes)
+
+    def surely_common(form: str) -> bool:
+        return seen.get(form, 0) >= SAMPLE_HITS and seen[form] * scale >= SURELY_COMMON
 
     def cheap(form: str) -> bool:
         """Whether the index finds `form` at little cost: one lexeme, or a phrase one of
@@ -176,9 +179,9 @@ async def _counts(
         starts, in every session."""
         if _single(form):
             return True
-        return any(not held.get(p, [0]) for p in _phrase_parts(form))
+        return any(seen.get(p, 1) == 0 for p in _phrase_parts(form))
 
-    out = [_Counted(t.exact, len(held[t.exact]) * scale) for t in terms]
+    out = [_Counted(t.exact, seen.get(t.exact, 0) * scale) for t in terms]
 
     async def count(which: list[int]) -> None:
         found = await repo.term_matches(
@@ -197,9 +200,7 @@ async def _counts(
             else:  # common: the sample's estimate says by how much
                 out[i].n = max(float(COMMON), out[i].n)
 
-    unsure = [
-        i for i, c in enumerate(out) if not (c.n >= SAMPLE_HITS * scale and c.n >= SURELY_COMMON)
-    ]
+    unsure = [i for i, t in enumerate(terms) if not surely_common(t.exact)]
     # Terms matched against the recent window before the index.
     recent = [i for i in unsure if not cheap(out[i].form)]
     if looked_up := [i for i in unsure if cheap(out[i].form)]:
@@ -207,8 +208,10 @@ async def _counts(
     wider_up: list[int] = []
     for i, t in enumerate(terms):
         wider = _wider(t, out[i].n) if i in unsure else None
-        if wider is not None:
-            out[i] = _Counted(wider, 0.0)
+        if wider is None:
+            continue
+        out[i] = _Counted(wider, seen.get(wider, 0) * scale)
+        if not surely_common(wider):
             (wider_up if cheap(wider) else recent).append(i)
     if wider_up:
         await count(wider_up)
@@ -220,14 +223,14 @@ async def _counts(
     start = max(1, top - WINDOW + 1)
     having = " | ".join(f"({out[i].form})" for i in recent)
     window = await repo.matches(conn, tenant, sid, [c.form for c in out], start, top, roles, having)
-    wide_scale = _scale(start, top)
+    wide_scale = top / (top - start + 1)
     rare: list[int] = []
     for i in recent:
         seqs = [seq for seq, bits in window if bits >> i & 1]
         # Found often enough lately: estimated, and kept out of the index.
-        out[i].n = len(seqs) * wide_scale
+        out[i].n = max(len(seqs) * wide_scale, out[i].n)
         if start == 1:  # the window is the whole session
-            out[i].seqs = seqs if len(seqs) < COMMON else None
+            out[i].seqs, out[i].indexed = (seqs if len(seqs) < COMMON else None), True
         elif len(seqs) < SAMPLE_HITS:
             rare.append(i)
     if rare:

@@ -31,12 +31,21 @@ _ROLES = "($5::text[] IS NULL OR m.role = ANY($5::text[]))"
 # against it decompresses it again. Where several terms are matched against one
 # message, `setweight(v, 'D')` (D is the weight every lexeme already has: the same
 # vector) makes one decompressed copy for all of them.
-def _matches_sql(terms: int) -> str:
+def _matches_sql(terms: int, spread: bool = False) -> str:
     # One bit per term: which of the query's terms each message of the window [$3, $4]
-    # matches, for those matching `$6` (every message when NULL), newest first, at most
-    # $7 (all when NULL). By primary key, newest first, so a limit stops the read; each
-    # vector matched in memory.
+    # (`spread`: each of the seqs $3) matches, for those matching `$6` (every message when
+    # NULL), newest first, at most $7 (all when NULL). By primary key, newest first, so
+    # a limit stops the read; each vector matched in memory.
     bits = " | ".join(f"((w.v @@ ${8 + i}::tsquery)::int::bigint << {i})" for i in range(terms))
+    messages = (
+        "SELECT m.seq, m.search FROM unnest($3::bigint[]) AS s(seq)"
+        " JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = s.seq"
+        f" WHERE $4::bigint IS NULL AND {_ROLES}"
+        if spread
+        else "SELECT m.seq, m.search FROM messages m"
+        " WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq BETWEEN $3 AND $4"
+        f" AND {_ROLES}"
+    )
     # Each OFFSET 0 keeps a level apart: the window read by primary key only (a tsquery
     # beside the key would let the planner take the index), the copy made once per
     # message and the bits once (flattened, each would be computed once per reference).
@@ -45,9 +54,7 @@ def _matches_sql(terms: int) -> str:
 SELECT seq, hits FROM (
     SELECT w.seq, {bits} AS hits FROM (
         SELECT k.seq, setweight(k.search, 'D') AS v FROM (
-            SELECT m.seq, m.search FROM messages m
-            WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq BETWEEN $3 AND $4
-              AND {_ROLES}
+            {messages}
             ORDER BY m.seq DESC
             OFFSET 0
         ) AS k
@@ -159,6 +166,29 @@ async def matches(
     [first, last] that match `having` (when given) and any term; the newest `limit`."""
     rows = await conn.fetch(
         _matches_sql(len(tsqueries)), tenant, sid, first, last, roles, having, limit, *tsqueries
+    )
+    return [(int(r["seq"]), int(r["hits"])) for r in rows]
+
+
+async def spread(
+    conn: Any,
+    tenant: str,
+    sid: str,
+    tsqueries: Sequence[str],
+    seqs: Sequence[int],
+    roles: Sequence[str] | None,
+) -> list[tuple[int, int]]:
+    """As `matches`, for the messages with these seqs: one probe of the primary key each."""
+    rows = await conn.fetch(
+        _matches_sql(len(tsqueries), spread=True),
+        tenant,
+        sid,
+        list(seqs),
+        None,
+        roles,
+        None,
+        None,
+        *tsqueries,
     )
     return [(int(r["seq"]), int(r["hits"])) for r in rows]
 
