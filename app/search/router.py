@@ -32,13 +32,15 @@ async def search(
     ] = None,
 ) -> dict[str, Any]:
     """Every message of the session is searched: compacted ones, ones a payload left
-    out, tool outputs, tool-call names and arguments. Words match whole or, from
-    three characters on, as a prefix; an identifier (`src/app/models.py`,
-    `snake_case_name`, `getUserName`) whole or by a run of its parts
-    (`app/models.py`, `case_name`); Chinese, Japanese and Korean text by any
-    substring of two or more characters. Messages matching the query's rarest
-    terms rank first, newest first among equals. A query of only punctuation
-    finds nothing; an empty one is a 422. Read a hit in full at its `path`."""
+    out, tool outputs, tool-call names and arguments. Words match whole, and a word
+    in few messages also as a prefix from three characters on; an identifier
+    (`src/app/models.py`, `snake_case_name`, `getUserName`) whole or, when no
+    message holds it whole, by a run of its parts (`app/models.py`, `case_name`);
+    Chinese, Japanese and Korean text by any substring of two or more characters,
+    a longer run pair by pair (a question naming something finds it). Messages
+    matching the query's rarest terms rank first, newest first among equals. A
+    query of only punctuation finds nothing; an empty one is a 422. Read a hit in
+    full at its `path`."""
     found = await service.search(
         db,
         tenant,
