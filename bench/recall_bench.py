@@ -1,34 +1,43 @@
 """Recall: search latency at scale, the index's cost to appends, and recall@3.
 
     python bench/recall_bench.py [--parts latency,append,recall] [--database-url URL]
-        [--messages 1000000] [--big 100000] [--rounds 3] [--round-s 8] [--clients 20]
-        [--budget 8000] [--statistics analyze|none]
+        [--messages 1000000] [--big 100000] [--before REV] [--keep]
+        [--rounds 3] [--round-s 8] [--clients 20]
+        [--budget 8000] [--zh-budgets 1000,2000] [--pad 0] [--statistics analyze|none]
 
 Each part runs in a throwaway database (on `--database-url`, else
 `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL), migrated to head, with the
-app built in this process (`create_app`: no HTTP server in between).
+app built in this process (`create_app`: no HTTP server in between). `--before REV`
+(latency and recall) also runs `app/search` as it was at commit REV, with the query
+side of `app/messages/lexemes.py` it had, alternated with the working tree's query
+by query, and says how often both found the same messages.
 
 1. latency: `--messages` messages in all, `--big` of them in one session and the
-   rest in sessions of 5,000, written by bulk COPY (the dataset's messages cycled,
-   each with the lexemes appends store, the GIN index built after the load; every
-   100th message carries a unique code `RX-<n>`). Then `app.search.service.search`
-   on the big session, one call at a time, for four kinds of query: a unique code,
-   a word or identifier of the dataset (dozens to thousands of matches), a
-   question naming a unique code ("what did the output say about RX-…"), a
-   Chinese phrase. p50/p99/max in ms per kind, over every call.
+   rest in sessions of 5,000: each distinct dataset message's row and lexemes are
+   made once, in Python, and the database replicates them (INSERT … SELECT over
+   generate_series; every 100th message carries a unique code `RX-<n>`, made one by
+   one), then the GIN index, then ANALYZE. `--keep` keeps that database for the
+   next run (named by a fingerprint of what appends store, the migrations and the
+   sizes: loaded again when they change). Then `app.search.service.search` on the
+   big session, one call at a time, for five kinds of query: a unique code, a word
+   or identifier of the dataset (dozens to thousands of matches), a question naming
+   a unique code ("what did the output say about RX-…"), a question of common
+   words only, a Chinese word or phrase. p50/p99/max in ms per kind, over every call.
 2. append: concurrent appends (one dataset message each, `--clients` sessions)
    through `app.messages.service.append` with its group commit, as the server runs
    it: A with the search index (lexemes made and stored, GIN maintained) against B
    without (no lexemes, index dropped), alternated A B A B … `--rounds` times for
    `--round-s` seconds each. appends/s per round, and B/A.
-3. recall: the dataset's sessions by language (English: each alone; Chinese: the
-   short dialogues one after another as one long conversation), replayed message
-   by message. Before each assistant message whose log exceeds `--budget`, the
-   payload at that budget (GET /context, default strategy; the Chinese conversation
-   at each of `--zh-budgets` instead, since at 8,000 tokens it hardly trims); for every identifier
-   of that assistant message (app/compaction/signals.extract_identifiers) that the
-   payload does not hold and the log before it does: search with the identifier,
-   and with a question naming it; a hit when one of the top 3 messages holds it.
+3. recall: the dataset's sessions by language (English: each alone, after `--pad`
+   messages of the dataset when given; Chinese: the short dialogues one after
+   another as one conversation), replayed message by message. Before each
+   assistant message (Chinese: each message, a user's too) whose log exceeds
+   `--budget` (Chinese: each of `--zh-budgets`, since at 8,000 tokens it hardly
+   trims), the payload at that budget (GET /context, default strategy); for every
+   identifier of that message (app/compaction/signals.extract_identifiers; Chinese:
+   also the names and phrases it takes from earlier, `chinese_terms`) that the
+   payload does not hold and the log before it does: search with it, and with a
+   question naming it; a hit when one of the top 3 messages holds it.
 
 The table goes to stdout, progress to stderr.
 """
@@ -565,7 +574,8 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
                     tokens = 0
                     for t, m in enumerate(msgs):
                         # Chinese: what a user's turn names too (the dialogues are short).
-                        if t == 0 or (m["role"] != "assistant" and lang != "zh"):
+                        turns = ("assistant", "user") if lang == "zh" else ("assistant",)
+                        if t == 0 or m["role"] not in turns:
                             continue
                         batch = msgs[done:t]
                         if batch:

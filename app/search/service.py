@@ -1,14 +1,9 @@
 """Recall: full-text search over every message of a session, ranked.
 
-Ranking is by the query's rarer terms, the way a person reads a query: in
-"what did the test say about HXDUBJ" the identifier is what matters, and the
-words are in every other message. Each term (a word, an identifier, a CJK run:
-app/messages/lexemes.py) is counted among the session's messages up to a cap; the
-candidates are the messages matching any term under the cap, each scored by
-the sum of its terms' weights (`log(1 + messages / matches)`, an inverse
-document frequency), newest first among equals. A query whose every term is
-common matches the messages holding all of them, newest first. Both reads are
-bounded by the cap, not by the session's length.
+This module is the entrance: it checks the query, finds the session, has
+app/search/ranking.py choose and order the messages (by the query's rarer terms,
+reading as little of the session as it can), and makes the
+hits: role, tool name, a snippet and the line of the match.
 """
 
 from __future__ import annotations
