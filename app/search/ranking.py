@@ -113,6 +113,7 @@ class _Window:
 
     start: int
     complete: frozenset[int]
+    forms: list[str]  # what bit i was matched with: term i's form then
     rows: list[tuple[int, int]]
 
 
@@ -130,11 +131,13 @@ def _phrase_parts(tsquery: str) -> list[str]:
     return list(parts)
 
 
-def _sampled(terms: Sequence[Term]) -> list[str]:
+def _sampled(terms: Sequence[Term], whole: bool) -> list[str]:
     """What the sample matches: each term's exact form (first, so bit i is term i), its
-    full form, and the parts of any phrase, to judge what a lookup would cost."""
+    full form when the sample is the `whole` session (to count it there), and the parts
+    of any phrase, to judge what a lookup would cost."""
     out = {t.exact: None for t in terms}
-    out.update((t.tsquery, None) for t in terms)
+    if whole:
+        out.update((t.tsquery, None) for t in terms)
     for t in terms:
         for form in (t.exact, t.tsquery):
             out.update((part, None) for part in _phrase_parts(form))
@@ -148,10 +151,10 @@ async def _counts(
     terms: Sequence[Term],
     top: int,
     roles: Sequence[str] | None,
-) -> tuple[list[_Counted], _Window | None]:
+) -> tuple[list[_Counted], list[_Window]]:
     """Each term's form and count among the session's messages with seq <= `top`, and
-    the recent window when one was read."""
-    sampled = _sampled(terms)
+    the recent windows read."""
+    sampled = _sampled(terms, top <= SAMPLE)
     if top <= SAMPLE:  # the sample is the whole session: its counts are exact
         sample = await repo.matches(conn, tenant, sid, sampled, 1, top, roles)
         held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(sampled)}
@@ -160,7 +163,7 @@ async def _counts(
             wider = _wider(t, out[i].n)
             if wider is not None:
                 out[i] = _Counted(wider, len(held[wider]), held[wider], True)
-        return out, None
+        return out, []
     # SAMPLE messages spread evenly over the session, one probe of the primary key each:
     # a word's frequency where it is frequent, recently or long ago.
     step = top / SAMPLE
@@ -182,8 +185,12 @@ async def _counts(
         return any(seen.get(p, 1) == 0 for p in _phrase_parts(form))
 
     out = [_Counted(t.exact, seen.get(t.exact, 0) * scale) for t in terms]
+    windows: list[_Window] = []
 
     async def count(which: list[int]) -> None:
+        """Through the index: the rare terms' counts and messages."""
+        if not which:
+            return
         found = await repo.term_matches(
             conn,
             tenant,
@@ -200,42 +207,49 @@ async def _counts(
             else:  # common: the sample's estimate says by how much
                 out[i].n = max(float(COMMON), out[i].n)
 
+    async def recent(which: list[int]) -> None:
+        """The newest WINDOW messages first, by primary key: a term found there often
+        enough is estimated from them and kept out of the index; the others are
+        counted through it."""
+        if not which:
+            return
+        start = max(1, top - WINDOW + 1)
+        having = " | ".join(f"({out[i].form})" for i in which)
+        forms = [c.form for c in out]
+        rows = await repo.matches(conn, tenant, sid, forms, start, top, roles, having)
+        wide_scale = top / (top - start + 1)
+        rare: list[int] = []
+        for i in which:
+            seqs = [seq for seq, bits in rows if bits >> i & 1]
+            out[i].n = max(len(seqs) * wide_scale, out[i].n)
+            if start == 1:  # the window is the whole session
+                out[i].seqs, out[i].indexed = (seqs if len(seqs) < COMMON else None), True
+            elif len(seqs) < SAMPLE_HITS:
+                rare.append(i)
+        windows.append(_Window(start, frozenset(which), forms, rows))
+        await count(rare)
+
     unsure = [i for i, t in enumerate(terms) if not surely_common(t.exact)]
-    # Terms matched against the recent window before the index.
-    recent = [i for i in unsure if not cheap(out[i].form)]
-    if looked_up := [i for i in unsure if cheap(out[i].form)]:
-        await count(looked_up)
+    # A term the sample never met is likely rare: through the index, cheaply. One it met
+    # once or twice may be in thousands of messages, each a read there; a phrase of
+    # common parts costs a check of every message holding them: the window first.
+    first_up = [i for i in unsure if cheap(out[i].form) and not seen.get(out[i].form)]
+    await count(first_up)
+    await recent([i for i in unsure if i not in first_up])
+    # Wider forms, where the exact form is rare.
     wider_up: list[int] = []
-    for i, t in enumerate(terms):
-        wider = _wider(t, out[i].n) if i in unsure else None
+    wider_recent: list[int] = []
+    for i in unsure:
+        wider = _wider(terms[i], out[i].n)
         if wider is None:
             continue
         out[i] = _Counted(wider, seen.get(wider, 0) * scale)
         if not surely_common(wider):
-            (wider_up if cheap(wider) else recent).append(i)
-    if wider_up:
-        await count(wider_up)
-    if not recent:
-        return out, None
-    # A phrase of common parts, or a prefix: through the index it would cost a check of
-    # every message holding the parts, or a read of every lexeme it starts. The recent
-    # messages first.
-    start = max(1, top - WINDOW + 1)
-    having = " | ".join(f"({out[i].form})" for i in recent)
-    window = await repo.matches(conn, tenant, sid, [c.form for c in out], start, top, roles, having)
-    wide_scale = top / (top - start + 1)
-    rare: list[int] = []
-    for i in recent:
-        seqs = [seq for seq, bits in window if bits >> i & 1]
-        # Found often enough lately: estimated, and kept out of the index.
-        out[i].n = max(len(seqs) * wide_scale, out[i].n)
-        if start == 1:  # the window is the whole session
-            out[i].seqs, out[i].indexed = (seqs if len(seqs) < COMMON else None), True
-        elif len(seqs) < SAMPLE_HITS:
-            rare.append(i)
-    if rare:
-        await count(rare)
-    return out, _Window(start, frozenset(recent), window)
+            # A prefix reads every lexeme it starts, in every session: the window first.
+            (wider_up if cheap(wider) else wider_recent).append(i)
+    await count(wider_up)
+    await recent(wider_recent)
+    return out, windows
 
 
 async def rank(
@@ -251,7 +265,7 @@ async def rank(
 ) -> Ranked:
     """The best `limit` messages of the session with seq <= `top` for the query `q`
     (split into `terms`); `total` messages in the session."""
-    counted, window = await _counts(conn, tenant, sid, terms, top, roles)
+    counted, windows = await _counts(conn, tenant, sid, terms, top, roles)
     present = [i for i, c in enumerate(counted) if c.n > 0]
     if not present:
         return Ranked([], [])
@@ -293,14 +307,24 @@ async def rank(
     # key: those holding all the terms come first, newest first among equals.
     rarest = min(present, key=lambda i: counted[i].n)
     start = max(1, top - WINDOW + 1)
-    if _single(counted[rarest].form) and counted[rarest].n <= WINDOW:
+    forms = [c.form for c in counted]
+    # A window read for the counts may already hold every recent message with it.
+    window = next(
+        (
+            w
+            for w in windows
+            if rarest in w.complete and all(w.forms[i] == forms[i] for i in present)
+        ),
+        None,
+    )
+    if window is None and _single(forms[rarest]) and counted[rarest].n <= WINDOW:
         # One lexeme in no more messages than the window holds: the newest holding it,
         # through the index, which reads no vector to find them.
         newest = await repo.newest_indexed(
             conn,
             tenant,
             sid,
-            in_session(tenant, sid, counted[rarest].form),
+            in_session(tenant, sid, forms[rarest]),
             top + 1,
             roles,
             RESCORED,
@@ -316,14 +340,14 @@ async def rank(
             limit,
         )
         return Ranked(rows, found)
-    if window is not None and rarest in window.complete:
+    if window is not None:
         scored = [row for row in window.rows if row[1] >> rarest & 1]
     else:
         scored = await repo.matches(
             conn,
             tenant,
             sid,
-            [c.form for c in counted],
+            forms,
             start,
             top,
             roles,
