@@ -352,6 +352,8 @@ async def rank(
             top,
             roles,
             counted[rarest].form,
+            # One term: all score the same, the newest are the best.
+            RESCORED if len(present) == 1 else None,
         )
 
     def score(bits: int) -> float:
