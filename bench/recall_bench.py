@@ -3,7 +3,7 @@
     python bench/recall_bench.py [--parts latency,append,recall] [--database-url URL]
         [--messages 1000000] [--big 100000] [--before REV] [--keep]
         [--rounds 3] [--round-s 8] [--clients 20]
-        [--budget 8000] [--zh-budgets 1000,2000] [--pad 0] [--statistics analyze|none]
+        [--budget 8000] [--zh-budgets 300,500,1000,2000] [--pad 0] [--statistics analyze|none]
 
 Each part runs in a throwaway database (on `--database-url`, else
 `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL), migrated to head, with the
@@ -648,7 +648,9 @@ def main() -> int:
     p.add_argument("--budget", type=int, default=8000)
     # The Chinese dialogues are short: at 8,000 tokens few identifiers are ever left out.
     p.add_argument(
-        "--zh-budgets", type=lambda v: [int(b) for b in v.split(",")], default=[1000, 2000]
+        "--zh-budgets",
+        type=lambda v: [int(b) for b in v.split(",")],
+        default=[300, 500, 1000, 2000],
     )
     p.add_argument(
         "--before",
