@@ -257,7 +257,8 @@ MAX_TERMS = 24
 # a longer one pair by pair.
 CJK_PHRASE_CHARS = 4
 # A single word this short matches as itself only; longer ones also as a prefix
-# (`datenbank` finds `Datenbanken`, `HXDU` finds `HXDUBJ`).
+# (`datenbank` finds `Datenbanken`, `HXDU` finds `HXDUBJ`) when the word itself is
+# rare (app/search/ranking.py).
 PREFIX_MIN_CHARS = 3
 
 
