@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
@@ -272,3 +273,37 @@ def test_when_not_every_user_message_fits_short_ones_stay(strategy: str) -> None
     assert not result.over_budget and result.usage.input_tokens <= 300
     shorts = [m.seq for m in history if m.role == "user" and m.token_count < 30]
     assert set(shorts) <= set(result.kept_seqs)
+
+
+def test_a_masked_step_keeps_its_calls_with_long_arguments_cut_to_their_head() -> None:
+    """A step that wrote a file through a heredoc is masked to its call's head: valid JSON
+    arguments with the same keys, the head of the command (the path it wrote), where the
+    rest is, and far fewer tokens than the whole call."""
+    heredoc = "cat <<'EOF' > src/parser.py\n" + "def rule_%d(): return %d\n" * 300 + "EOF"
+    command = heredoc % tuple(x for i in range(300) for x in (i, i))
+    msgs: list[dict[str, Any]] = [user("Write the parser in src/parser.py.")]
+    msgs.append(
+        {
+            "role": "assistant",
+            "content": "THOUGHT: I will write the parser now.",
+            "tool_calls": [
+                {
+                    "id": "w1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+                }
+            ],
+        }
+    )
+    msgs.append(tool("w1", "done"))
+    msgs += agent_run(40, "check output line\n" * 40)[1:]
+    history = log_of(msgs)
+    result = run(history, budget=6000, session_id="s")
+    sent = next(
+        m for m in result.messages if m.get("tool_calls") and m["tool_calls"][0]["id"] == "w1"
+    )
+    args = json.loads(sent["tool_calls"][0]["function"]["arguments"])
+    assert set(args) == {"command"}
+    assert args["command"].startswith("cat <<'EOF' > src/parser.py")
+    assert "/sessions/s/messages/2" in args["command"]
+    assert COUNTER.count_message(sent) < history[1].token_count // 5
