@@ -4,8 +4,9 @@ The pure parts are re-exported here; the job table, runner, fenced store and
 HTTP endpoints build on them.
 """
 
+from app.compaction.brief import SummaryOptions, SummarySettings
 from app.compaction.candidates import FlushCandidate, extract_candidates
-from app.compaction.engine import SummaryOptions, SummarySettings, summarise
+from app.compaction.engine import summarise
 from app.compaction.llm import (
     ChatModelClient,
     ChatResult,
