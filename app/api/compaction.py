@@ -5,11 +5,11 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.answers import CompactionDryRun, CompactionJob, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.openapi import answers
-from app.api.schemas import CompactionDryRun, CompactionJob, CompactionState
-from app.api.types import StoredStr
 from app.compaction import service
+from app.jsonsafe import StoredStr
 from app.limits import LOCK_TOKEN_MAX
 
 router = APIRouter(tags=["compaction"])

@@ -7,8 +7,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Path, Request
 from fastapi.encoders import jsonable_encoder
 
-# Database lived here before app/database.py: the re-export keeps old imports working.
-from app.database import Database as Database
+from app.database import Database
 from app.limits import SESSION_ID_PATTERN
 from app.models import DEFAULT_TENANT
 from app.settings import Settings

@@ -5,10 +5,10 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.answers import Lease
 from app.api.deps import DatabaseDep, SessionId, TenantDep, encoded
 from app.api.openapi import answers
-from app.api.schemas import Lease
-from app.api.types import StoredStr
+from app.jsonsafe import StoredStr
 from app.leases import service
 from app.limits import LEASE_OWNER_MAX, LEASE_TTL_MAX_S, LOCK_TOKEN_MAX
 

@@ -4,12 +4,13 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Response
 
+from app.api.answers import AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.lanes import AnsweredByLane
 from app.api.openapi import answers, request_body
-from app.api.schemas import AppendIn, AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
-from app.api.types import StoredStr
+from app.api.schemas import AppendIn
 from app.errors import NotFound, invalid
+from app.jsonsafe import StoredStr
 from app.limits import BIGINT_MAX, LOCK_TOKEN_MAX
 from app.messages import repository as repo
 from app.messages import service, tail

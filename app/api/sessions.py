@@ -7,12 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request, Response
 
 from app import events
+from app.api.answers import Budget, BudgetPreview, EventPage, Session, SessionPage
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.openapi import answers, request_body
-from app.api.schemas import Budget, BudgetPreview, BudgetPreviewIn, EventPage, Session, SessionPage
-from app.api.types import StoredStr
+from app.api.schemas import BudgetPreviewIn
+from app.budget import budget_of
 from app.errors import NotFound, invalid
-from app.jsonsafe import storable_problem
+from app.jsonsafe import StoredStr, storable_problem
 from app.limits import BIGINT_MAX
 from app.messages.service import count_batch_for
 from app.sessions import repository as repo
@@ -109,7 +110,7 @@ async def get_budget(
 ) -> dict[str, Any]:
     async with db.transaction() as s:
         row = await service.get_session(s, tenant, session_id)
-        return service.budget_of(row, settings).as_dict()
+        return budget_of(row, settings).as_dict()
 
 
 @router.post(
@@ -129,8 +130,8 @@ async def preview_budget(
     async with db.transaction() as s:
         row = await service.get_session(s, tenant, session_id)
         added = await count_batch_for(row, body.get("messages"), settings)
-        now = service.budget_of(row, settings)
-        after = service.budget_of(row, settings, extra_tokens=added)
+        now = budget_of(row, settings)
+        after = budget_of(row, settings, extra_tokens=added)
     return {
         "budget": after.as_dict(),
         "current": now.as_dict(),

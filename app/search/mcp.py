@@ -26,6 +26,7 @@ from pydantic import Field
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from app.budget import budget_of
 from app.errors import ContextdError
 from app.models import DEFAULT_TENANT
 from app.search import service
@@ -107,7 +108,7 @@ def build(app: FastAPI) -> Host:
         try:
             async with app.state.database.transaction() as s:
                 row = await sessions.get_session(s, tenant_of(ctx), session_id)
-                status: dict[str, Any] = sessions.budget_of(row, app.state.settings).as_dict()
+                status: dict[str, Any] = budget_of(row, app.state.settings).as_dict()
         except ContextdError as exc:
             raise ToolError(str(exc)) from exc
         return json.dumps(status)

@@ -37,7 +37,7 @@ from app.search import repository as repo
 from app.sessions.service import get_session
 
 if TYPE_CHECKING:
-    from app.api.deps import Database
+    from app.database import Database
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LIMIT = 50

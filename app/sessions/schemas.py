@@ -10,14 +10,11 @@ from app.limits import (
     ANCHORS_MAX,
     LOCK_TOKEN_MAX,
     MODEL_NAME_MAX,
-    SESSION_ID_PATTERN,
     STRATEGY_NAME_MAX,
     SYSTEM_PROMPT_MAX,
     TOKENS_MAX,
     TOOLS_MAX,
 )
-
-__all__ = ["SESSION_ID_PATTERN", "Anchor", "LockTokenIn", "SessionSettingsIn"]
 
 Anchor = Annotated[StoredStr, Field(min_length=1, max_length=ANCHOR_MAX)]
 
