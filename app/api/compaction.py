@@ -9,15 +9,14 @@ from app.api.answers import CompactionDryRun, CompactionJob, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.openapi import answers
 from app.compaction import service
-from app.jsonsafe import StoredStr
-from app.limits import LOCK_TOKEN_MAX
+from app.leases.schemas import LockToken
 
 router = APIRouter(tags=["compaction"])
 
 
 class CompactIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
+    lock_token: LockToken | None = None
     wait: bool = False
     force: bool = Field(
         False, description="skip the no-thrash guards (too little to free, not regrown)"

@@ -30,8 +30,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.answers import ErrorInfo
+from app.leases.schemas import LockToken
 from app.limits import (
-    LOCK_TOKEN_MAX,
     MESSAGE_ID_MAX,
     PREFIX_ID_MAX,
     PREFIX_ID_PATTERN,
@@ -139,9 +139,7 @@ class AppendIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [APPEND_EXAMPLE]})
 
     messages: list[Message] = Field(min_length=1)
-    lock_token: str | None = Field(
-        None, max_length=LOCK_TOKEN_MAX, description="the live lease's token"
-    )
+    lock_token: LockToken | None = Field(None, description="the live lease's token")
 
 
 class BudgetPreviewIn(BaseModel):

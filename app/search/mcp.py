@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.budget import budget_of
 from app.errors import ContextdError
+from app.limits import SEARCH_LIMIT_MAX
 from app.models import DEFAULT_TENANT
 from app.search import service
 from app.search.tools import READ_DESCRIPTION, SEARCH_DESCRIPTION
@@ -60,7 +61,7 @@ def build(app: FastAPI) -> Host:
         session_id: SessionArg,
         query: Annotated[str, Field(description="words, identifiers or a phrase")],
         ctx: Context,
-        limit: Annotated[int, Field(ge=1, le=service.MAX_LIMIT)] = 5,
+        limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT_MAX)] = 5,
         before_seq: Annotated[int | None, Field(ge=1)] = None,
         roles: list[str] | None = None,
     ) -> str:

@@ -5,10 +5,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.jsonsafe import StoredStr
+from app.leases.schemas import LockToken
 from app.limits import (
     ANCHOR_MAX,
     ANCHORS_MAX,
-    LOCK_TOKEN_MAX,
     MODEL_NAME_MAX,
     STRATEGY_NAME_MAX,
     SYSTEM_PROMPT_MAX,
@@ -35,10 +35,4 @@ class SessionSettingsIn(BaseModel):
     recall: bool | None = None
     compaction: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
-    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
-
-
-class LockTokenIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
+    lock_token: LockToken | None = None
