@@ -81,7 +81,7 @@ import httpx
 
 from app.context import available_strategies
 from app.context.types import DEFAULT_STRATEGY
-from app.messages.types import content_text
+from app.conversation import content_text
 from app.models.job import ACTIVE
 from bench.common import (
     DATASET,
