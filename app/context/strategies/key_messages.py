@@ -12,7 +12,8 @@ beyond `USER_SHARE` of the budget are cut to head and key lines, oldest first
 (the task of a session's first hour must not crowd out the work of its last).
 
 Then the agent's steps, newest first (SPEC §3 "Recency before stability"):
-whole while they fit in the room less `MASK_SHARE` of it, then masked (tool
+whole while they fit in the room less `MASK_SHARE` of it (at most
+`MASK_MAX_TOKENS`), then masked (tool
 outputs as short previews with the path of the full message, long texts cut,
 tool calls whole), so that the oldest steps are the first to go and more of the
 agent's own actions fit than whole outputs would leave. A step larger than
@@ -63,9 +64,12 @@ POINTS = {
 }
 SIGNAL_ORDER = ("constraint", "decision", "path", "code", "number")
 RECENCY_MAX = 6
-# Of the room the agent's steps get, the share kept for older steps sent masked: the
-# newest steps are sent whole in the rest.
+# Of the room the agent's steps get, the share kept for older steps sent masked (the
+# newest steps are sent whole in the rest)...
 MASK_SHARE = 0.25
+# ... and never more than this many tokens: masked steps tell the model what it did, and
+# past a few thousand tokens of them whole recent steps serve the next step better.
+MASK_MAX_TOKENS = 6_000
 # A step larger than this share of the room (and than the room left for whole steps) is
 # masked alone; the steps before it are still sent whole.
 BIG_SHARE = 0.35
@@ -205,7 +209,7 @@ class KeyMessages(Strategy):
         fit at all, so that old steps go first and more of the agent's own actions stay
         than whole outputs would leave. When every step fits, masked ones are restored,
         newest first."""
-        full_left = room - int(MASK_SHARE * room)
+        full_left = room - min(int(MASK_SHARE * room), MASK_MAX_TOKENS)
         big = int(BIG_SHARE * room)
         left = room
         masking = False
