@@ -8,7 +8,7 @@
 # below takes effect only together with CONTEXTD_API_KEYS: without keys the container
 # runs and reports healthy but cannot be reached through a published port.
 #
-# Layout. A plain (non-editable) install: the wheel carries migrations/ inside the
+# Layout. A plain (non-editable) install: the wheel carries the migrations inside the
 # package (app/migrations, see [tool.setuptools] in pyproject.toml), so the runtime
 # stage needs nothing but the venv.
 
@@ -37,7 +37,6 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 
 # The project itself, without dependencies (all installed above).
 COPY README.md ./
-COPY migrations/ migrations/
 COPY app/ app/
 RUN pip install --no-deps . \
     && rm -rf build \

@@ -55,9 +55,14 @@ bench: $(STAMP)  ## the benchmarks of docs/measured.md, in order (~20 min; CONTE
 	$(BIN)/python bench/growth_bench.py --stats none,analyze
 	$(BIN)/python bench/calibration_bench.py
 
-clean:  ## remove the venv, caches and the embedded database (stopped first when running)
-	@if [ -x $(BIN)/python ]; then $(BIN)/python -m app.embedded_pg stop .contextd; \
-	elif [ -f .contextd/pgdata/postmaster.pid ] && kill -0 "$$(head -n 1 .contextd/pgdata/postmaster.pid)" 2>/dev/null; then \
+# `make clean` works on this folder whatever the caller's (make -f, make -C) and removes
+# fixed names only, so no variable given on the command line can point it elsewhere.
+ROOT := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+
+clean:  ## remove the venv, caches and the embedded database (stopped first; refused while it runs and .venv is gone)
+	@cd "$(ROOT)" && if [ -x .venv/bin/python ]; then .venv/bin/python -m app.embedded_pg stop .contextd; \
+	elif [ -f .contextd/pgdata/postmaster.pid ] && pid="$$(head -n 1 .contextd/pgdata/postmaster.pid)" && [ -n "$$pid" ] && \
+	  { kill -0 "$$pid" 2>/dev/null || [ -d "/proc/$$pid" ]; }; then \
 	  echo "the embedded PostgreSQL in .contextd is running and .venv is gone: stop it first" >&2; exit 1; fi
-	rm -rf $(VENV) .contextd .pytest_cache .mypy_cache .ruff_cache .hypothesis
-	rm -rf clients/typescript/node_modules clients/typescript/.build clients/typescript/dist
+	cd "$(ROOT)" && rm -rf -- .venv .contextd .pytest_cache .mypy_cache .ruff_cache .hypothesis \
+	  clients/typescript/node_modules clients/typescript/.build clients/typescript/dist

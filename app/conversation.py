@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from app.limits import Role as Role
+from app.limits import Role
 
 if TYPE_CHECKING:  # read by attribute only: the pure layers import no ORM
     from app.models import MessageRow

@@ -24,8 +24,6 @@ from sqlalchemy.ext.asyncio import (
 
 from app.pool import FairPool
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 
 def normalise_url(url: str) -> str:
     """Accept the usual `postgres://` and `postgresql://` spellings; we always drive asyncpg."""
@@ -133,10 +131,7 @@ async def transaction(factory: async_sessionmaker[AsyncSession]) -> AsyncIterato
 
 
 def migrations_dir() -> Path:
-    """`migrations/` of a source checkout (beside `app/` and `alembic.ini`), else the
-    copy an installed wheel carries inside the package (`app/migrations`)."""
-    if (REPO_ROOT / "alembic.ini").is_file() and (REPO_ROOT / "migrations").is_dir():
-        return REPO_ROOT / "migrations"
+    """`app/migrations`, in a checkout and in an installed wheel alike."""
     return Path(__file__).resolve().parent / "migrations"
 
 

@@ -18,30 +18,43 @@ MAX_DEPTH = 64
 
 def storable_problem(value: Any, loc: str, depth: int = 0) -> tuple[str, str] | None:
     """The first (loc, msg) that cannot be stored as JSONB, or None."""
+    return _problem(value, loc, depth, stored=True)
+
+
+def sendable_problem(value: Any, loc: str) -> tuple[str, str] | None:
+    """The first (loc, msg) of a request's own JSON that is not stored but is hashed,
+    counted and sent on to the model (a context call's tools and dynamic context), or
+    None: the rules of stored JSON but for NUL characters and large integers, which JSON
+    carries. A lone surrogate cannot be encoded, a non-finite number is not JSON, and
+    nesting is held to what a session's stored tools may have."""
+    return _problem(value, loc, 0, stored=False)
+
+
+def _problem(value: Any, loc: str, depth: int, *, stored: bool) -> tuple[str, str] | None:
     if depth > MAX_DEPTH:
         return loc, f"nested deeper than {MAX_DEPTH} levels"
     if isinstance(value, str):
-        return _string_problem(value, loc)
+        return _string_problem(value, loc, stored)
     if isinstance(value, float) and not math.isfinite(value):
         return loc, "numbers must be finite"
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**300:
+    if stored and isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**300:
         return loc, "number too large"
     if isinstance(value, dict):
         for k, v in value.items():
             sub = f"{loc}.{k}" if loc else str(k)
-            found = _string_problem(k, sub) or storable_problem(v, sub, depth + 1)
+            found = _string_problem(k, sub, stored) or _problem(v, sub, depth + 1, stored=stored)
             if found:
                 return found
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            found = storable_problem(v, f"{loc}[{i}]", depth + 1)
+            found = _problem(v, f"{loc}[{i}]", depth + 1, stored=stored)
             if found:
                 return found
     return None
 
 
-def _string_problem(s: str, loc: str) -> tuple[str, str] | None:
-    if "\x00" in s:
+def _string_problem(s: str, loc: str, stored: bool = True) -> tuple[str, str] | None:
+    if stored and "\x00" in s:
         return loc, "contains a NUL character (\\u0000), which cannot be stored"
     try:
         s.encode("utf-8")

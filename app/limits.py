@@ -65,3 +65,6 @@ FUNCTION_NAME_PATTERN: Final = r"^[a-zA-Z0-9_-]{1,64}$"
 
 # Seqs and event ids are PostgreSQL bigints.
 BIGINT_MAX: Final = 2**63 - 1
+
+# The most hits one search answers (GET /sessions/{id}/search, the MCP search tool).
+SEARCH_LIMIT_MAX: Final = 50

@@ -32,7 +32,7 @@ from app.compaction.runner import CompactionRunner
 from app.console.router import router as console_router
 from app.database import Database
 from app.events import EventWriter
-from app.messages import service as messages
+from app.messages.group_write import write_group
 from app.messages.groups import Groups
 from app.observability.middleware import BodyLimit, RequestContext
 from app.search.mcp import build as build_mcp
@@ -77,7 +77,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         )
         app.state.database = Database(database.session_factory(engine), payloads)
         groups = Groups(
-            functools.partial(messages.write_group, app.state.database),
+            functools.partial(write_group, app.state.database),
             max_size=settings.append_group_size,
         )
         app.state.append_groups = groups

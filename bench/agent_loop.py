@@ -63,12 +63,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import re
 import sys
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +81,7 @@ import httpx
 
 from app.context import available_strategies
 from app.context.types import DEFAULT_STRATEGY
-from app.messages.types import content_text
+from app.conversation import content_text
 from app.models.job import ACTIVE
 from bench.common import (
     DATASET,
@@ -525,7 +525,10 @@ async def run_entry(
     sessions: dict[tuple[str, int], str] = {}
     for mode in args.compaction:
         for budget in budgets if mode == "on" else budgets[:1]:
-            sid = f"loop-{mode}-{budget}-{uuid.uuid4().hex[:8]}"
+            # Named after the case, not at random: the id is in every preview's path, so
+            # a random one changes previews' token counts, and with them the figures.
+            digest = hashlib.sha256(case.id.encode()).hexdigest()[:8]
+            sid = f"loop-{mode}-{budget}-{digest}"
             body: dict[str, Any] = {"model": MODEL, "auto_compact": mode == "on"}
             if mode == "on":
                 body["context_limit"] = budget

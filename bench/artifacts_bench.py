@@ -64,7 +64,7 @@ from app.compaction.engine import summarise
 from app.compaction.llm import ChatModelClient
 from app.compaction.signals import extract_identifiers, normalise
 from app.compaction.turns import CompactionPlan, plan_for_settings
-from app.messages.types import LoggedMessage, call_function
+from app.conversation import LoggedMessage, call_function
 from app.settings import CompactionSettings
 from app.tokens import get_counter
 from bench.common import DATASET, load_average, machine_info, markdown_table

@@ -80,16 +80,16 @@ import httpx
 if __package__ in (None, ""):  # `python bench/compaction_bench.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.compaction import NoopReason
+from app.budget import session_compaction
 from app.compaction import runner as runner_module
-from app.compaction import summarise as engine_summarise
+from app.compaction.engine import summarise as engine_summarise
 from app.compaction.llm import ChatModelClient, ChatResult
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.runner import CompactionRunner
 from app.compaction.service import plan_session
+from app.compaction.turns import NoopReason
 from app.conversation import LoggedMessage, content_text
 from app.models import SessionRow
-from app.sessions.service import session_compaction
 from app.settings import CompactionSettings, Settings, load_settings
 from app.tokens import get_counter
 from bench.common import (

@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from langchain_core.messages import BaseMessage
 
-    from app.context.service import ContextParams
+    from app.context.params import ContextParams
 
 MAX_SIZE = 1_000_000
 MODEL = "gpt-4o"  # o200k_base: the exact counter both sides use

@@ -29,8 +29,10 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.compaction import engine
+from app.compaction import engine, fit
+from app.compaction.brief import brief_for
 from app.compaction.llm import ChatModelClient
+from app.compaction.outcome import ModelUsage
 from app.compaction.turns import CompactionPlan, plan_range
 from bench.common import DATASET, dataset_warning, load_average, machine_info, markdown_table
 from tests.fakellm import FakeLLM
@@ -68,8 +70,8 @@ async def main() -> None:
 
     def in_loop(plan: CompactionPlan) -> Callable[[], Awaitable[object]]:
         async def run() -> object:  # summarise before its CPU moved to a thread
-            prepared = engine._prepare(plan, None, [], settings, COUNTER, (), None)
-            return prepared.extractive("success", None)
+            brief = brief_for(plan, None, [], settings, COUNTER, (), None)
+            return fit.extractive(brief, ModelUsage(), "success", None)
 
         return run
 

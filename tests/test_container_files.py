@@ -199,11 +199,11 @@ def test_image_installs_the_project_from_pyproject(dockerfile: Dockerfile) -> No
 def test_the_image_carries_only_the_venv_and_the_venv_carries_the_migrations(
     dockerfile: Dockerfile,
 ) -> None:
-    # The wheel has migrations/ inside the package (tests/test_packaging.py installs
+    # The wheel has app/migrations inside the package (tests/test_packaging.py installs
     # one and migrates with it); the builder copies what the wheel is built from.
     builder = dockerfile.stages[0]
     copied = {shlex.split(a)[0].rstrip("/") for a in builder.all("COPY")}
-    assert {"pyproject.toml", "README.md", "app", "migrations"} <= copied
+    assert {"pyproject.toml", "README.md", "app"} <= copied
     assert any("migrations_dir()" in r and "python -I" in r for r in builder.all("RUN")), (
         "the builder checks the installed package finds its migrations"
     )

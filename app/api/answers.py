@@ -1,6 +1,6 @@
 """Pydantic models of the HTTP API's answers, for its OpenAPI description.
 
-The requests are in app/api/schemas.py, which re-exports these names; both
+The requests are in app/api/schemas.py; both
 describe what the handlers do and validate nothing per request (schemas.py says
 how they are wired).
 """

@@ -5,19 +5,18 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.answers import CompactionDryRun, CompactionJob, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.openapi import answers
-from app.api.schemas import CompactionDryRun, CompactionJob, CompactionState
-from app.api.types import StoredStr
 from app.compaction import service
-from app.limits import LOCK_TOKEN_MAX
+from app.leases.schemas import LockToken
 
 router = APIRouter(tags=["compaction"])
 
 
 class CompactIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
+    lock_token: LockToken | None = None
     wait: bool = False
     force: bool = Field(
         False, description="skip the no-thrash guards (too little to free, not regrown)"

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Path, Query, Request
 from fastapi.encoders import jsonable_encoder
 
-# Database lived here before app/database.py: the re-export keeps old imports working.
-from app.database import Database as Database
-from app.limits import SESSION_ID_PATTERN
+from app.database import Database
+from app.errors import invalid
+from app.limits import BIGINT_MAX, SESSION_ID_PATTERN
 from app.models import DEFAULT_TENANT
 from app.settings import Settings
 
@@ -42,6 +43,31 @@ SessionId = Annotated[
         description="1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client",
     ),
 ]
+
+# Where a page of the log or of the events starts: after this seq or event id (bigints).
+After = Annotated[int, Query(ge=0, le=BIGINT_MAX)]
+# The log read and its search: only messages below this seq.
+BeforeSeq = Annotated[
+    int | None, Query(ge=1, le=BIGINT_MAX, description="only messages with seq below this")
+]
+
+
+def page_limit(default: int) -> Callable[..., Awaitable[int]]:
+    """A list route's `limit`: at least 1, at most `CONTEXTD_MAX_PAGE_SIZE` (a setting, so
+    checked here rather than declared in the description)."""
+
+    async def limit_of(
+        settings: SettingsDep,
+        limit: Annotated[int, Query(ge=1, description="at most CONTEXTD_MAX_PAGE_SIZE")] = default,
+    ) -> int:
+        if limit > settings.max_page_size:
+            raise invalid("limit", f"at most {settings.max_page_size}")
+        return limit
+
+    return limit_of
+
+
+PageLimit = Annotated[int, Depends(page_limit(100))]
 
 
 def encoded(obj: Any) -> dict[str, Any]:

@@ -139,6 +139,11 @@ def slash_in_session_id(request: Request) -> bool:
     return False
 
 
+def _under_a_session(path: str) -> bool:
+    """`/sessions/<one or more segments>/<more>`."""
+    return path.startswith("/sessions/") and "/" in path[len("/sessions/") :].strip("/")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ContextdError)
     async def domain_error(request: Request, exc: ContextdError) -> JSONResponse:
@@ -158,7 +163,16 @@ def install_error_handlers(app: FastAPI) -> None:
             msg = f"{SESSION_ID_RULE} (this one holds a '/')"
             return validation_response([{"loc": "session_id", "msg": msg}])
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        body = problem(exc.status_code, code, str(exc.detail), str(exc.detail))
+        detail = str(exc.detail)
+        path = request.url.path
+        if exc.status_code == 404 and _under_a_session(path):
+            # `/sessions/team/alpha`: an unknown route under session "team", or a session
+            # id with a '/'; the answer names both rather than a bare "Not Found".
+            detail = (
+                "no route matches this path; if a session id was meant, session ids "
+                f"{SESSION_ID_RULE}, and hold no '/'"
+            )
+        body = problem(exc.status_code, code, str(exc.detail), detail)
         return problem_response(body, dict(exc.headers or {}))
 
     async def driver_error(request: Request, exc: Exception) -> JSONResponse:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from app.database import Database
     from app.events import EventWriter
     from app.messages.groups import Groups
-    from app.messages.service import AppendResult, Pending
+    from app.messages.write import AppendResult, Pending
     from app.settings import Settings
 
 _JSON = re.compile(rb"application/(?:[!#$%&'*.^_`|~0-9a-z-]+\+)?json")

@@ -3,33 +3,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.answers import Lease
 from app.api.deps import DatabaseDep, SessionId, TenantDep, encoded
 from app.api.openapi import answers
-from app.api.schemas import Lease
-from app.api.types import StoredStr
 from app.leases import service
-from app.limits import LEASE_OWNER_MAX, LEASE_TTL_MAX_S, LOCK_TOKEN_MAX
+from app.leases.schemas import ClaimIn, ReleaseIn, RenewIn
 
 router = APIRouter(tags=["leases"])
-
-
-class ClaimIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    owner: StoredStr = Field(min_length=1, max_length=LEASE_OWNER_MAX)
-    ttl_s: float = Field(30.0, gt=0, le=LEASE_TTL_MAX_S)
-
-
-class RenewIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    lock_token: StoredStr = Field(min_length=1, max_length=LOCK_TOKEN_MAX)
-    ttl_s: float = Field(30.0, gt=0, le=LEASE_TTL_MAX_S)
-
-
-class ReleaseIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    lock_token: StoredStr = Field(min_length=1, max_length=LOCK_TOKEN_MAX)
 
 
 def _out(lease: service.Lease) -> dict[str, Any]:

@@ -4,16 +4,26 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Response
 
-from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.answers import AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
+from app.api.deps import (
+    After,
+    BeforeSeq,
+    DatabaseDep,
+    PageLimit,
+    SessionId,
+    SettingsDep,
+    TenantDep,
+    encoded,
+)
 from app.api.lanes import AnsweredByLane
 from app.api.openapi import answers, request_body
-from app.api.schemas import AppendIn, AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
-from app.api.types import StoredStr
+from app.api.schemas import AppendIn
 from app.errors import NotFound, invalid
+from app.jsonsafe import StoredStr
+from app.leases.schemas import LockTokenIn
 from app.limits import BIGINT_MAX, LOCK_TOKEN_MAX
 from app.messages import repository as repo
 from app.messages import service, tail
-from app.sessions.schemas import LockTokenIn
 from app.sessions.service import get_session
 
 router = APIRouter(tags=["messages"])
@@ -54,17 +64,13 @@ async def list_messages(
     session_id: SessionId,
     db: DatabaseDep,
     tenant: TenantDep,
-    settings: SettingsDep,
-    after_seq: Annotated[int, Query(ge=0, le=BIGINT_MAX)] = 0,
-    limit: Annotated[int, Query(ge=1)] = 100,
+    limit: PageLimit,
+    after_seq: After = 0,
     order: Annotated[
         Literal["asc", "desc"],
         Query(description="`desc` reads the tail first: the newest `limit` messages"),
     ] = "asc",
-    before_seq: Annotated[
-        int | None,
-        Query(ge=1, le=BIGINT_MAX, description="only messages with seq below this"),
-    ] = None,
+    before_seq: BeforeSeq = None,
 ) -> dict[str, Any]:
     """Compacted messages are included: compaction never deletes the log.
 
@@ -73,8 +79,6 @@ async def list_messages(
     messages come newest first and the next (older) page is
     `before_seq=next_before_seq`. The last `n` messages of a session are
     `?order=desc&limit=n`, one request however long the log."""
-    if limit > settings.max_page_size:
-        raise invalid("limit", f"at most {settings.max_page_size}")
     desc = order == "desc"
     async with db.transaction() as s:
         row = await get_session(s, tenant, session_id)

@@ -30,7 +30,7 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 
 
 def _problem(description: str) -> dict[str, Any]:
-    # The `Problem` model of app.api.schemas (PROBLEM_SCHEMA is the same shape, kept
+    # The `Problem` model of app.api.answers (PROBLEM_SCHEMA is the same shape, kept
     # for code that checks bodies against it).
     return problem_response(description)
 

@@ -29,36 +29,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.answers import AppendOut as AppendOut
-from app.api.answers import Budget as Budget
-from app.api.answers import BudgetPreview as BudgetPreview
-from app.api.answers import Cleared as Cleared
-from app.api.answers import CompactionDryRun as CompactionDryRun
-from app.api.answers import CompactionJob as CompactionJob
-from app.api.answers import CompactionState as CompactionState
-from app.api.answers import CompactionSummary as CompactionSummary
-from app.api.answers import ContextPayload as ContextPayload
-from app.api.answers import ContextUsage as ContextUsage
-from app.api.answers import Decision as Decision
-from app.api.answers import DeletedTail as DeletedTail
 from app.api.answers import ErrorInfo
-from app.api.answers import Event as Event
-from app.api.answers import EventPage as EventPage
-from app.api.answers import Lease as Lease
-from app.api.answers import MessageOut as MessageOut
-from app.api.answers import MessagePage as MessagePage
-from app.api.answers import Problem as Problem
-from app.api.answers import ProblemItem as ProblemItem
-from app.api.answers import Session as Session
-from app.api.answers import SessionPage as SessionPage
-from app.api.answers import SessionStats as SessionStats
-from app.api.answers import StoredMessage as StoredMessage
-from app.api.answers import StoredRef as StoredRef
-from app.api.answers import TextRange as TextRange
-from app.api.answers import TokenCount as TokenCount
-from app.api.answers import UsageReport as UsageReport
+from app.leases.schemas import LockToken
 from app.limits import (
-    LOCK_TOKEN_MAX,
     MESSAGE_ID_MAX,
     PREFIX_ID_MAX,
     PREFIX_ID_PATTERN,
@@ -166,9 +139,7 @@ class AppendIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [APPEND_EXAMPLE]})
 
     messages: list[Message] = Field(min_length=1)
-    lock_token: str | None = Field(
-        None, max_length=LOCK_TOKEN_MAX, description="the live lease's token"
-    )
+    lock_token: LockToken | None = Field(None, description="the live lease's token")
 
 
 class BudgetPreviewIn(BaseModel):

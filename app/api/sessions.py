@@ -4,20 +4,30 @@ import base64
 import binascii
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
 from app import events
-from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.answers import Budget, BudgetPreview, EventPage, Session, SessionPage
+from app.api.deps import (
+    After,
+    DatabaseDep,
+    PageLimit,
+    SessionId,
+    SettingsDep,
+    TenantDep,
+    encoded,
+    page_limit,
+)
 from app.api.openapi import answers, request_body
-from app.api.schemas import Budget, BudgetPreview, BudgetPreviewIn, EventPage, Session, SessionPage
-from app.api.types import StoredStr
+from app.api.schemas import BudgetPreviewIn
+from app.budget import budget_of
 from app.errors import NotFound, invalid
-from app.jsonsafe import storable_problem
-from app.limits import BIGINT_MAX
+from app.jsonsafe import StoredStr, storable_problem
+from app.leases.schemas import LockTokenIn
 from app.messages.service import count_batch_for
 from app.sessions import repository as repo
 from app.sessions import service
-from app.sessions.schemas import LockTokenIn, SessionSettingsIn
+from app.sessions.schemas import SessionSettingsIn
 
 router = APIRouter(tags=["sessions"])
 
@@ -68,11 +78,9 @@ async def list_sessions(
     db: DatabaseDep,
     tenant: TenantDep,
     settings: SettingsDep,
-    limit: Annotated[int, Query(ge=1)] = 50,
+    limit: Annotated[int, Depends(page_limit(50))],
     cursor: Annotated[StoredStr | None, Query(max_length=400)] = None,
 ) -> dict[str, Any]:
-    if limit > settings.max_page_size:
-        raise invalid("limit", f"at most {settings.max_page_size}")
     after = _decode_cursor(cursor) if cursor else None
     async with db.transaction() as s:
         rows = await repo.page(s, tenant, after, limit + 1)
@@ -109,7 +117,7 @@ async def get_budget(
 ) -> dict[str, Any]:
     async with db.transaction() as s:
         row = await service.get_session(s, tenant, session_id)
-        return service.budget_of(row, settings).as_dict()
+        return budget_of(row, settings).as_dict()
 
 
 @router.post(
@@ -129,8 +137,8 @@ async def preview_budget(
     async with db.transaction() as s:
         row = await service.get_session(s, tenant, session_id)
         added = await count_batch_for(row, body.get("messages"), settings)
-        now = service.budget_of(row, settings)
-        after = service.budget_of(row, settings, extra_tokens=added)
+        now = budget_of(row, settings)
+        after = budget_of(row, settings, extra_tokens=added)
     return {
         "budget": after.as_dict(),
         "current": now.as_dict(),
@@ -149,13 +157,10 @@ async def list_events(
     request: Request,
     db: DatabaseDep,
     tenant: TenantDep,
-    settings: SettingsDep,
-    after_id: Annotated[int, Query(ge=0, le=BIGINT_MAX)] = 0,
-    limit: Annotated[int, Query(ge=1)] = 100,
+    limit: PageLimit,
+    after_id: After = 0,
     type: Annotated[StoredStr | None, Query(max_length=100, description="type prefix")] = None,
 ) -> dict[str, Any]:
-    if limit > settings.max_page_size:
-        raise invalid("limit", f"at most {settings.max_page_size}")
     writer: events.EventWriter = request.app.state.events
     await writer.flush()  # this process's deferred events, so a client reads its own
     async with db.transaction() as s:

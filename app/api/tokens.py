@@ -5,9 +5,9 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.answers import TokenCount, UsageReport
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
 from app.api.openapi import answers
-from app.api.schemas import TokenCount, UsageReport
 from app.errors import invalid
 from app.limits import MODEL_NAME_MAX
 from app.messages.validation import parse_batch

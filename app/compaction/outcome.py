@@ -56,3 +56,12 @@ class SummaryOutcome:
             "artifacts_dropped": self.artifacts_dropped,
             "reason": self.reason,
         }
+
+
+@dataclass(slots=True)
+class ModelUsage:
+    """The model calls one summary took so far, and their tokens (the outcome reports them)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0

@@ -21,16 +21,11 @@ from typing import Any
 import structlog
 
 from app.budget import budget_of, effective_model, session_compaction
-from app.compaction import (
-    ChatModelClient,
-    CompactionPlan,
-    NoopReason,
-    StructuredSummary,
-    build_metadata,
-    summarise,
-)
 from app.compaction import repository as repo
 from app.compaction.candidates import flush_candidates
+from app.compaction.engine import summarise
+from app.compaction.llm import ChatModelClient
+from app.compaction.metadata import build_metadata
 from app.compaction.metrics import (
     AUTO_SKIPPED,
     COMPACTION_DURATION,
@@ -41,6 +36,8 @@ from app.compaction.metrics import (
 )
 from app.compaction.noop_guard import _after_noop, could_free, noop_state
 from app.compaction.service import plan_session
+from app.compaction.summary import StructuredSummary
+from app.compaction.turns import CompactionPlan, NoopReason
 from app.context import summary_message
 from app.database import Database
 from app.db import is_unavailable

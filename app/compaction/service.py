@@ -9,8 +9,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.compaction import CompactionPlan, NoopReason, plan_for_settings
+from app.budget import session_compaction
 from app.compaction import repository as repo
+from app.compaction.turns import CompactionPlan, NoopReason, plan_for_settings
 from app.context import summary_message
 from app.conversation import LoggedMessage
 from app.database import Database
@@ -19,7 +20,7 @@ from app.leases.guard import check_write
 from app.models import SessionRow
 from app.models.job import ACTIVE
 from app.sessions import repository as sessions
-from app.sessions.service import get_session, session_compaction
+from app.sessions.service import get_session
 from app.settings import CompactionSettings, Settings
 
 

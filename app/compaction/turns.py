@@ -45,19 +45,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from app.compaction.preserved import Tail as Tail
-from app.compaction.preserved import TailLimit as TailLimit
-from app.compaction.preserved import _cut
-from app.compaction.preserved import preserved_tail as preserved_tail
+from app.compaction.preserved import Tail, _cut, preserved_tail
 from app.compaction.summary import summary_token_cap
-from app.conversation import LoggedMessage, split_steps
-from app.conversation import Turn as Turn
-from app.conversation import Unit as Unit
-from app.conversation import split_turns as split_turns
+from app.conversation import LoggedMessage, Unit, split_steps
 from app.conversation import tokens_in_context as _tokens
-
-# Named here before app/conversation.py held it.
-split_units = split_steps
 
 NoopCode = Literal["empty_history", "nothing_compressible", "not_regrown", "too_little_to_free"]
 

@@ -20,11 +20,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
-from app.api.types import StoredStr
+from app.budget import budget_of, effective_model
 from app.console import queries
 from app.console.assets import ASSETS
 from app.errors import NotFound, invalid
-from app.jsonsafe import storable_problem
+from app.jsonsafe import StoredStr, storable_problem
 from app.sessions import service as sessions
 
 router = APIRouter(include_in_schema=False)
@@ -91,13 +91,13 @@ async def list_sessions(
     now = datetime.now(UTC)
     items = []
     for r in page:
-        budget = sessions.budget_of(r, settings)
+        budget = budget_of(r, settings)
         job = last_jobs.get(r.id)
         lease_live = r.lease_expires_at is not None and r.lease_expires_at > now
         items.append(
             {
                 "id": r.id,
-                "model": sessions.effective_model(r, settings),
+                "model": effective_model(r, settings),
                 "budget": budget.as_dict(),
                 "messages": r.count_system + r.count_user + r.count_assistant + r.count_tool,
                 "last_seq": r.last_seq,

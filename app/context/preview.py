@@ -14,6 +14,7 @@ the limit, and the accounting stays exact.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,6 +32,10 @@ _FIELDS: dict[str, frozenset[str]] = {
 _CALL_FIELDS = frozenset({"id", "type", "function"})
 _FUNCTION_FIELDS = frozenset({"name", "arguments"})
 _SHRINK_ATTEMPTS = 4
+# A cut assistant message keeps its tool calls (ids, names, every argument), so the model
+# still sees what it did; an argument string longer than this (a file written through a
+# heredoc, a patch) keeps its head and says where the rest is.
+CALL_VALUE_CHARS = 240
 # Key lines are looked for this far into a text: a cut must stay cheap on a
 # pasted megabyte, and its lines beyond this would not fit anyway.
 _KEY_SCAN_CHARS = 4_000
@@ -163,6 +168,9 @@ def cut_text(
     """The head of a long text and its key lines, with the path of the full message; its count."""
     text = content_text(body)
     base = sanitize(body, strip_tool_calls=strip_tool_calls)
+    path = message_path(session_id, seq)
+    if base.get("tool_calls"):
+        base["tool_calls"] = [_cut_call(c, path) for c in base["tool_calls"]]
     ratio = len(text) / max(token_count, 1)
     # The cut reads the text only up to the largest head plus the key-line scan.
     span = int(target * ratio) + 1 + _KEY_SCAN_CHARS
@@ -171,7 +179,7 @@ def cut_text(
     hit = _previews.get(key)
     if hit is not None:
         return dict(hit[0]), hit[1]
-    note = f"[cut: {len(text)} chars; full message: GET {message_path(session_id, seq)}]"
+    note = f"[cut: {len(text)} chars; full message: GET {path}]"
     base["content"] = note
     base_tokens = counter.count_message(base)
     room = target - base_tokens
@@ -195,6 +203,41 @@ def cut_text(
     result = fitted if fitted is not None else (base, base_tokens)
     _previews.put(key, result)
     return dict(result[0]), result[1]
+
+
+def _cut_call(call: Any, path: str) -> Any:
+    """`call` with every argument string over `CALL_VALUE_CHARS` cut to its head.
+
+    Arguments stay a JSON object with the same keys (the Anthropic and Responses
+    formats parse them); arguments that are not one are left as they are.
+    """
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict):
+        return call
+    raw = fn.get("arguments")
+    if not isinstance(raw, str) or len(raw) <= CALL_VALUE_CHARS:
+        return call
+    try:
+        args = json.loads(raw)
+    except ValueError:
+        return call
+    if not isinstance(args, dict):
+        return call
+    cut = _cut_values(args, path)
+    if cut == args:
+        return call
+    text = json.dumps(cut, ensure_ascii=False)
+    return {**call, "function": {**fn, "arguments": text}}
+
+
+def _cut_values(value: Any, path: str) -> Any:
+    if isinstance(value, str) and len(value) > CALL_VALUE_CHARS:
+        return f"{value[:CALL_VALUE_CHARS]}… [{len(value)} chars; full call: GET {path}]"
+    if isinstance(value, dict):
+        return {k: _cut_values(v, path) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_values(v, path) for v in value]
+    return value
 
 
 def _key_lines(text: str, chars: int) -> list[str]:

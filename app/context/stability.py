@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, ClassVar
 from app.context.layout import Layout as Layout
 from app.context.layout import params_key as params_key
 from app.context.strategies.base import Selection, Strategy, hard_rule
-from app.context.trim import keep_prefix
+from app.context.trim import keep_masked
 from app.context.view import Form, HistoryView, Unit
 from app.conversation import LoggedMessage
 
@@ -185,7 +185,7 @@ class StableStrategy(Strategy):
                 target = budget
             sel = self.inner.select(view, target)
             if not self.force and not self.fifo:
-                sel = keep_prefix(view, self.layout, sel, target) or sel
+                sel = keep_masked(view, self.layout, sel, target) or sel
             self.trimmed = layout_of(view, sel, self.session)
         self.selection = sel
         return sel

@@ -4,12 +4,13 @@ happens, this module what it keeps of the previous payload)."""
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Mapping, Sequence
-
 from app.context.layout import Layout
 from app.context.strategies.base import Selection, hard_rule
 from app.context.view import Form, HistoryView, Unit
+
+# Of the tokens `fresh` sends whole in its newest steps, the share a trim keeps whole
+# when it masks more to keep the previous payload's oldest steps (and its prefix).
+FULL_FLOOR = 0.67
 
 
 def _previous_units(view: HistoryView, layout: Layout) -> list[tuple[Unit, Form, str]]:
@@ -28,121 +29,71 @@ def _previous_units(view: HistoryView, layout: Layout) -> list[tuple[Unit, Form,
     return out
 
 
-def _leading(view: HistoryView, sel: Selection, prev: list[tuple[Unit, Form, str]]) -> int:
-    """How many leading units of `prev` the payload of `sel` repeats, in the same form."""
-    n = 0
-    picked = [(u, sel.picks[u.index][0]) for u in view.units if u.index in sel.picks]
-    for (unit, form), (before, bform, _) in zip(picked, prev, strict=False):
-        if unit is not before or form != bform:
-            break
-        n += 1
-    return n
+def _is_step(unit: Unit, hard: set[int]) -> bool:
+    """A unit of the agent's own work: not the user's, not a summary, not mandatory."""
+    return unit.kind not in ("user", "summary") and not unit.pinned and unit.index not in hard
 
 
-def keep_prefix(
+def keep_masked(
     view: HistoryView, layout: Layout, fresh: Selection, target: int
 ) -> Selection | None:
-    """A trim that keeps the previous payload's leading units as they were sent, where
-    that costs the agent none of its recent work.
+    """A trim that keeps the oldest steps the previous payload sent, masked, where that
+    costs the agent little of its recent work; None when it would cost more.
 
     `fresh` is the strategy's own selection at the low-water mark: the mandatory units,
-    the newest units newest first, older ones in the room left. Its newest contiguous
-    run is kept exactly as `fresh` sends it (SPEC §3 "Recency before stability"); only
-    the older picks may give way to the longest run of the previous payload's leading
-    units, in the form they were sent, so that the provider's cache still serves them.
-    Accepted only when it keeps every unit `fresh` keeps that the user relies on: the
-    hard units and every user message, each in at least the form `fresh` sends it in.
-    None when no such prefix beats `fresh`'s own.
+    the newest steps whole, older ones masked, the oldest left out. Left alone, each
+    trim would leave out a few more of the oldest steps and so change the payload right
+    after its head: the provider's cache would serve the head and nothing else. This
+    keeps the previous payload's first step and every step after it instead (masked:
+    the ones it sent masked go exactly as they were sent), and makes room by masking
+    `fresh`'s oldest whole steps, oldest first (SPEC §3: old tool outputs give way to
+    previews before any step is dropped), as long as the steps `fresh` sends whole keep
+    `FULL_FLOOR` of their tokens. So the masked steps in front stay byte for byte the
+    same from trim to trim, and the oldest leave in one batch, when the newest would
+    otherwise be masked too (then `fresh` is taken as it is: its masked share is small,
+    so the following trims have room to keep theirs).
     """
     prev = _previous_units(view, layout)
-    if not prev:
-        return None
-    floor = _leading(view, fresh, prev)
     units = view.units
-    users = {i: form for i, (form, _) in fresh.picks.items() if units[i].kind == "user"}
-    hard = {u.index for u in view.hard()}
-    if units:
-        hard.add(units[-1].index)
-    # Recency before stability (SPEC §3): the newest contiguous run `fresh` keeps stays
-    # as `fresh` sends it, whatever prefix that costs; only older picks give way.
-    for unit in reversed(units):
-        if unit.index not in fresh.picks:
-            break
-        hard.add(unit.index)
-    # Every head size is tried, longest first, so each is priced from running sums
-    # (linear in the view), never by re-pricing a whole selection per size: a trim at
-    # 100k messages tried ~300 sizes over ~500 units.
-    head_cost = _head_costs(prev, users, hard, target)
-    usable = len(head_cost) - 1
-    # The units a selection must hold: in the head when at or before its last unit,
-    # else among `fresh`'s picks (from which only other units are dropped).
-    needed = sorted(hard | users.keys())
-    lacking_in_fresh = max((i for i in hard if i not in fresh.picks), default=-1)
-    covered = [0]
-    for unit, _, _ in prev[:usable]:
-        covered.append(covered[-1] + (unit.index in hard or unit.index in users))
-    order, fresh_cost, tail_cost = _fresh_costs(units, fresh)
-    for size in range(usable, floor, -1):
-        last = prev[size - 1][0].index
-        if lacking_in_fresh > last or covered[size] != bisect.bisect_right(needed, last):
+    if not prev or not units:
+        return None
+    hard = {u.index for u in view.hard()} | {units[-1].index}
+    prev_steps = {u.index: (form, rule) for u, form, rule in prev if _is_step(u, hard)}
+    if not prev_steps:
+        return None
+    first_prev = min(prev_steps)
+    # The start of `fresh`'s newest contiguous run: what it leaves out before it is old.
+    first_fresh = len(units)
+    while first_fresh > 0 and units[first_fresh - 1].index in fresh.picks:
+        first_fresh -= 1
+    sel = Selection(picks=dict(fresh.picks), rules=dict(fresh.rules), warnings=list(fresh.warnings))
+    if first_fresh <= first_prev:
+        # `fresh` reaches back past the steps the previous payload had already left out:
+        # sending them again would change the payload right after its head, for steps
+        # older than any it sends.
+        for unit in units[:first_prev]:
+            if unit.index in sel.picks and _is_step(unit, hard):
+                del sel.picks[unit.index]
+        return sel
+    total = fresh.cost(view)
+    for unit in units[first_prev:first_fresh]:
+        kept = prev_steps.get(unit.index)
+        if kept is None or unit.index in sel.picks:
             continue
-        start = bisect.bisect_right(order, last)
-        cost = head_cost[size] + tail_cost[start]
-        dropped: set[int] = set()
-        for n in range(start, len(order)):  # oldest first: the newer-old region goes first
-            if cost <= target:
-                break
-            i = order[n]
-            if i in hard or units[i].kind == "user":
-                continue
-            cost -= fresh_cost[n]
-            dropped.add(i)
-        if cost > target:
-            continue
-        return _prefixed(fresh, prev[:size], order[start:], dropped)
-    return None
-
-
-def _head_costs(
-    prev: list[tuple[Unit, Form, str]],
-    users: Mapping[int, Form],
-    hard: set[int],
-    target: int,
-) -> list[int]:
-    """The running cost of `prev`'s leading units, over the longest head that may lead."""
-    # The most prefix that fits at all, cut before its first unit that may not lead
-    # (a pinned unit compacted, or a hard user unit `fresh` sends in full compacted):
-    # every longer head would hold it too.
-    head_cost = [0]
-    for unit, form, _ in prev:
-        cost = unit.cost(form)
-        if head_cost[-1] + cost > target:
+        sel.pick(unit, Form.COMPACT, kept[1])
+        total += unit.cost(Form.COMPACT)
+    whole = [
+        u for u in units[first_fresh:] if _is_step(u, hard) and sel.picks[u.index][0] is Form.FULL
+    ]
+    whole_tokens = sum(u.cost(Form.FULL) for u in whole)
+    floor = FULL_FLOOR * whole_tokens
+    for unit in whole:  # oldest first
+        if total <= target:
             break
-        want = users.get(unit.index) if unit.index in hard else None
-        if (unit.pinned and form != Form.FULL) or (want is Form.FULL and form != Form.FULL):
-            break
-        head_cost.append(head_cost[-1] + cost)
-    return head_cost
-
-
-def _fresh_costs(units: Sequence[Unit], fresh: Selection) -> tuple[list[int], list[int], list[int]]:
-    """`fresh`'s picks in log order, the cost of each, and the cost of each suffix."""
-    order = sorted(fresh.picks)
-    fresh_cost = [units[i].cost(fresh.picks[i][0]) for i in order]
-    tail_cost = [0] * (len(order) + 1)
-    for n in range(len(order) - 1, -1, -1):
-        tail_cost[n] = tail_cost[n + 1] + fresh_cost[n]
-    return order, fresh_cost, tail_cost
-
-
-def _prefixed(
-    fresh: Selection, head: list[tuple[Unit, Form, str]], tail: list[int], dropped: set[int]
-) -> Selection:
-    """`head` as it was sent, then `fresh`'s picks of `tail` less `dropped`."""
-    sel = Selection(rules=dict(fresh.rules), warnings=list(fresh.warnings))
-    for unit, form, rule in head:
-        sel.pick(unit, form, rule)
-    for i in tail:
-        if i not in dropped:
-            sel.picks[i] = fresh.picks[i]
-    return sel
+        full = unit.cost(Form.FULL)
+        if whole_tokens - full < floor:
+            return None
+        sel.picks[unit.index] = (Form.COMPACT, sel.picks[unit.index][1])
+        total -= full - unit.cost(Form.COMPACT)
+        whole_tokens -= full
+    return sel if total <= target else None

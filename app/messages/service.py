@@ -34,10 +34,11 @@ from app.errors import invalid
 from app.jsonsafe import storable_problem
 from app.messages import repository as repo
 from app.messages.careful import _careful
-from app.messages.group_write import write_group as write_group
 from app.messages.validation import Incoming, parse_batch
 from app.messages.write import (
     _MODEL_HINTS,
+    AppendResult,
+    Pending,
     _Careful,
     _count,
     _in_context,
@@ -45,8 +46,6 @@ from app.messages.write import (
     _Recount,
     _transaction,
 )
-from app.messages.write import AppendResult as AppendResult
-from app.messages.write import Pending as Pending
 from app.models import MessageRow, SessionRow
 from app.sessions import repository as sessions
 from app.sessions.recount import recount_log

@@ -26,7 +26,9 @@ from pydantic import Field
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from app.budget import budget_of
 from app.errors import ContextdError
+from app.limits import SEARCH_LIMIT_MAX
 from app.models import DEFAULT_TENANT
 from app.search import service
 from app.search.tools import READ_DESCRIPTION, SEARCH_DESCRIPTION
@@ -59,7 +61,7 @@ def build(app: FastAPI) -> Host:
         session_id: SessionArg,
         query: Annotated[str, Field(description="words, identifiers or a phrase")],
         ctx: Context,
-        limit: Annotated[int, Field(ge=1, le=service.MAX_LIMIT)] = 5,
+        limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT_MAX)] = 5,
         before_seq: Annotated[int | None, Field(ge=1)] = None,
         roles: list[str] | None = None,
     ) -> str:
@@ -107,7 +109,7 @@ def build(app: FastAPI) -> Host:
         try:
             async with app.state.database.transaction() as s:
                 row = await sessions.get_session(s, tenant_of(ctx), session_id)
-                status: dict[str, Any] = sessions.budget_of(row, app.state.settings).as_dict()
+                status: dict[str, Any] = budget_of(row, app.state.settings).as_dict()
         except ContextdError as exc:
             raise ToolError(str(exc)) from exc
         return json.dumps(status)

@@ -4,8 +4,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import DatabaseDep, SessionId, TenantDep
+from app.api.deps import BeforeSeq, DatabaseDep, SessionId, TenantDep
 from app.api.openapi import answers
+from app.limits import SEARCH_LIMIT_MAX
 from app.search import service
 from app.search.schemas import SearchOut
 
@@ -22,10 +23,8 @@ async def search(
     db: DatabaseDep,
     tenant: TenantDep,
     q: Annotated[str | None, Query(description="words, identifiers, any language")] = None,
-    limit: Annotated[int, Query(ge=1, le=service.MAX_LIMIT)] = 10,
-    before_seq: Annotated[
-        int | None, Query(ge=1, le=service.MAX_SEQ, description="only messages with seq below")
-    ] = None,
+    limit: Annotated[int, Query(ge=1, le=SEARCH_LIMIT_MAX)] = 10,
+    before_seq: BeforeSeq = None,
     roles: Annotated[
         list[str] | None,
         Query(description="only these roles: `roles=user,tool` or `roles=user&roles=tool`"),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.conversation import call_function, content_text
 from app.errors import NotFound, invalid
+from app.limits import BIGINT_MAX, ROLES, SEARCH_LIMIT_MAX
 from app.messages import repository as messages
 from app.messages.lexemes import (
     MAX_QUERY_CHARS,
@@ -30,11 +31,8 @@ from app.search.ranking import rank
 from app.sessions.service import get_session
 
 if TYPE_CHECKING:
-    from app.api.deps import Database
+    from app.database import Database
 
-ROLES = ("system", "user", "assistant", "tool")
-MAX_LIMIT = 50
-MAX_SEQ = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +104,10 @@ async def search(
     roles: Sequence[str] | None = None,
 ) -> Found:
     """The session's messages best matching `q`. 404 for a session the tenant has not."""
-    if not 1 <= limit <= MAX_LIMIT:
-        raise invalid("limit", f"between 1 and {MAX_LIMIT}")
+    if not 1 <= limit <= SEARCH_LIMIT_MAX:
+        raise invalid("limit", f"between 1 and {SEARCH_LIMIT_MAX}")
     terms = query_terms(check_query(q))
-    before = before_seq if before_seq is not None else MAX_SEQ
+    before = before_seq if before_seq is not None else BIGINT_MAX
     async with database.driver() as conn:
         head = await repo.session(conn, tenant, sid)
         if head is None:

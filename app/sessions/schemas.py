@@ -5,19 +5,16 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.jsonsafe import StoredStr
+from app.leases.schemas import LockToken
 from app.limits import (
     ANCHOR_MAX,
     ANCHORS_MAX,
-    LOCK_TOKEN_MAX,
     MODEL_NAME_MAX,
-    SESSION_ID_PATTERN,
     STRATEGY_NAME_MAX,
     SYSTEM_PROMPT_MAX,
     TOKENS_MAX,
     TOOLS_MAX,
 )
-
-__all__ = ["SESSION_ID_PATTERN", "Anchor", "LockTokenIn", "SessionSettingsIn"]
 
 Anchor = Annotated[StoredStr, Field(min_length=1, max_length=ANCHOR_MAX)]
 
@@ -38,10 +35,4 @@ class SessionSettingsIn(BaseModel):
     recall: bool | None = None
     compaction: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
-    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
-
-
-class LockTokenIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
+    lock_token: LockToken | None = None

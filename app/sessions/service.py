@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import budget as budgets
+from app.budget import budget_of, effective_model, session_compaction
 from app.errors import NotFound, ValidationFailed, invalid
 from app.jsonsafe import storable_problem
 from app.leases.guard import check_write
@@ -30,13 +31,6 @@ SETTING_FIELDS = (
     "compaction",
     "metadata",
 )
-
-
-# Pure arithmetic on a session's row, in app/budget.py; imported from here before.
-Budgeted = budgets.Budgeted
-effective_model = budgets.effective_model
-session_compaction = budgets.session_compaction
-budget_of = budgets.budget_of
 
 
 def new_session_values(tenant: str, sid: str, settings: Settings) -> dict[str, Any]:

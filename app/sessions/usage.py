@@ -9,9 +9,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.budget import effective_model
 from app.errors import NotFound, invalid
-from app.jsonsafe import StoredStr
 from app.leases.guard import check_write
-from app.limits import LOCK_TOKEN_MAX, TOKENS_MAX
+from app.leases.schemas import LockToken
+from app.limits import TOKENS_MAX
 from app.sessions import repository as sessions
 from app.settings import Settings
 from app.tokens import calibration, get_counter
@@ -33,7 +33,7 @@ class UsageIn(BaseModel):
     cache_creation_input_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
     cache_read_input_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
     uncalibrated_input_tokens: int = Field(ge=1, le=TOKENS_MAX)
-    lock_token: StoredStr | None = Field(None, max_length=LOCK_TOKEN_MAX)
+    lock_token: LockToken | None = None
 
     @property
     def actual(self) -> int:

@@ -1,5 +1,5 @@
 """Group commit on the real database: appends of several sessions in one transaction
-(app/messages/service.write_group), and what a group leaves to an append alone."""
+(app/messages/group_write.write_group), and what a group leaves to an append alone."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from fastapi import FastAPI
 
 from app.main import create_app
 from app.messages import service
+from app.messages.group_write import write_group
 from app.messages.validation import parse_batch
+from app.messages.write import Pending
 from app.settings import Settings
 from app.tokens import get_counter
 from tests.api.test_leases import _claim
@@ -25,12 +27,12 @@ def pending(
     messages: list[dict[str, Any]],
     lock_token: str | None = None,
     tenant: str = "default",
-) -> service.Pending:
+) -> Pending:
     batch = parse_batch(messages, max_messages=100, max_message_bytes=1 << 20)
     counter = get_counter(settings.default_model)
     counts = [counter.count_message(m.body) for m in batch]
     ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
-    return service.Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids)
+    return Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids)
 
 
 async def _session(client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> str:
@@ -52,7 +54,7 @@ async def test_a_group_stores_each_sessions_batch_at_its_own_next_seqs(
         pending(settings, b, [result("call_b", "file text")]),
         pending(settings, c, [user("c3", id="c-3")]),
     ]
-    results = await service.write_group(app.state.database, items)
+    results = await write_group(app.state.database, items)
 
     assert all(r is not None and r.created for r in results)
     seqs = [[ack["seq"] for ack in r.messages] for r in results if r is not None]
@@ -91,7 +93,7 @@ async def test_appends_a_group_must_not_take_are_left_out_and_the_rest_stored(
         pending(settings, new, [user("hello")]),
         pending(settings, fine[2], [user("ok 2")]),
     ]
-    results = await service.write_group(app.state.database, items)
+    results = await write_group(app.state.database, items)
 
     taken = [r is not None for r in results]
     assert taken == [True, False, True, False, False, False, True]
@@ -190,7 +192,7 @@ async def test_one_session_id_under_two_tenants_is_two_sessions_in_a_group(
         pending(settings, sid, [user("a2"), call("shared")], tenant="tenant-a"),
         pending(settings, sid, [user("b4"), call("shared")], tenant="tenant-b"),
     ]
-    results = await service.write_group(database, items)
+    results = await write_group(database, items)
 
     assert [[a["seq"] for a in r.messages] if r else None for r in results] == [[2, 3], [4, 5]]
     async with database.driver() as conn:

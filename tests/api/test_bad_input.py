@@ -236,8 +236,12 @@ async def test_invalid_session_ids_are_422(
         method, f"/sessions/{bad_id}{suffix}", json=body if method != "GET" else None
     )
     if bad_id == "slash/in" and suffix == "":
-        # /sessions/slash/in could as well be a mistyped route under session "slash".
+        # /sessions/slash/in could as well be a mistyped route under session "slash": a
+        # 404, which says what a session id may hold.
         assert r.status_code == 404, r.text
+        assert r.json()["code"] == "not_found"
+        assert "session ids must be 1–128 characters" in r.json()["detail"]
+        assert "hold no '/'" in r.json()["detail"]
         return
     assert r.status_code == 422, r.text
     error = r.json()["errors"][0]
@@ -252,6 +256,9 @@ async def test_an_unknown_route_under_a_session_is_still_404(
 ) -> None:
     r = await client.get(f"/sessions/{sid}/nothing-here")
     assert r.status_code == 404 and r.json()["code"] == "not_found"
+    # Anywhere else a 404 says no more than that.
+    r = await client.get("/nothing/here")
+    assert r.status_code == 404 and r.json()["detail"] == "Not Found"
 
 
 async def test_dots_in_session_ids_are_fine_elsewhere(client: httpx.AsyncClient, sid: str) -> None:
@@ -329,3 +336,80 @@ async def test_tool_arguments_that_are_not_json_are_stored_verbatim(
     assert log[1]["tool_calls"][0]["function"]["arguments"] == broken
     ctx = (await client.get(f"/sessions/{sid}/context")).json()
     assert any(m.get("tool_calls") for m in ctx["messages"])
+
+
+def _tool(parameters: bytes, description: bytes = b'"d"') -> bytes:
+    return (
+        b'{"type": "function", "function": {"name": "f", "description": '
+        + description
+        + b', "parameters": '
+        + parameters
+        + b"}}"
+    )
+
+
+# A context call's own tools and dynamic context are not stored, but are hashed into the
+# prefix_id and sent on: each of these gave a 500 (or the invalid JSON `NaN` in a payload).
+CONTEXT_BODIES: dict[str, tuple[bytes, str]] = {
+    "lone surrogate in a tool's parameters key": (
+        b'{"tools": [' + _tool(b'{"k\\ud800": 1}') + b"]}",
+        "tools[0].function.parameters.k",
+    ),
+    "lone surrogate in a tool's description": (
+        b'{"tools": [' + _tool(b"{}", b'"\\udc00"') + b"]}",
+        "tools[0].function.description",
+    ),
+    "lone surrogate in a tool, responses format": (
+        b'{"format": "responses", "tools": [' + _tool(b'{"k\\ud800": 1}') + b"]}",
+        "tools[0].function.parameters.k",
+    ),
+    "lone surrogate in a dynamic string": (
+        b'{"dynamic_context": ["\\ud800"]}',
+        "dynamic_context[0]",
+    ),
+    "lone surrogate in a dynamic message, anthropic format": (
+        b'{"format": "anthropic", "dynamic_context": [{"role": "system", "content": "\\ud800"}]}',
+        "dynamic_context[0].content",
+    ),
+    "lone surrogate in a dynamic message's content part key": (
+        b'{"dynamic_context": [{"role": "system", "content": [{"type": "text", "text": "x", '
+        b'"k\\udc00": 1}]}]}',
+        "dynamic_context[0].content[0].k",
+    ),
+    "tool parameters nested 500 deep": (
+        b'{"tools": [' + _tool(b'{"a": ' * 500 + b"1" + b"}" * 500) + b"]}",
+        "tools[0].function.parameters.a.a",
+    ),
+    "NaN in a tool's parameters": (
+        b'{"tools": [' + _tool(b'{"x": NaN}') + b"]}",
+        "tools[0].function.parameters.x",
+    ),
+    "Infinity in a dynamic message": (
+        b'{"dynamic_context": [{"role": "system", "content": "x", "n": Infinity}]}',
+        "dynamic_context[0].n",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("payload", "loc"), list(CONTEXT_BODIES.values()), ids=list(CONTEXT_BODIES)
+)
+async def test_a_context_calls_own_tools_and_dynamic_context_are_checked(
+    client: httpx.AsyncClient, sid: str, payload: bytes, loc: str
+) -> None:
+    await _seeded(client, sid)
+    r = await client.post(
+        f"/sessions/{sid}/context", content=payload, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 422, r.text[:500]
+    assert r.json()["errors"][0]["loc"].startswith(loc)
+    # What JSON carries and stored tools may hold still goes through.
+    fine = (
+        b'{"dynamic_context": ["a\\u0000b"], "tools": ['
+        + _tool(b'{"n": ' + b"9" * 60 + b"}")
+        + b"]}"
+    )
+    r = await client.post(
+        f"/sessions/{sid}/context", content=fine, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 200, r.text[:500]

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from app.api import schemas
+from app.api import answers, schemas
 from tests.api.test_messages import call, result, user
 
 # Probes and metrics are for orchestrators, not API clients: /metrics is text.
@@ -87,7 +87,7 @@ def _fits(model: Any, body: Any) -> None:
 async def test_real_answers_fit_their_models(client: httpx.AsyncClient, sid: str) -> None:
     base = f"/sessions/{sid}"
     r = await client.put(base, json={"system_prompt": "Be brief.", "anchors": ["cap 4 EUR"]})
-    _fits(schemas.Session, r.json())
+    _fits(answers.Session, r.json())
     msgs = [
         {**user("read a.py"), "id": "u-1", "x_trace": {"span": 7}},
         call("c1", args='{"path": "a.py"}'),
@@ -96,44 +96,44 @@ async def test_real_answers_fit_their_models(client: httpx.AsyncClient, sid: str
     ]
     r = await client.post(f"{base}/messages", json={"messages": msgs})
     assert r.status_code == 201
-    _fits(schemas.AppendOut, r.json())
+    _fits(answers.AppendOut, r.json())
     page = (await client.get(f"{base}/messages")).json()
-    _fits(schemas.MessagePage, page)
+    _fits(answers.MessagePage, page)
     assert page["messages"][0]["x_trace"] == {"span": 7}  # unknown fields kept verbatim
-    _fits(schemas.MessageOut, (await client.get(f"{base}/messages/3?line_start=2")).json())
-    _fits(schemas.Budget, (await client.get(f"{base}/budget")).json())
+    _fits(answers.MessageOut, (await client.get(f"{base}/messages/3?line_start=2")).json())
+    _fits(answers.Budget, (await client.get(f"{base}/budget")).json())
     preview = await client.post(f"{base}/budget", json={"messages": [user("more")]})
-    _fits(schemas.BudgetPreview, preview.json())
+    _fits(answers.BudgetPreview, preview.json())
     for fmt in ("openai", "responses", "anthropic"):
-        _fits(schemas.ContextPayload, (await client.get(f"{base}/context?format={fmt}")).json())
+        _fits(answers.ContextPayload, (await client.get(f"{base}/context?format={fmt}")).json())
     ctx = await client.post(
         f"{base}/context", json={"dynamic_context": ["goal"], "max_tokens": 900}
     )
-    _fits(schemas.ContextPayload, ctx.json())
+    _fits(answers.ContextPayload, ctx.json())
     dry = await client.post(f"{base}/compact", json={"dry_run": True})
-    _fits(schemas.CompactionDryRun, dry.json())
+    _fits(answers.CompactionDryRun, dry.json())
     done = await client.post(f"{base}/compact", json={"wait": True})
-    _fits(schemas.CompactionJob, done.json())
-    _fits(schemas.CompactionState, (await client.get(f"{base}/compaction")).json())
-    _fits(schemas.EventPage, (await client.get(f"{base}/events")).json())
-    _fits(schemas.SessionPage, (await client.get("/sessions?limit=2")).json())
+    _fits(answers.CompactionJob, done.json())
+    _fits(answers.CompactionState, (await client.get(f"{base}/compaction")).json())
+    _fits(answers.EventPage, (await client.get(f"{base}/events")).json())
+    _fits(answers.SessionPage, (await client.get("/sessions?limit=2")).json())
     lease = (await client.post(f"{base}/lock", json={"owner": "me"})).json()
-    _fits(schemas.Lease, lease)
+    _fits(answers.Lease, lease)
     token = lease["lock_token"]
     renewed = await client.post(f"{base}/lock/renew", json={"lock_token": token})
-    _fits(schemas.Lease, renewed.json())
+    _fits(answers.Lease, renewed.json())
     cut = await client.delete(f"{base}/messages?from_seq=4&lock_token={token}")
-    _fits(schemas.DeletedTail, cut.json())
+    _fits(answers.DeletedTail, cut.json())
     cleared = await client.post(f"{base}/clear", json={"lock_token": token})
-    _fits(schemas.Cleared, cleared.json())
+    _fits(answers.Cleared, cleared.json())
     count = await client.post("/tokens/count", json={"text": "hello"})
-    _fits(schemas.TokenCount, count.json())
+    _fits(answers.TokenCount, count.json())
     missing = await client.get("/sessions/no-such-session")
     assert missing.status_code == 404
-    _fits(schemas.Problem, missing.json())
+    _fits(answers.Problem, missing.json())
     bad = await client.post(f"{base}/messages", json={"messages": [{"role": "robot"}]})
     assert bad.status_code == 422
-    problem = schemas.Problem.model_validate(bad.json())
+    problem = answers.Problem.model_validate(bad.json())
     assert problem.errors and problem.errors[0].loc == "messages[0].role"
 
 

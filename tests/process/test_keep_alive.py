@@ -44,14 +44,20 @@ def test_a_surrogate_key_is_a_422_and_the_connection_stays_open(
     server = start_server()
     sid = f"ka-{uuid.uuid4().hex[:8]}"
     bad = b'{"messages": [{"role": "user", "content": "x", "metadata": {"k\\ud800": 1}}]}'
+    key = b'{"k\\ud800": 1}'
+    tools = (
+        b'{"tools": [{"type": "function", "function": {"name": "f", "parameters": ' + key + b"}}]}"
+    )
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-        for path, method in (
-            (f"/sessions/{sid}/messages", "POST"),
-            (f"/sessions/{sid}", "PUT"),
-            (f"/sessions/{sid}/context", "POST"),
-            ("/tokens/count", "POST"),
+        assert _request(sock, "PUT", f"/sessions/{sid}", b"{}")[0] == 201
+        for method, path, body in (
+            ("POST", f"/sessions/{sid}/messages", bad),
+            ("PUT", f"/sessions/{sid}", key),
+            ("POST", f"/sessions/{sid}/context", key),
+            ("POST", f"/sessions/{sid}/context", tools),  # hashed into the prefix_id: a 500
+            ("POST", f"/sessions/{sid}/budget", bad),
+            ("POST", "/tokens/count", key),
         ):
-            body = bad if method == "POST" and path.endswith("messages") else b'{"k\\ud800": 1}'
             status, answer = _request(sock, method, path, body)
             assert status == 422, (path, answer)
             assert b'"code":"validation_error"' in answer.replace(b" ", b"")

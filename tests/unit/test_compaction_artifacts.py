@@ -22,7 +22,7 @@ from app.compaction.outcome import SummaryOutcome
 from app.compaction.shell import outcome, shell_files
 from app.compaction.summary import StructuredSummary, render_summary
 from app.compaction.turns import CompactionPlan, plan_range
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from tests.fakellm import FakeLLM, Raw
 from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, dataset_sessions, log_of
 

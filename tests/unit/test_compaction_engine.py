@@ -484,19 +484,19 @@ async def test_summaries_leave_the_default_executor_to_large_appends(
     # executor's (two here, as a small machine has few), the append could not start and
     # each summary would wait out its 5 s. Ordering by wall time instead was flaky: on a
     # busy machine a summary's own thread may well finish before the append's.
-    from app.compaction import engine
+    from app.compaction import brief
 
     plan = _audit_plan(6)
     appended = threading.Event()
     waited_out: list[str] = []
-    prepare = engine._prepare
+    prepare = brief.brief_for
 
     def held(*args: Any) -> Any:
         if not appended.wait(timeout=5):
             waited_out.append(threading.current_thread().name)
         return prepare(*args)
 
-    monkeypatch.setattr(engine, "_prepare", held)
+    monkeypatch.setattr(brief, "brief_for", held)
     loop = asyncio.get_running_loop()
     default = ThreadPoolExecutor(max_workers=2, thread_name_prefix="default")
     loop.set_default_executor(default)

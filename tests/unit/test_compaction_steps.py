@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.compaction.turns import CompactionPlan, NoopReason, plan_range, split_units
-from app.conversation import LoggedMessage
+from app.compaction.turns import CompactionPlan, NoopReason, plan_range
+from app.conversation import LoggedMessage, split_steps
 from tests.unit.compaction_helpers import call, log_of, msg
 
 
@@ -29,7 +29,7 @@ def _agent_run(steps: int, *, open_last: bool = False, text_before: bool = True)
 
 def test_steps_join_the_text_just_before_a_group() -> None:
     log = log_of(_agent_run(3))
-    units = split_units(log)
+    units = split_steps(log)
     assert [u.kind for u in units] == ["user", "step", "step", "step"]
     assert [(log[u.start].seq, log[u.end - 1].seq) for u in units] == [
         (1, 1),
@@ -169,7 +169,7 @@ def test_plan_properties(
         min_preserved_steps=steps,
         keep_recent_tokens=keep_tokens,
     )
-    units = split_units(log)
+    units = split_steps(log)
     current = units[-1].turn
     complete_steps = [u for u in units if u.turn == current and u.kind == "step" and not u.open]
     if isinstance(result, NoopReason):

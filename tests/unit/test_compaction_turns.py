@@ -5,8 +5,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.compaction.turns import CompactionPlan, NoopReason, plan_range, split_turns
-from app.conversation import LoggedMessage
+from app.compaction.turns import CompactionPlan, NoopReason, plan_range
+from app.conversation import LoggedMessage, split_turns
 from tests.unit.compaction_helpers import call, chat, log_of, msg
 
 

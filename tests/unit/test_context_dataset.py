@@ -93,7 +93,7 @@ def test_key_messages_is_explainable(
         total = sum(m.token_count for m in history)
         result = assemble(AssemblyRequest(history=history, counter=COUNTER, budget=total // 4))
         rules |= {d.rule.split("(")[0].split(":")[0] for d in result.decisions}
-    assert {"score", "latest_user", "recent", "tool_group", "budget"} <= rules
+    assert {"user", "latest_user", "recent", "tool_group", "budget"} <= rules
 
 
 @pytest.mark.parametrize("strategy", ["key_messages", "summary"])

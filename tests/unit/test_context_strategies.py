@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
@@ -12,7 +14,6 @@ import pytest
 from app.context import AssemblyRequest, assemble, available_strategies, get_strategy
 from app.context.strategies import base
 from app.context.strategies.base import Selection, Strategy
-from app.context.strategies.key_messages import KeyMessages
 from app.context.view import Form, HistoryView
 from app.conversation import LoggedMessage
 from tests.unit.context_helpers import COUNTER, assistant, check, log_of, logged, tool, user
@@ -47,14 +48,48 @@ def test_key_messages_keeps_an_early_user_message_that_the_window_forgets() -> N
     assert history[-1].seq in key.kept_seqs  # the newest exchange is mandatory
 
 
-def test_key_messages_recent_turns_are_mandatory() -> None:
-    history = log_of(chat(6))
-    result = run(history, budget=600, strategy=KeyMessages(recent_turns=2))
-    rules = {s: d.rule for d in result.decisions for s in range(d.seq, (d.through or d.seq) + 1)}
-    last = history[-1].seq
-    assert rules[last] == "latest"
-    assert rules[last - 1] == "latest_user"
-    assert rules[last - 2] == "recent" and rules[last - 3].startswith("user:")
+def agent_run(steps: int, output: str) -> list[dict[str, Any]]:
+    msgs = [user("Fix src/app.py. You must keep the API stable.")]
+    for i in range(steps):
+        msgs += [assistant(f"Step {i}: reading part {i}.", f"c{i}"), tool(f"c{i}", output)]
+    return msgs
+
+
+def forms_of(result: Any, history: list[LoggedMessage]) -> list[str]:
+    """Per step of an agent run (its tool result's seq), in log order: how it was sent."""
+    actions = {d.seq: d.action for d in result.decisions}
+    return [
+        "whole" if actions.get(m.seq) == "kept" else "masked" if m.seq in actions else "gone"
+        for m in history
+        if m.role == "tool"
+    ]
+
+
+def test_key_messages_sends_the_newest_steps_whole_older_masked_the_oldest_gone() -> None:
+    """Recency before stability (SPEC §3): newest steps whole, then masked (observation
+    masking), then left out; never an older step in a better form than a newer one."""
+    history = log_of(agent_run(40, "def handler(event):\n    return event['id']\n" * 40))
+    result = run(history, budget=6000, session_id="s")
+    forms = forms_of(result, history)
+    assert not result.over_budget
+    assert forms[-1] == "whole" and forms[0] == "gone"
+    assert "masked" in forms
+    rank = {"gone": 0, "masked": 1, "whole": 2}
+    assert all(rank[a] <= rank[b] for a, b in itertools.pairwise(forms)), forms
+    assert 1 in result.kept_seqs  # the task
+
+
+def test_key_messages_cuts_a_long_old_task_before_the_agents_recent_work() -> None:
+    """A long user message beyond the user's share of the budget is cut (head and key
+    lines), oldest first; at a budget with room for it, it is sent whole."""
+    task = "Implement the parser described below. " + "The grammar has many rules. " * 700
+    history = log_of([user(task), *agent_run(80, "x = compute(1)\n" * 60)])
+    tight = run(history, budget=8000, session_id="s")
+    roomy = run(history, budget=16000, session_id="s")
+    assert tight.dropped_count and roomy.dropped_count
+    assert {d.seq: d.action for d in tight.decisions}[1] == "cut"
+    assert {d.seq: d.action for d in roomy.decisions}[1] == "kept"
+    assert forms_of(tight, history)[-3:] == ["whole"] * 3
 
 
 def test_key_messages_compacts_before_dropping_the_current_turn() -> None:
@@ -238,3 +273,37 @@ def test_when_not_every_user_message_fits_short_ones_stay(strategy: str) -> None
     assert not result.over_budget and result.usage.input_tokens <= 300
     shorts = [m.seq for m in history if m.role == "user" and m.token_count < 30]
     assert set(shorts) <= set(result.kept_seqs)
+
+
+def test_a_masked_step_keeps_its_calls_with_long_arguments_cut_to_their_head() -> None:
+    """A step that wrote a file through a heredoc is masked to its call's head: valid JSON
+    arguments with the same keys, the head of the command (the path it wrote), where the
+    rest is, and far fewer tokens than the whole call."""
+    heredoc = "cat <<'EOF' > src/parser.py\n" + "def rule_%d(): return %d\n" * 300 + "EOF"
+    command = heredoc % tuple(x for i in range(300) for x in (i, i))
+    msgs: list[dict[str, Any]] = [user("Write the parser in src/parser.py.")]
+    msgs.append(
+        {
+            "role": "assistant",
+            "content": "THOUGHT: I will write the parser now.",
+            "tool_calls": [
+                {
+                    "id": "w1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+                }
+            ],
+        }
+    )
+    msgs.append(tool("w1", "done"))
+    msgs += agent_run(40, "check output line\n" * 40)[1:]
+    history = log_of(msgs)
+    result = run(history, budget=6000, session_id="s")
+    sent = next(
+        m for m in result.messages if m.get("tool_calls") and m["tool_calls"][0]["id"] == "w1"
+    )
+    args = json.loads(sent["tool_calls"][0]["function"]["arguments"])
+    assert set(args) == {"command"}
+    assert args["command"].startswith("cat <<'EOF' > src/parser.py")
+    assert "/sessions/s/messages/2" in args["command"]
+    assert COUNTER.count_message(sent) < history[1].token_count // 5

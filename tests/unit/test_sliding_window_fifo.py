@@ -15,7 +15,7 @@ from app.context import AssemblyRequest, assemble
 from app.context.groups import split_units
 from app.context.stability import Layout, StableStrategy
 from app.context.strategies import get_strategy
-from app.messages.types import LoggedMessage
+from app.conversation import LoggedMessage
 from app.models import SessionRow
 from tests.unit.context_helpers import COUNTER, logged, user
 from tests.unit.test_context_invariants import histories

@@ -1,35 +1,41 @@
-"""`key_messages` (the default): the user's words first, then the rest by explainable score.
+"""`key_messages` (the default): the user's words, then the agent's newest work, then by score.
 
 Mandatory: pinned units, the latest user message (the turn anchor: the user
 message that opens the current turn) and the newest unit (what the model is
-reacting to, often a tool result).
+reacting to, often a tool result), whole.
 
 Next, every other user message of the effective history, whatever it says: a
 30-token "from here on, dates as ISO 8601" typed in the middle of an agent run
 is worth more than any kilobyte of tool output, and whether a user's message
-matters cannot be told from its words (no keyword list decides it). Then every
-unit of the last `recent_turns` turns (default 2: the exchange in progress and
-the one before it; in an agent run, the run's steps since the last user
-message).
+matters cannot be told from its words (no keyword list decides it). Long ones
+beyond `USER_SHARE` of the budget are cut to head and key lines, oldest first
+(the task of a session's first hour must not crowd out the work of its last).
 
-The rest is scored by named signals (constraints, decisions, paths, code,
-numbers, recency; big tool outputs penalised) and picked greedily, best
-first, FULL form if it fits, else COMPACT. The rule of a kept unit names its
-score and top signals, e.g. `score:9(constraint,path,recency)`; a user message
-kept as such says `user:…` with its signals, for explanation only.
+Then the agent's steps, newest first (SPEC §3 "Recency before stability"):
+whole while they fit in the room less `MASK_SHARE` of it (at most
+`MASK_MAX_TOKENS`), then masked (tool
+outputs as short previews with the path of the full message, long texts cut,
+tool calls whole), so that the oldest steps are the first to go and more of the
+agent's own actions fit than whole outputs would leave. A step larger than
+`BIG_SHARE` of the room is masked alone. An older step is never sent while a
+newer one is left out: a scored pick from the past would sit at the front of the
+payload and change at every trim (the prompt cache's loss) for little the next
+step uses. The rule of a kept unit names why: `recent`, or `user:…` with the
+named signals of a user message (constraints, decisions, paths, code, numbers,
+recency), for explanation only.
 
-Over budget, in order, so that no user message is dropped while something
-else could give way: (1) every unit above goes COMPACT (tool results become
-short previews, long texts are cut to head and key lines) and the newest are
-restored to FULL while they fit; (2) if even that does not fit: the hard set
-(compacted if it must be), the newest unit compacted if it fits, then the
-user messages (short ones first, newest
-first; long ones cut), then the recent units compacted, newest first, the old
-steps that do not fit left out; cut user messages are restored first, then
-recent units to FULL, newest first; last of all only the last
+When even the user's messages do not fit whole: the hard set (compacted if it
+must be), the newest unit compacted if it fits, then the user messages (short
+ones first, newest first; long ones cut), then the steps compacted, newest
+first, the old ones that do not fit left out; cut user messages are restored
+first, then steps to FULL, newest first; last of all only the last
 `fallback_turns` (K=4) turns compete for what is left, compacted, by score.
 If the hard set alone does not fit even compacted, the pipeline reports
 `over_budget`.
+
+A trim starts from this selection at the low-water mark; app/context/trim.py
+keeps the previous payload's masked steps in front where that costs little of
+the newest steps' room (the prompt cache).
 """
 
 from __future__ import annotations
@@ -41,7 +47,6 @@ from app.context.signals import SCAN_CHARS, found
 from app.context.strategies.base import (
     Selection,
     Strategy,
-    fit_by_compacting,
     hard_rule,
     register,
 )
@@ -59,6 +64,17 @@ POINTS = {
 }
 SIGNAL_ORDER = ("constraint", "decision", "path", "code", "number")
 RECENCY_MAX = 6
+# Of the room the agent's steps get, the share kept for older steps sent masked (the
+# newest steps are sent whole in the rest)...
+MASK_SHARE = 0.25
+# ... and never more than this many tokens: masked steps tell the model what it did, and
+# past a few thousand tokens of them whole recent steps serve the next step better.
+MASK_MAX_TOKENS = 6_000
+# A step larger than this share of the room (and than the room left for whole steps) is
+# masked alone; the steps before it are still sent whole.
+BIG_SHARE = 0.35
+# The user's long messages beyond this share of the budget are cut, oldest first.
+USER_SHARE = 0.3
 MIN_UNIT_TOKENS = 5  # the framing of the smallest message: below it nothing fits
 BIG_TOOL_PENALTY = (2, 4)  # over the preview limit, over four times it
 
@@ -106,12 +122,23 @@ def _explain(points: int, signals: tuple[tuple[str, int], ...]) -> str:
     return f"score:{points}({','.join(name for name, _ in top)})"
 
 
+def _has_media(unit: Unit) -> bool:
+    """Whether a message of the unit carries non-text parts (images, audio): a cut keeps
+    text only, so the user's pictures are not folded away with their words."""
+    for m in unit.messages:
+        content = m.body.get("content")
+        if isinstance(content, list) and any(
+            isinstance(p, dict) and p.get("type") != "text" for p in content
+        ):
+            return True
+    return False
+
+
 @register
 class KeyMessages(Strategy):
     name = "key_messages"
 
-    def __init__(self, recent_turns: int = 2, fallback_turns: int = 4) -> None:
-        self.recent_turns = recent_turns
+    def __init__(self, fallback_turns: int = 4) -> None:
         self.fallback_turns = fallback_turns
 
     def select(self, view: HistoryView, budget: int) -> Selection:
@@ -120,26 +147,101 @@ class KeyMessages(Strategy):
             return Selection()
         newest = units[-1]
         hard = {u.index for u in view.hard()} | {newest.index}
-        first_recent = view.last_turn - self.recent_turns + 1
         # Every user message of the effective history, whatever it says: which of them
         # matter cannot be told from their words (no keyword list decides it).
-        users = [u for u in units if u.kind == "user" and u.index not in hard]
-        recent = [
-            u for u in units if u.turn >= first_recent and u.index not in hard and u.kind != "user"
-        ]
+        users = [u for u in units if u.kind in ("user", "summary") and u.index not in hard]
+        steps = [u for u in units if u.kind not in ("user", "summary") and u.index not in hard]
 
         sel = Selection()
         for i in sorted(hard):
             sel.pick(units[i], Form.FULL, hard_rule(units[i]))
         for u in users:
             sel.pick(u, Form.FULL, self._user_rule(view, u))
-        for u in recent:
+        for u in steps:
             sel.pick(u, Form.FULL, "recent")
-        if self._fits(sel, view, budget) or self._newest_full_rest_compact(sel, view, budget):
-            left = budget - sel.cost(view)
-            self._fill(view, sel, self._rest(units, sel), left, compact_only=False)
+        if self._fits(sel, view, budget):
             return sel
-        return self._tight(view, budget, users, recent)
+        for u in steps:
+            del sel.picks[u.index]
+        anchor = [u for u in view.hard() if u.latest_user and not u.pinned]
+        folding = users + anchor
+        self._fold_users(view, sel, folding, int(USER_SHARE * budget), media=False)
+        if not self._fits(sel, view, budget):
+            # The user's messages do not fit whole even so: the oldest long ones are cut
+            # (pictures included) before the tight path gives up on their order.
+            fixed = sel.cost(view) - sum(u.cost(sel.picks[u.index][0]) for u in folding)
+            self._fold_users(view, sel, folding, budget - fixed, media=True)
+        if not self._fits(sel, view, budget):
+            return self._tight(view, budget, users, steps)
+        self._newest_run(view, sel, steps, budget - sel.cost(view))
+        return sel
+
+    @staticmethod
+    def _fold_users(
+        view: HistoryView, sel: Selection, users: list[Unit], limit: int, *, media: bool
+    ) -> None:
+        """Long user messages are cut to head and key lines, oldest first, until the
+        user's messages fit in `limit` tokens.
+
+        With `USER_SHARE` of the budget as the limit: a session of several tasks (or
+        pasted documents) would otherwise spend the room of the agent's recent work on
+        the text of tasks long done. Short messages (instructions, corrections) are
+        never cut, the latest user message is cut last, and a message with pictures is
+        cut only when `media` allows it (a cut keeps text only).
+        """
+        total = sum(u.cost(sel.picks[u.index][0]) for u in users)
+        cut_over = view.limits.cut_over_tokens
+        for u in users:  # oldest first
+            if total <= limit:
+                break
+            form, rule = sel.picks[u.index]
+            if form is Form.COMPACT or u.pinned or u.logged_tokens <= cut_over:
+                continue
+            if not media and _has_media(u):
+                continue
+            total -= u.cost(Form.FULL) - u.cost(Form.COMPACT)
+            sel.picks[u.index] = (Form.COMPACT, rule)
+
+    def _newest_run(self, view: HistoryView, sel: Selection, steps: list[Unit], room: int) -> None:
+        """The agent's steps newest first (SPEC §3 "Recency before stability"): whole
+        while they fit in the room less `MASK_SHARE` of it, then masked (observation
+        masking: tool outputs as previews, long texts cut, tool calls whole) while they
+        fit at all, so that old steps go first and more of the agent's own actions stay
+        than whole outputs would leave. When every step fits, masked ones are restored,
+        newest first."""
+        full_left = room - min(int(MASK_SHARE * room), MASK_MAX_TOKENS)
+        big = int(BIG_SHARE * room)
+        left = room
+        masking = False
+        taken: list[Unit] = []
+        for u in reversed(steps):
+            if not masking:
+                cost = u.cost(Form.FULL)
+                if cost <= min(full_left, left):
+                    sel.pick(u, Form.FULL, "recent")
+                    full_left -= cost
+                    left -= cost
+                    taken.append(u)
+                    continue
+                # One step larger than a share of the room, and than what is left of
+                # it, is masked alone: the steps before it are still sent whole.
+                masking = cost <= big
+            cost = u.cost(Form.COMPACT)
+            if cost > left:
+                break
+            sel.pick(u, Form.COMPACT, "recent")
+            left -= cost
+            taken.append(u)
+        else:
+            for u in taken:  # newest first, and no older step whole while a newer is not
+                if sel.picks[u.index][0] is Form.FULL or u.cost(Form.FULL) > big:
+                    continue
+                extra = u.cost(Form.FULL) - u.cost(Form.COMPACT)
+                if extra > left:
+                    break
+                sel.picks[u.index] = (Form.FULL, "recent")
+                left -= extra
+            return
 
     def _tight(
         self, view: HistoryView, budget: int, users: list[Unit], recent: list[Unit]
@@ -205,43 +307,6 @@ class KeyMessages(Strategy):
     @staticmethod
     def _rest(units: Iterable[Unit], sel: Selection) -> list[Unit]:
         return [u for u in units if u.index not in sel.picks]
-
-    @staticmethod
-    def _newest_full_rest_compact(sel: Selection, view: HistoryView, budget: int) -> bool:
-        """Newest picks FULL while the older ones still fit COMPACT, the rest COMPACT.
-
-        Renders each unit in about one form. The floors of the older units are
-        estimates: when they prove optimistic, everything older goes COMPACT and
-        the newer FULL picks are compacted too, oldest first, before giving up;
-        False then (the last-resort fallback takes over).
-        """
-        order = sorted(sel.picks, reverse=True)
-        units = view.units
-        floors = [units[i].min_cost(Form.COMPACT) for i in order]
-        older = sum(floors)
-        total = 0
-        for k, i in enumerate(order):
-            unit, rule = units[i], sel.picks[i][1]
-            older -= floors[k]
-            room = budget - total - older
-            full = unit.min_cost(Form.FULL) <= room and unit.cost(Form.FULL) <= room
-            form = Form.FULL if full or unit.pinned else Form.COMPACT
-            sel.picks[i] = (form, rule)
-            total += unit.cost(form)
-            if total + older > budget:
-                for j in order[k + 1 :]:
-                    if not units[j].pinned:
-                        sel.picks[j] = (Form.COMPACT, sel.picks[j][1])
-                total = sel.cost(view)
-                break
-        if total > budget:  # the floors were optimistic: compact more, oldest first
-            total = fit_by_compacting(sel, view, [units[i] for i in order], budget)
-        newest = units[-1]
-        if sel.picks[newest.index][0] is Form.COMPACT and not newest.pinned:
-            # Every older step masked, yet no room for what the agent just read: old
-            # steps must go instead (the tight path), recency before completeness.
-            return False
-        return total <= budget
 
     @staticmethod
     def _fits(sel: Selection, view: HistoryView, budget: int) -> bool:

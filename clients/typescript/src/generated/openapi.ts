@@ -1022,7 +1022,10 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        /** LockTokenIn */
+        /**
+         * LockTokenIn
+         * @description The body of a write that takes nothing but the lease's token.
+         */
         LockTokenIn: {
             /** Lock Token */
             lock_token?: string | null;
@@ -1854,6 +1857,7 @@ export interface operations {
         parameters: {
             query?: {
                 cursor?: string | null;
+                /** @description at most CONTEXTD_MAX_PAGE_SIZE */
                 limit?: number;
             };
             header?: never;
@@ -2753,6 +2757,7 @@ export interface operations {
         parameters: {
             query?: {
                 after_id?: number;
+                /** @description at most CONTEXTD_MAX_PAGE_SIZE */
                 limit?: number;
                 /** @description type prefix */
                 type?: string | null;
@@ -3078,6 +3083,7 @@ export interface operations {
                 after_seq?: number;
                 /** @description only messages with seq below this */
                 before_seq?: number | null;
+                /** @description at most CONTEXTD_MAX_PAGE_SIZE */
                 limit?: number;
                 /** @description `desc` reads the tail first: the newest `limit` messages */
                 order?: "asc" | "desc";
@@ -3416,7 +3422,7 @@ export interface operations {
     search_sessions__session_id__search_get: {
         parameters: {
             query?: {
-                /** @description only messages with seq below */
+                /** @description only messages with seq below this */
                 before_seq?: number | null;
                 limit?: number;
                 /** @description words, identifiers, any language */

@@ -17,7 +17,7 @@ depends_on: str | Sequence[str] | None = None
 # A system message logged with `metadata.kind = "summary"` is sent to the model
 # (SPEC §3) but was left out of the running counts, so budget status and
 # automatic compaction under-reported such sessions. `counts_in_context`
-# (app/messages/types.py) now counts it; this shifts the stored running sums of
+# (app/conversation.py) now counts it; this shifts the stored running sums of
 # the sessions that hold one by what it would have added: every message's
 # `context_tokens_through` by the summary tokens at or before it, the session's
 # total by all of them, its watermark figure by those at or before the watermark
