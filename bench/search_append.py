@@ -2,7 +2,7 @@
 
     python bench/search_append.py [--via process,http] [--clients 1,20,50] [--rounds 3]
         [--round-s 6] [--warmup-s 1] [--messages dataset|plain] [--variants A,B]
-        [--workers 1] [--database-url URL]
+        [--workers 1] [--compare CHECKOUT] [--database-url URL]
 
 In a throwaway database (on `--database-url`, else `CONTEXTD_DATABASE_URL`, else an
 embedded PostgreSQL), migrated to head. For each `--via` and each `--clients` count C,
@@ -19,7 +19,9 @@ C clients append one message per call, each to a session of its own, back to bac
 Variants: A, as shipped (lexemes made and stored, GIN index `ix_messages_search`);
 B, no lexemes made, the column left NULL, no GIN index; L, lexemes stored without the
 GIN index; T, lexemes made and not stored (no index). The index is dropped or created
-between rounds as the variant needs.
+between rounds as the variant needs. `--compare CHECKOUT` (http only) adds A and B of
+another checkout's server (its bench/serve_variant.py, e.g. a `git archive` of main
+with this bench copied in) as A0 and B0, alternated with the others in the same run.
 
 `--messages dataset`: the shared dataset's messages in their order (user, assistant,
 tool calls and tool outputs; client c starts at the c-th of C evenly spaced user
@@ -53,6 +55,7 @@ if __package__ in (None, ""):  # `python bench/search_append.py` from anywhere
 import asyncpg
 
 from bench.common import (
+    REPO_ROOT,
     RawHttp,
     contextd_server,
     dataset_warning,
@@ -78,6 +81,7 @@ INDEX_WITH = {"A": "", "F": "fastupdate = off", "P": "gin_pending_list_limit = 2
 
 async def set_index(admin: asyncpg.Connection, variant: str) -> None:
     """The GIN index as `variant` has it: as shipped, with other settings, or none."""
+    variant = variant.rstrip("0")
     if variant not in INDEX_WITH:
         await admin.execute(DROP_INDEX)
         return
@@ -229,12 +233,14 @@ async def measure(
                 appenders[v], samplers[v] = direct, own
         else:
             for v in args.variants:
+                other = v.endswith("0")
                 base = await stack.enter_async_context(
                     contextd_server(
                         url,
                         workers=args.workers,
                         module="bench.serve_variant",
-                        env_extra={"CONTEXTD_BENCH_SEARCH": v},
+                        env_extra={"CONTEXTD_BENCH_SEARCH": v.rstrip("0")},
+                        root=Path(args.compare) if other else REPO_ROOT,
                     )
                 )
                 parts = urlsplit(base)
@@ -285,21 +291,21 @@ async def measure(
 
 def tables(via: str, clients: int, results: Results, args: argparse.Namespace) -> str:
     variants = args.variants
+    pairs = [(a, b) for a, b in (("A", "B"), ("A0", "B0")) if a in variants and b in variants]
     app_cpu = "this process" if via == "process" else "server"
-    headers = ["round", *(f"{v} appends/s" for v in variants)]
-    if "A" in variants and "B" in variants:
-        headers.append("A/B")
+    headers = ["round", *(f"{v} appends/s" for v in variants), *(f"{a}/{b}" for a, b in pairs)]
     rows: list[list[object]] = []
     for r in range(args.rounds):
-        row: list[object] = [r + 1, *(round(results[v][r][0]) for v in variants)]
-        if "A" in variants and "B" in variants:
-            row.append(f"{results['A'][r][0] / results['B'][r][0]:.0%}")
-        rows.append(row)
+        rate = {v: results[v][r][0] for v in variants}
+        rows.append(
+            [r + 1, *(round(rate[v]) for v in variants)]
+            + [f"{rate[a] / rate[b]:.0%}" for a, b in pairs]
+        )
     med = {v: [statistics.median(x[i] for x in results[v]) for i in range(3)] for v in variants}
-    row = ["median", *(round(med[v][0]) for v in variants)]
-    if "A" in variants and "B" in variants:
-        row.append(f"{med['A'][0] / med['B'][0]:.0%}")
-    rows.append(row)
+    rows.append(
+        ["median", *(round(med[v][0]) for v in variants)]
+        + [f"{med[a][0] / med[b][0]:.0%}" for a, b in pairs]
+    )
     cpu_rows = [
         [
             v,
@@ -344,10 +350,14 @@ def main() -> int:
     p.add_argument("--messages", choices=("dataset", "plain"), default="dataset")
     p.add_argument("--variants", default="A,B")
     p.add_argument("--workers", type=int, default=1, help="`serve --workers` (http)")
+    p.add_argument("--compare", help="another checkout: its A and B too, as A0 and B0 (http)")
     args = p.parse_args()
     args.via = [v for v in args.via.split(",") if v]
     args.clients = [int(c) for c in args.clients.split(",") if c]
     args.variants = [v for v in args.variants.split(",") if v]
+    if args.compare:
+        args.variants += ["A0", "B0"]
+        args.via = [v for v in args.via if v == "http"]
     server = args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
     print(f"{machine_info()}{dataset_warning()}")
     print(f"load average before: {load_average()}")

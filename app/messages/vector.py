@@ -11,8 +11,8 @@ parsing the vector's text form (`'a':1 'b':2,5`) the next:
   distinct token: a bounded cache keeps what it gave;
 - positions are gathered per lexeme as the two bytes each takes in the binary form,
   and the vector is handed to asyncpg as PostgreSQL's binary tsvector (`tsvectorrecv`:
-  lexemes sorted, each with its positions), registered as tsvector's codec in
-  `app/db.py`.
+  each lexeme with its positions; PostgreSQL sorts them), registered as tsvector's
+  codec in `app/db.py`.
 
 A text whose vector would pass `lexemes()`'s byte budget takes `lexemes()` itself,
 which leaves lexemes out in its own order. tests/unit/test_search_vector.py checks
@@ -127,13 +127,13 @@ def _grouped(data: bytes) -> tuple[dict[bytes, bytearray], int]:
 
 
 def _binary(vector: dict[bytes, bytearray], clamped: bool) -> bytes:
-    """The binary tsvector: the lexeme count, then each lexeme (sorted, as PostgreSQL
-    keeps them) with its NUL, its position count and its positions: the first
-    MAX_POSITIONS of them, MAX_POSITION once (`clamped`: the text reached it)."""
+    """The binary tsvector: the lexeme count, then each lexeme with its NUL, its position
+    count and its positions: the first MAX_POSITIONS of them, MAX_POSITION once
+    (`clamped`: the text reached it). In text order: PostgreSQL sorts the lexemes
+    itself (tsvectorrecv), in C, for less than sorting them here costs."""
     at = _AT
     parts = [len(vector).to_bytes(4, "big")]
-    for lexeme in sorted(vector):
-        where = vector[lexeme]
+    for lexeme, where in vector.items():
         if len(where) > 2 * MAX_POSITIONS:
             where = where[: 2 * MAX_POSITIONS]
         if clamped and where[-2:] == _MAX_AT:
