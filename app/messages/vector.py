@@ -97,53 +97,69 @@ def _one_word(token: bytes) -> bool:
     )
 
 
-def _grouped(data: bytes) -> tuple[dict[bytes, bytearray], int]:
+def _grouped(data: bytes) -> tuple[dict[bytes, bytes | bytearray], int]:
     """Each lexeme of the text's UTF-8 with its positions (two bytes each, in text
-    order), and the position after the last."""
-    out: dict[bytes, bytearray] = {}
+    order), and the position after the last. A lexeme seen once (most) keeps the
+    shared bytes of its one position; a second makes them a bytearray of its own."""
+    out: dict[bytes, bytes | bytearray] = {}
     get = out.get
     cached = _TOKENS.get
     at = _AT
     pos = 1
     for token in data.translate(_SPACES).split():
-        split = cached(token) or _token(token)
+        split = cached(token)
+        if split is None:
+            split = _token(token)
         if type(split) is bytes:
             where = get(split)
             if where is None:
-                out[split] = bytearray(at[pos])
-            else:
+                out[split] = at[pos]
+            elif type(where) is bytearray:
                 where += at[pos]
+            else:
+                out[split] = bytearray(where + at[pos])
             pos += 1
         else:
             terms, width = cast(_Terms, split)
             for lexeme, offset in terms:
                 where = get(lexeme)
                 if where is None:
-                    out[lexeme] = bytearray(at[pos + offset])
-                else:
+                    out[lexeme] = at[pos + offset]
+                elif type(where) is bytearray:
                     where += at[pos + offset]
+                else:
+                    out[lexeme] = bytearray(where + at[pos + offset])
             pos += width
     return out, pos
 
 
-def _binary(vector: dict[bytes, bytearray], clamped: bool) -> bytes:
+def _binary(vector: dict[bytes, bytes | bytearray], clamped: bool) -> bytes:
     """The binary tsvector: the lexeme count, then each lexeme with its NUL, its position
     count and its positions: the first MAX_POSITIONS of them, MAX_POSITION once
     (`clamped`: the text reached it). In text order: PostgreSQL sorts the lexemes
     itself (tsvectorrecv), in C, for less than sorting them here costs."""
+    if clamped or max(map(len, vector.values()), default=0) > 2 * MAX_POSITIONS:
+        vector = {lexeme: _bounded(where) for lexeme, where in vector.items()}
     at = _AT
-    parts = [len(vector).to_bytes(4, "big")]
+    parts: list[bytes | bytearray] = [len(vector).to_bytes(4, "big")]
+    append = parts.append
     for lexeme, where in vector.items():
-        if len(where) > 2 * MAX_POSITIONS:
-            where = where[: 2 * MAX_POSITIONS]
-        if clamped and where[-2:] == _MAX_AT:
-            # Big-endian positions up to MAX_POSITION: 0x3FFF never straddles two.
-            where = where[: where.find(_MAX_AT) + 2]
-        parts.append(lexeme + at[len(where) >> 1] + where)
+        append(lexeme)
+        append(at[len(where) >> 1])
+        append(where)
     return b"".join(parts)
 
 
-def _cost(vector: dict[bytes, bytearray]) -> int:
+def _bounded(where: bytes | bytearray) -> bytes | bytearray:
+    """The first MAX_POSITIONS positions, MAX_POSITION (which clamped ones repeat) once."""
+    where = where[: 2 * MAX_POSITIONS]
+    if where[-2:] == _MAX_AT:
+        # Big-endian positions up to MAX_POSITION: 0x3FFF never straddles two.
+        where = where[: where.find(_MAX_AT) + 2]
+    return where
+
+
+def _cost(vector: dict[bytes, bytes | bytearray]) -> int:
     """The vector's size as lexemes() counts it against MAX_TSVECTOR_BYTES."""
     positions = sum(min(len(where), 2 * MAX_POSITIONS) for where in vector.values())
     return sum(map(len, vector)) + 7 * len(vector) + positions
@@ -162,8 +178,8 @@ def text_vector(text: str, session_key: str) -> bytes:
     if exact:
         vector = {}
         for lexeme, positions in lexemes(text).items():
-            vector[lexeme.encode() + b"\0"] = bytearray(b"".join([_AT[p] for p in positions]))
-    vector[session_key.encode() + b"\0"] = bytearray()
+            vector[lexeme.encode() + b"\0"] = b"".join([_AT[p] for p in positions])
+    vector[session_key.encode() + b"\0"] = b""
     return _binary(vector, end - 1 >= MAX_POSITION)
 
 
