@@ -16,6 +16,9 @@ C clients append one message per call, each to a session of its own, back to bac
 - `--via http`: `contextd serve --workers W` (bench/serve_variant.py, one server per
   variant) and clients on keep-alive HTTP/1.1 connections, as bench/throughput.py's.
 
+Both run no compaction jobs (a session of dataset messages reaches compact_needed
+within a round at one client; that work is not the append's).
+
 Variants: A, as shipped (lexemes made and stored, GIN index `ix_messages_search`);
 B, no lexemes made, the column left NULL, no GIN index; L, lexemes stored without the
 GIN index; T, lexemes made and not stored (no index). The index is dropped or created
@@ -239,7 +242,12 @@ async def measure(
                         url,
                         workers=args.workers,
                         module="bench.serve_variant",
-                        env_extra={"CONTEXTD_BENCH_SEARCH": v.rstrip("0")},
+                        # No compaction jobs, as in process: their work is not the append's
+                        # (a session of dataset messages reaches compact_needed in a round).
+                        env_extra={
+                            "CONTEXTD_BENCH_SEARCH": v.rstrip("0"),
+                            "CONTEXTD_RUN_COMPACTIONS_IN_PROCESS": "false",
+                        },
                         root=Path(args.compare) if other else REPO_ROOT,
                     )
                 )
