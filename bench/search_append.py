@@ -213,6 +213,7 @@ async def measure(
     async with contextlib.AsyncExitStack() as stack:
         appenders: dict[str, Any] = {}
         samplers: dict[str, Any] = {}
+        connections: dict[str, list[RawHttp]] = {}
         if via == "process":
             app = await stack.enter_async_context(in_process(url))
             from app.messages import service
@@ -253,9 +254,7 @@ async def measure(
                 )
                 parts = urlsplit(base)
                 host, port = parts.hostname or "127.0.0.1", parts.port or 80
-                http = [RawHttp(timeout_s=60) for _ in range(clients)]
-                for conn in http:
-                    stack.callback(conn.close)
+                http = connections[v] = [RawHttp(timeout_s=60) for _ in range(clients)]
 
                 async def over_http(
                     c: int,
@@ -286,6 +285,10 @@ async def measure(
                 feeds = streams(messages, clients, args.messages)
                 rnd = Round(args, clients)
                 rate, (app_s, pg_s) = await rnd.run(appenders[v], sids, feeds, samplers[v])
+                # The next round of this server starts on new connections: uvicorn closes
+                # keep-alive connections idle for 5 s, and the other variants' rounds last longer.
+                for conn in connections.get(v, ()):
+                    conn.close()
                 n = max(1, rnd.done)
                 results[v].append((rate, 1000 * app_s / n, 1000 * pg_s / n, rnd.failures))
                 progress(
