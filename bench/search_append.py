@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -96,6 +97,9 @@ async def set_index(admin: asyncpg.Connection, variant: str) -> None:
     if have is None or have.replace(" ", "") != wanted.replace(" ", ""):
         await admin.execute(DROP_INDEX)
         await admin.execute(CREATE_INDEX + (f" WITH ({wanted})" if wanted else ""))
+
+
+_CALLS = itertools.count()
 
 
 def progress(msg: str) -> None:
@@ -209,6 +213,7 @@ async def measure(
     append, failures)."""
     messages = load_messages()
     database = url.rsplit("/", 1)[-1]
+    call = next(_CALLS)  # sessions of their own, however often this runs on one database
     results: Results = {v: [] for v in args.variants}
     async with contextlib.AsyncExitStack() as stack:
         appenders: dict[str, Any] = {}
@@ -281,7 +286,7 @@ async def measure(
                 if via == "process":
                     switch_search(v)
                 await set_index(admin, v)
-                sids = [f"ab-{via}-{clients}-{v}-{r}-{c}" for c in range(clients)]
+                sids = [f"ab-{via}-{clients}-{v}-{r}-{c}-{call}" for c in range(clients)]
                 feeds = streams(messages, clients, args.messages)
                 rnd = Round(args, clients)
                 rate, (app_s, pg_s) = await rnd.run(appenders[v], sids, feeds, samplers[v])
