@@ -32,7 +32,8 @@ messages and wraps around). `--messages plain`: its user and assistant messages
 without tool calls only, client c taking every C-th.
 
 Reported per round and as medians: appends/s per variant and A/B; CPU ms per append
-of the app (`process`: this whole process, the clients included; `http`: the server's
+of the app (`process`: this whole process, the clients included, and of it the
+vectors' making, timed around the function the write calls; `http`: the server's
 processes) and of the PostgreSQL backends of the database, over the measured seconds.
 The table goes to stdout, progress to stderr.
 """
@@ -72,7 +73,7 @@ from bench.common import (
     use_uvloop,
     with_unique_ids,
 )
-from bench.serve_variant import switch_search
+from bench.serve_variant import VECTOR_CPU, switch_search
 from bench.throughput import server_cpu_s
 
 TENANT = "default"
@@ -129,7 +130,9 @@ def backend_seconds(before: dict[int, float], after: dict[int, float]) -> float:
 
 
 Message = dict[str, Any]
-Results = dict[str, list[tuple[float, float, float, int]]]
+# Per variant, per round: appends/s, app CPU ms, PostgreSQL CPU ms, failures, and (in
+# process) the CPU ms of making vectors, per append.
+Results = dict[str, list[tuple[float, float, float, int, float]]]
 
 
 def streams(messages: list[Message], clients: int, kind: str) -> list[Iterator[Message]]:
@@ -209,8 +212,7 @@ async def in_process(url: str) -> AsyncIterator[Any]:
 async def measure(
     url: str, via: str, clients: int, args: argparse.Namespace, admin: asyncpg.Connection
 ) -> Results:
-    """Per variant, per round: (appends/s, app CPU ms per append, PostgreSQL CPU ms per
-    append, failures)."""
+    """Per variant, per round, its figures (`Results`)."""
     messages = load_messages()
     database = url.rsplit("/", 1)[-1]
     call = next(_CALLS)  # sessions of their own, however often this runs on one database
@@ -236,7 +238,8 @@ async def measure(
                 return True
 
             def own() -> tuple[float, ...]:
-                return time.process_time(), backend_seconds({}, backend_cpu(database))
+                cpu = backend_seconds({}, backend_cpu(database))
+                return time.process_time(), cpu, VECTOR_CPU[0]
 
             for v in args.variants:
                 appenders[v], samplers[v] = direct, own
@@ -278,24 +281,28 @@ async def measure(
                     return status in (200, 201)
 
                 def server(port: int = port) -> tuple[float, ...]:
-                    return server_cpu_s(port), backend_seconds({}, backend_cpu(database))
+                    return server_cpu_s(port), backend_seconds({}, backend_cpu(database)), 0.0
 
                 appenders[v], samplers[v] = over_http, server
         for r in range(args.rounds):
             for v in args.variants:
                 if via == "process":
-                    switch_search(v)
+                    switch_search(v, timed=True)
                 await set_index(admin, v)
                 sids = [f"ab-{via}-{clients}-{v}-{r}-{c}-{call}" for c in range(clients)]
                 feeds = streams(messages, clients, args.messages)
                 rnd = Round(args, clients)
-                rate, (app_s, pg_s) = await rnd.run(appenders[v], sids, feeds, samplers[v])
+                rate, (app_s, pg_s, vector_s) = await rnd.run(
+                    appenders[v], sids, feeds, samplers[v]
+                )
                 # The next round of this server starts on new connections: uvicorn closes
                 # keep-alive connections idle for 5 s, and the other variants' rounds last longer.
                 for conn in connections.get(v, ()):
                     conn.close()
                 n = max(1, rnd.done)
-                results[v].append((rate, 1000 * app_s / n, 1000 * pg_s / n, rnd.failures))
+                results[v].append(
+                    (rate, 1000 * app_s / n, 1000 * pg_s / n, rnd.failures, 1000 * vector_s / n)
+                )
                 progress(
                     f"  {via} {clients} clients round {r + 1} {v}: {rate:.0f} appends/s, "
                     f"app {1000 * app_s / n:.2f} ms, PostgreSQL {1000 * pg_s / n:.2f} ms per append"
@@ -317,7 +324,7 @@ def tables(via: str, clients: int, results: Results, args: argparse.Namespace) -
             [r + 1, *(round(rate[v]) for v in variants)]
             + [f"{rate[a] / rate[b]:.0%}" for a, b in pairs]
         )
-    med = {v: [statistics.median(x[i] for x in results[v]) for i in range(3)] for v in variants}
+    med = {v: [statistics.median(x[i] for x in results[v]) for i in (0, 1, 2, 4)] for v in variants}
     rows.append(
         ["median", *(round(med[v][0]) for v in variants)]
         + [f"{med[a][0] / med[b][0]:.0%}" for a, b in pairs]
@@ -326,6 +333,7 @@ def tables(via: str, clients: int, results: Results, args: argparse.Namespace) -
         [
             v,
             round(med[v][1], 3),
+            *([round(med[v][3], 3)] if via == "process" else []),
             round(med[v][2], 3),
             round(med[v][1] + med[v][2], 3),
             sum(x[3] for x in results[v]),
@@ -333,8 +341,16 @@ def tables(via: str, clients: int, results: Results, args: argparse.Namespace) -
         for v in variants
     ]
     title = f"\n## {via}, {clients} client{'s' if clients > 1 else ''}\n\n"
+    vectors = ["of which making vectors"] if via == "process" else []
     cpu = markdown_table(
-        ["variant", f"{app_cpu} CPU ms/append", "PostgreSQL CPU ms/append", "sum", "failed"],
+        [
+            "variant",
+            f"{app_cpu} CPU ms/append",
+            *vectors,
+            "PostgreSQL CPU ms/append",
+            "sum",
+            "failed",
+        ],
         cpu_rows,
     )
     return title + markdown_table(headers, rows) + "\n\nCPU, medians of the rounds:\n\n" + cpu

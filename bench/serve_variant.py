@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
+# CPU seconds this process spent making vectors (time.process_time), when timed.
+VECTOR_CPU = [0.0]
 
-def switch_search(variant: str) -> None:
-    """Make this process's appends build (or not) their search vector as `variant` says."""
+
+def switch_search(variant: str, timed: bool = False) -> None:
+    """Make this process's appends build (or not) their search vector as `variant` says;
+    `timed` adds the CPU each vector takes to VECTOR_CPU."""
     import app.messages.write as write
 
     # The name the append's write calls for a message's vector (an older checkout's
@@ -39,7 +44,18 @@ def switch_search(variant: str) -> None:
         made = _made_not_stored(original)
     else:
         raise ValueError(f"unknown variant {variant!r}")
-    setattr(write, name, made)
+    setattr(write, name, _timed(made) if timed and made is not _nothing else made)
+
+
+def _timed(make: Callable[..., Any]) -> Callable[..., Any]:
+    def made(body: Any, key: str) -> Any:
+        start = time.process_time()
+        try:
+            return make(body, key)
+        finally:
+            VECTOR_CPU[0] += time.process_time() - start
+
+    return made
 
 
 def _nothing(body: Any, key: str) -> None:
