@@ -197,23 +197,32 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def contextd_server(
-    database_url: str, timeout_s: float = 60, workers: int = 1
+    database_url: str,
+    timeout_s: float = 60,
+    workers: int = 1,
+    module: str = "app.cli",
+    env_extra: Mapping[str, str] | None = None,
+    root: Path = REPO_ROOT,
 ) -> AsyncIterator[str]:
     """Run `contextd serve` (the same entry point users run) on a free loopback port.
 
-    Yields the base URL once /readyz answers 200; stops the process at the end.
+    `module` runs instead of `app.cli` (a bench's variant of the server, e.g.
+    bench/serve_variant.py), with `env_extra` in its environment; `root` is the
+    checkout whose code it runs (another one's, for an A/B of two checkouts). Yields
+    the base URL once /readyz answers 200; stops the process at the end.
     """
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="contextd-bench-server-", suffix=".log", delete=False)
     env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, "CONTEXTD_HOST": "127.0.0.1"}
     env.pop("CONTEXTD_API_KEYS", None)
+    env.update(env_extra or {})
     # The code of this checkout, not whatever `app` the interpreter has installed: from
     # a git worktree sharing another checkout's venv (an editable install of that
     # checkout), an A/B would otherwise time the same server twice.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+        *("-m", module, "serve", "--host", "127.0.0.1", "--port", str(port)),
         *("--workers", str(workers)),
         env=env,
         cwd=tempfile.gettempdir(),

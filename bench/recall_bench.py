@@ -23,11 +23,13 @@ by query, and says how often both found the same messages.
    or identifier of the dataset (dozens to thousands of matches), a question naming
    a unique code ("what did the output say about RX-…"), a question of common
    words only, a Chinese word or phrase. p50/p99/max in ms per kind, over every call.
-2. append: concurrent appends (one dataset message each, `--clients` sessions)
-   through `app.messages.service.append` with its group commit, as the server runs
-   it: A with the search index (lexemes made and stored, GIN maintained) against B
-   without (no lexemes, index dropped), alternated A B A B … `--rounds` times for
-   `--round-s` seconds each. appends/s per round, and B/A.
+2. append: bench/search_append.py's in-process A/B (`--via process --messages plain`;
+   that bench also measures through HTTP and reports CPU per append): concurrent
+   appends (one dataset message each, `--clients` sessions) through
+   `app.messages.service.append` with its group commit, A with the search index
+   (lexemes made and stored, GIN maintained) against B without (no lexemes, index
+   dropped), alternated A B A B … `--rounds` times for `--round-s` seconds each.
+   appends/s per round, and A/B.
 3. recall: the dataset's sessions by language (English: each alone, after `--pad`
    messages of the dataset when given; Chinese: the short dialogues one after
    another as one conversation), replayed message by message. Before each
@@ -53,7 +55,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -398,60 +400,21 @@ async def latency(url: str, args: argparse.Namespace) -> list[list[object]]:
 # --- 2. append ---------------------------------------------------------------------------
 
 
-async def append_round(app: Any, messages: list[dict[str, Any]], args: argparse.Namespace,
-                       label: str, salt: int) -> float:  # fmt: skip
-    from app.messages import service
-
-    state = app.state
-    sent = [0]
-    stop_at = time.perf_counter() + args.round_s
-    plain = [m for m in messages if not m.get("tool_calls") and m["role"] != "tool"]
-
-    async def client(c: int) -> None:
-        sid = f"ab-{label}-{salt}-{c}"
-        i = c
-        while time.perf_counter() < stop_at:
-            m = plain[i % len(plain)]
-            i += args.clients
-            await service.append(
-                state.database, TENANT, sid, [m], None, state.settings, state.append_groups
-            )
-            sent[0] += 1
-
-    start = time.perf_counter()
-    await asyncio.gather(*(client(c) for c in range(args.clients)))
-    return sent[0] / (time.perf_counter() - start)
-
-
 async def appends(url: str, args: argparse.Namespace) -> list[list[object]]:
-    import app.messages.write
+    """bench/search_append.py's in-process A/B, on the dataset's plain messages."""
+    from bench.search_append import measure
 
-    # B's appends make no lexemes: the name the append's write uses is swapped for the round.
-    append_service: Any = app.messages.write
-    messages = load_messages()
-    original: Callable[..., Any] = append_service.message_tsvector
+    ab = argparse.Namespace(
+        variants=["A", "B"], rounds=args.rounds, round_s=args.round_s, warmup_s=1.0,
+        messages="plain", workers=1,
+    )  # fmt: skip
+    conn = await asyncpg.connect(plain_url(url))
+    try:
+        results = await measure(url, "process", args.clients, ab, conn)
+    finally:
+        await conn.close()
     rows: list[list[object]] = []
-    rates: dict[str, list[float]] = {"A": [], "B": []}
-    async with app_state(url) as app:
-        conn = await asyncpg.connect(plain_url(url))
-        try:
-            for r in range(args.rounds):
-                for label in ("A", "B"):
-                    if label == "A":
-                        append_service.message_tsvector = original
-                        await conn.execute(
-                            "CREATE INDEX IF NOT EXISTS ix_messages_search"
-                            " ON messages USING gin (search)"
-                        )
-                    else:
-                        append_service.message_tsvector = lambda body, key: None
-                        await conn.execute("DROP INDEX IF EXISTS ix_messages_search")
-                    rate = await append_round(app, messages, args, label, r)
-                    rates[label].append(rate)
-                    progress(f"  round {r + 1} {label}: {rate:.0f} appends/s")
-        finally:
-            append_service.message_tsvector = original
-            await conn.close()
+    rates = {v: [r[0] for r in results[v]] for v in ("A", "B")}
     for r in range(args.rounds):
         a, b = rates["A"][r], rates["B"][r]
         rows.append([r + 1, round(a), round(b), f"{a / b:.0%}"])

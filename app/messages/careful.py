@@ -41,6 +41,7 @@ async def _careful(
     batch: list[Incoming],
     counter: TokenCounter,
     counts: list[int],
+    search: list[bytes | None],
     lock_token: str | None,
     settings: Settings,
 ) -> AppendResult:
@@ -63,12 +64,13 @@ async def _careful(
     _check_replays([m for m in batch if m.id is not None and m.id in stored], stored)
     fresh = [m for m in batch if m.id is None or m.id not in stored]
     fresh_counts = [counts[m.index] for m in fresh]
+    fresh_search = [search[m.index] for m in fresh]
     await _check_tool_calls(conn, tenant, sid, fresh)
     ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in fresh]
     assigned: dict[int, dict[str, Any]] = {}
     if fresh:
         result = await conn.fetchrow(
-            repo.WRITE_BATCH, tenant, sid, *_write_args(tenant, sid, fresh, fresh_counts, ids)
+            repo.WRITE_BATCH, tenant, sid, *_write_args(fresh, fresh_counts, ids, fresh_search)
         )
         calls, answers = _tool_rows(fresh)
         # Checked and locked: anything short of the whole batch is a bug, not a race.

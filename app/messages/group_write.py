@@ -126,7 +126,7 @@ def _group_args(items: Sequence[Pending]) -> list[Any]:
     """WRITE_GROUP's parameters: each append's WRITE_BATCH arguments, tagged with its k."""
     columns: list[list[Any]] = [[] for _ in range(29)]
     for k, p in enumerate(items, 1):
-        args = _write_args(p.tenant, p.sid, p.batch, p.counts, p.ids)
+        args = _write_args(p.batch, p.counts, p.ids, p.search)
         columns[0].append(p.tenant)
         columns[1].append(p.sid)
         for col, value in enumerate(args[:6], 2):  # n, tokens, then the four role counts
@@ -141,5 +141,5 @@ def _group_args(items: Sequence[Pending]) -> list[Any]:
         columns[25].extend([k] * len(args[20]))
         for col, values in enumerate(args[20:22], 26):  # the answers to earlier calls
             columns[col].extend(values)
-        columns[28].extend(args[22])  # the messages' search lexemes
+        columns[28].extend(args[22])  # the messages' search vectors
     return columns

@@ -80,6 +80,10 @@ def searchable_text(body: Mapping[str, Any]) -> str:
 
 
 def _parts(chunk: str) -> list[str]:
+    if chunk.isascii():
+        # Every run is split at camelCase boundaries, and no match of _CAMEL crosses a
+        # run's edge (it matches letters and digits only): one pass over the chunk.
+        return [p.lower() for p in _CAMEL.findall(chunk)]
     out: list[str] = []
     for run in _PART.findall(chunk):
         # camelCase is an ASCII habit: other scripts' words stay whole.
@@ -151,7 +155,7 @@ def _split(chunk: str) -> _Split:
     terms = [(whole, 0)] if len(parts) > 1 or parts[0] != whole else []
     terms.extend((part, i) for i, part in enumerate(parts))
     return tuple(
-        (lex, at, len(lex.encode()) + 8) for lex, at in terms if len(lex) <= MAX_LEXEME_CHARS
+        [(lex, at, len(lex.encode()) + 8) for lex, at in terms if len(lex) <= MAX_LEXEME_CHARS]
     ), len(parts)
 
 

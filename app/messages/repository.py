@@ -55,8 +55,9 @@ ON CONFLICT (tenant_id, id) DO NOTHING
 # (ON CONFLICT DO NOTHING) and an answer only lands on an open call: the counts
 # returned say whether the batch went in whole; when not, the caller rolls back and
 # appends again the careful way, which names the problem. Each message's search
-# lexemes (`search`, app/messages/lexemes.py: made before the transaction, as the token
-# counts are) go in with it: a search never misses an acknowledged message.
+# vector (`search`, app/messages/vector.py: made before the transaction, as the token
+# counts are, and sent as a binary tsvector, which PostgreSQL reads without parsing)
+# goes in with it: a search never misses an acknowledged message.
 WRITE_BATCH = f"""
 WITH s AS (
     UPDATE sessions SET
@@ -75,10 +76,10 @@ WITH s AS (
         search)
     SELECT $1, $2, s.base_seq + u.ord, u.message_id, u.role, u.body, u.token_count,
         s.base_tokens + u.through, u.pinned, u.include_in_context, u.mode, u.run_id,
-        u.metadata, u.error, u.search::tsvector
+        u.metadata, u.error, u.search
     FROM s, unnest($9::text[], $10::text[], $11::jsonb[], $12::int[], $13::bigint[],
                    $14::bool[], $15::bool[], $16::text[], $17::text[], $18::jsonb[],
-                   $19::jsonb[], $25::text[]) WITH ORDINALITY
+                   $19::jsonb[], $25::tsvector[]) WITH ORDINALITY
         AS u(message_id, role, body, token_count, through, pinned, include_in_context,
              mode, run_id, metadata, error, search, ord)
     ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING
@@ -145,10 +146,10 @@ WITH r AS MATERIALIZED (
         search)
     SELECT s.tenant_id, s.session_id, s.base_seq + u.ord, u.message_id, u.role, u.body,
         u.token_count, s.base_tokens + u.through, u.pinned, u.include_in_context, u.mode,
-        u.run_id, u.metadata, u.error, u.search::tsvector
+        u.run_id, u.metadata, u.error, u.search
     FROM s JOIN unnest($9::int[], $10::int[], $11::text[], $12::text[], $13::jsonb[],
                        $14::int[], $15::bigint[], $16::bool[], $17::bool[], $18::text[],
-                       $19::text[], $20::jsonb[], $21::jsonb[], $29::text[])
+                       $19::text[], $20::jsonb[], $21::jsonb[], $29::tsvector[])
         AS u(k, ord, message_id, role, body, token_count, through, pinned,
              include_in_context, mode, run_id, metadata, error, search) ON u.k = s.k
     ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING

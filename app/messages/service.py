@@ -42,6 +42,7 @@ from app.messages.write import (
     _Careful,
     _count,
     _in_context,
+    _measure,
     _optimistic,
     _Recount,
     _transaction,
@@ -116,11 +117,11 @@ async def append(
         max_message_bytes=settings.max_message_bytes,
     )
     counter = get_counter(_MODEL_HINTS.get((tenant, sid), settings.default_model))
-    counts = await _count(counter, batch)
+    counts, search = await _measure(counter, batch, tenant, sid)
     careful = not _fits_alone(batch)
     # Ids are made once: a write that does not stand stores none of them.
     ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
-    pending = Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids)
+    pending = Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids, search)
     if groups is not None and not careful:
         grouped = await groups.submit((tenant, sid), pending)
         if grouped is not None:
@@ -142,6 +143,7 @@ async def append(
                         batch,
                         pending.counter,
                         pending.counts,
+                        pending.search,
                         lock_token,
                         settings,
                     )

@@ -19,8 +19,9 @@ from app.conversation import counts_in_context
 from app.database import Driver
 from app.leases.guard import check_write
 from app.messages import repository as repo
-from app.messages.lexemes import message_tsvector, session_lexeme
+from app.messages.lexemes import session_lexeme
 from app.messages.validation import Incoming
+from app.messages.vector import message_vector
 from app.observability import metrics
 from app.settings import Settings
 from app.tokens import TokenCounter, get_counter
@@ -119,7 +120,7 @@ async def _optimistic(conn: Driver, p: Pending) -> AppendResult:
 async def _write_batch(conn: Driver, p: Pending) -> Any:
     """WRITE_BATCH's row for the append: its session as it was, and what went in."""
     return await conn.fetchrow(
-        repo.WRITE_BATCH, p.tenant, p.sid, *_write_args(p.tenant, p.sid, p.batch, p.counts, p.ids)
+        repo.WRITE_BATCH, p.tenant, p.sid, *_write_args(p.batch, p.counts, p.ids, p.search)
     )
 
 
@@ -164,6 +165,9 @@ class Pending:
     lock_token: str | None
     settings: Settings
     ids: list[str]
+    # Each message's search vector (app/messages/vector.py), made with the token counts
+    # before any connection is held; written by the append's own statement.
+    search: list[bytes | None]
 
 
 async def _finish(
@@ -204,10 +208,12 @@ async def _finish(
 
 
 def _write_args(
-    tenant: str, sid: str, batch: Sequence[Incoming], counts: Sequence[int], ids: Sequence[str]
+    batch: Sequence[Incoming],
+    counts: Sequence[int],
+    ids: Sequence[str],
+    search: Sequence[bytes | None],
 ) -> list[Any]:
     """WRITE_BATCH's parameters after tenant and session: totals, then one array per column."""
-    key = session_lexeme(tenant, sid)
     roles = {"system": 0, "user": 0, "assistant": 0, "tool": 0}
     through: list[int] = []
     running = 0
@@ -241,9 +247,9 @@ def _write_args(
         [c[2] for c in calls],
         [a[0] for a in answers],
         [a[1] for a in answers],
-        # The search lexemes as tsvector text ($25): the index is written by the same
+        # The search vectors ($25, binary tsvectors): the index is written by the same
         # statement, in the same transaction, as the message.
-        [message_tsvector(m.body, key) for m in batch],
+        list(search),
     ]
 
 
@@ -286,6 +292,20 @@ THREAD_THRESHOLD_BYTES = 64 * 1024
 async def _count(counter: TokenCounter, batch: Sequence[Incoming]) -> list[int]:
     def run() -> list[int]:
         return [counter.count_message(m.body) for m in batch]
+
+    return await asyncio.to_thread(run) if _content_bytes(batch) > THREAD_THRESHOLD_BYTES else run()
+
+
+async def _measure(
+    counter: TokenCounter, batch: Sequence[Incoming], tenant: str, sid: str
+) -> tuple[list[int], list[bytes | None]]:
+    """Each message's tokens and search vector, before the append holds a connection (in
+    a thread for large batches, where it would stall the event loop)."""
+    key = session_lexeme(tenant, sid)
+
+    def run() -> tuple[list[int], list[bytes | None]]:
+        counts = [counter.count_message(m.body) for m in batch]
+        return counts, [message_vector(m.body, key) for m in batch]
 
     return await asyncio.to_thread(run) if _content_bytes(batch) > THREAD_THRESHOLD_BYTES else run()
 

@@ -13,7 +13,9 @@ from fastapi import FastAPI
 from app.main import create_app
 from app.messages import service
 from app.messages.group_write import write_group
+from app.messages.lexemes import session_lexeme
 from app.messages.validation import parse_batch
+from app.messages.vector import message_vector
 from app.messages.write import Pending
 from app.settings import Settings
 from app.tokens import get_counter
@@ -32,7 +34,9 @@ def pending(
     counter = get_counter(settings.default_model)
     counts = [counter.count_message(m.body) for m in batch]
     ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
-    return Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids)
+    key = session_lexeme(tenant, sid)
+    search: list[bytes | None] = [message_vector(m.body, key) for m in batch]
+    return Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids, search)
 
 
 async def _session(client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> str:

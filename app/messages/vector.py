@@ -1,0 +1,189 @@
+"""An append's search vector, made fast, in the binary form PostgreSQL reads without parsing.
+
+`app/messages/lexemes.py` says what a message is indexed by; `lexemes()` there is
+the reference. This makes the same vector on the append's hot path, where making
+lexemes was the largest part of what the index cost an append, and PostgreSQL
+parsing the vector's text form (`'a':1 'b':2,5`) the next:
+
+- the text's UTF-8 is split in C (`bytes.translate`, `bytes.split`) at the ASCII
+  characters no chunk can hold; each token (whole chunks and CJK runs, punctuation
+  of other scripts included) is split the way `lexemes()` splits text, once per
+  distinct token: a bounded cache keeps what it gave;
+- positions are gathered per lexeme as the two bytes each takes in the binary form,
+  and the vector is handed to asyncpg as PostgreSQL's binary tsvector (`tsvectorrecv`:
+  each lexeme with its positions; PostgreSQL sorts them), registered as tsvector's
+  codec in `app/db.py`.
+
+A text whose vector would pass `lexemes()`'s byte budget takes `lexemes()` itself,
+which leaves lexemes out in its own order. tests/unit/test_search_vector.py checks
+both ways give the same vector, over the dataset and random text.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Mapping
+from typing import Any, cast
+
+from app.messages.lexemes import (
+    _CHUNK,
+    MAX_INDEXED_CHARS,
+    MAX_LEXEME_CHARS,
+    MAX_POSITION,
+    MAX_TSVECTOR_BYTES,
+    _cjk_split,
+    _segments,
+    _split,
+    lexemes,
+    searchable_text,
+)
+
+# ASCII characters that no chunk can hold (neither word characters nor the joiners of
+# `_CHUNK`) become spaces; every other byte stays, those of multi-byte characters too.
+_SPACES = bytes(
+    b if b >= 0x80 or _CHUNK.fullmatch("a" + chr(b) + "a") else 0x20 for b in range(256)
+)
+# PostgreSQL keeps this many positions per lexeme (MAXNUMPOS), as lexemes() does.
+MAX_POSITIONS = 256
+# Up to this many bytes of text, lexemes()'s byte budget cannot bind (its worst case,
+# one-character parts such as `a1b2c3`, costs ~18 bytes of budget per byte of text);
+# past it the vector's cost is added up, and a text over budget takes lexemes() itself.
+_WITHIN_BUDGET_BYTES = 40_000
+# A position as the binary form writes it (big-endian, weight bits 0); positions past
+# MAX_POSITION are written as MAX_POSITION, as lexemes() writes them. No text takes
+# more positions than it has characters (unless NFC lengthened it: then lexemes()).
+_MAX_AT = MAX_POSITION.to_bytes(2, "big")
+_AT = [p.to_bytes(2, "big") for p in range(MAX_POSITION)] + [_MAX_AT] * (
+    MAX_INDEXED_CHARS + 2 - MAX_POSITION
+)
+
+# A token's lexemes, each spelled as the binary form does (UTF-8 and a NUL), with its
+# position after the token's first, and how many positions the token takes; a plain
+# word (one lexeme, one position) as that lexeme alone. Bounded, cleared when full.
+_Terms = tuple[tuple[tuple[bytes, int], ...], int]
+_Split = bytes | _Terms
+_TOKENS: dict[bytes, _Split] = {}
+_TOKENS_MAX = 50_000
+_TOKEN_CACHED_BYTES = 64
+
+
+def _token(token: bytes) -> _Split:
+    if token.isalnum() and len(token) <= MAX_LEXEME_CHARS and _one_word(token):
+        found: _Split = token.lower() + b"\0"  # most new tokens: a word, a number
+    else:
+        terms: list[tuple[bytes, int]] = []
+        width = 0
+        if token.isascii():  # no CJK run to look for
+            pieces = [("word", chunk) for chunk in _CHUNK.findall(token.decode())]
+        else:
+            pieces = _segments(token.decode("utf-8", "surrogatepass"))
+        for kind, piece in pieces:
+            split, n = _cjk_split(piece) if kind == "cjk" else _split(piece)
+            terms.extend((lexeme.encode() + b"\0", width + at) for lexeme, at, _ in split)
+            width += n
+        found = terms[0][0] if width == 1 and len(terms) == 1 else (tuple(terms), width)
+    if len(token) <= _TOKEN_CACHED_BYTES:
+        if len(_TOKENS) >= _TOKENS_MAX:
+            _TOKENS.clear()
+        _TOKENS[token] = found
+    return found
+
+
+def _one_word(token: bytes) -> bool:
+    """Whether an ASCII token of letters and digits is one part (`_parts`): a number, or
+    letters in one case (`word`, `WORD`, `Word`), which camelCase does not split."""
+    return token.isdigit() or (
+        token.isalpha() and (token.islower() or token.isupper() or token.istitle())
+    )
+
+
+def _grouped(data: bytes) -> tuple[dict[bytes, bytes | bytearray], int]:
+    """Each lexeme of the text's UTF-8 with its positions (two bytes each, in text
+    order), and the position after the last. A lexeme seen once (most) keeps the
+    shared bytes of its one position; a second makes them a bytearray of its own."""
+    out: dict[bytes, bytes | bytearray] = {}
+    get = out.get
+    cached = _TOKENS.get
+    at = _AT
+    pos = 1
+    for token in data.translate(_SPACES).split():
+        split = cached(token)
+        if split is None:
+            split = _token(token)
+        if type(split) is bytes:
+            where = get(split)
+            if where is None:
+                out[split] = at[pos]
+            elif type(where) is bytearray:
+                where += at[pos]
+            else:
+                out[split] = bytearray(where + at[pos])
+            pos += 1
+        else:
+            terms, width = cast(_Terms, split)
+            for lexeme, offset in terms:
+                where = get(lexeme)
+                if where is None:
+                    out[lexeme] = at[pos + offset]
+                elif type(where) is bytearray:
+                    where += at[pos + offset]
+                else:
+                    out[lexeme] = bytearray(where + at[pos + offset])
+            pos += width
+    return out, pos
+
+
+def _binary(vector: dict[bytes, bytes | bytearray], clamped: bool) -> bytes:
+    """The binary tsvector: the lexeme count, then each lexeme with its NUL, its position
+    count and its positions: the first MAX_POSITIONS of them, MAX_POSITION once
+    (`clamped`: the text reached it). In text order: PostgreSQL sorts the lexemes
+    itself (tsvectorrecv), in C, for less than sorting them here costs."""
+    if clamped or max(map(len, vector.values()), default=0) > 2 * MAX_POSITIONS:
+        vector = {lexeme: _bounded(where) for lexeme, where in vector.items()}
+    at = _AT
+    parts: list[bytes | bytearray] = [len(vector).to_bytes(4, "big")]
+    append = parts.append
+    for lexeme, where in vector.items():
+        append(lexeme)
+        append(at[len(where) >> 1])
+        append(where)
+    return b"".join(parts)
+
+
+def _bounded(where: bytes | bytearray) -> bytes | bytearray:
+    """The first MAX_POSITIONS positions, MAX_POSITION (which clamped ones repeat) once."""
+    where = where[: 2 * MAX_POSITIONS]
+    if where[-2:] == _MAX_AT:
+        # Big-endian positions up to MAX_POSITION: 0x3FFF never straddles two.
+        where = where[: where.find(_MAX_AT) + 2]
+    return where
+
+
+def _cost(vector: dict[bytes, bytes | bytearray]) -> int:
+    """The vector's size as lexemes() counts it against MAX_TSVECTOR_BYTES."""
+    positions = sum(min(len(where), 2 * MAX_POSITIONS) for where in vector.values())
+    return sum(map(len, vector)) + 7 * len(vector) + positions
+
+
+def text_vector(text: str, session_key: str) -> bytes:
+    """The binary tsvector of `text`'s lexemes (as `lexemes()` makes them) and the
+    session's key lexeme (positionless)."""
+    # A lone surrogate (refused in stored messages) separates chunks, as lexemes() reads it.
+    data = unicodedata.normalize("NFC", text[:MAX_INDEXED_CHARS]).encode("utf-8", "surrogatepass")
+    try:
+        vector, end = _grouped(data)
+        exact = len(data) > _WITHIN_BUDGET_BYTES and _cost(vector) > MAX_TSVECTOR_BYTES
+    except IndexError:  # more positions than _AT holds: NFC lengthened the text
+        exact, end = True, MAX_POSITION + 1
+    if exact:
+        vector = {}
+        for lexeme, positions in lexemes(text).items():
+            vector[lexeme.encode() + b"\0"] = b"".join([_AT[p] for p in positions])
+    vector[session_key.encode() + b"\0"] = b""
+    return _binary(vector, end - 1 >= MAX_POSITION)
+
+
+def message_vector(body: Mapping[str, Any], session_key: str) -> bytes:
+    """What the append stores in `messages.search` for this body (binary tsvector): the
+    same vector as `lexemes.message_tsvector`'s text, which the migration writes."""
+    return text_vector(searchable_text(body), session_key)
