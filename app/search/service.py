@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from app.database import Database
 
 
-
 @dataclass(frozen=True, slots=True)
 class Hit:
     seq: int
