@@ -172,7 +172,12 @@ class KeyMessages(Strategy):
             fixed = sel.cost(view) - sum(u.cost(sel.picks[u.index][0]) for u in folding)
             self._fold_users(view, sel, folding, budget - fixed, media=True)
         if not self._fits(sel, view, budget):
-            return self._tight(view, budget, users, steps)
+            # The user's own messages before any summary kept in the log: a summary
+            # competes with the steps there (SPEC §3: a user message is dropped only
+            # when it cannot fit).
+            words = [u for u in users if u.kind == "user"]
+            rest = sorted((u for u in users if u.kind != "user"), key=lambda u: u.index)
+            return self._tight(view, budget, words, sorted(rest + steps, key=lambda u: u.index))
         self._newest_run(view, sel, steps, budget - sel.cost(view))
         return sel
 
