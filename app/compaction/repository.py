@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import conversation
 from app.conversation import LoggedMessage
+from app.database import Driver
 from app.leases.fencing import store_admits
 from app.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
 from app.models.job import ACTIVE
@@ -85,7 +86,7 @@ SELECT EXISTS (
 """
 
 
-async def has_active_job(conn: Any, tenant: str, sid: str) -> bool:
+async def has_active_job(conn: Driver, tenant: str, sid: str) -> bool:
     """Whether the session has a pending or running job, as of a fresh snapshot."""
     return bool(await conn.fetchval(_HAS_ACTIVE, tenant, sid))
 

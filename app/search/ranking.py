@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.database import Driver
 from app.messages.lexemes import MAX_TERMS, Term, in_session, literals
 from app.search import repository as repo
 
@@ -145,7 +146,7 @@ def _sampled(terms: Sequence[Term], whole: bool) -> list[str]:
 
 
 async def _counts(
-    conn: Any,
+    conn: Driver,
     tenant: str,
     sid: str,
     terms: Sequence[Term],
@@ -253,7 +254,7 @@ async def _counts(
 
 
 async def rank(
-    conn: Any,
+    conn: Driver,
     tenant: str,
     sid: str,
     q: str,

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from app.database import Driver
+
 SESSION = """
 SELECT last_seq, last_compaction_seq FROM sessions WHERE tenant_id = $1 AND id = $2
 """
@@ -147,12 +149,12 @@ JOIN messages a ON a.tenant_id = $1 AND a.session_id = $2 AND a.seq = t.seq
 """
 
 
-async def session(conn: Any, tenant: str, sid: str) -> Any:
+async def session(conn: Driver, tenant: str, sid: str) -> Any:
     return await conn.fetchrow(SESSION, tenant, sid)
 
 
 async def matches(
-    conn: Any,
+    conn: Driver,
     tenant: str,
     sid: str,
     tsqueries: Sequence[str],
@@ -171,7 +173,7 @@ async def matches(
 
 
 async def spread(
-    conn: Any,
+    conn: Driver,
     tenant: str,
     sid: str,
     tsqueries: Sequence[str],
@@ -194,7 +196,7 @@ async def spread(
 
 
 async def newest_indexed(
-    conn: Any,
+    conn: Driver,
     tenant: str,
     sid: str,
     tsquery: str,
@@ -207,7 +209,7 @@ async def newest_indexed(
 
 
 async def finish(
-    conn: Any,
+    conn: Driver,
     tenant: str,
     sid: str,
     scored: Sequence[tuple[int, float | None]],
@@ -235,7 +237,7 @@ async def finish(
 
 
 async def term_matches(
-    conn: Any,
+    conn: Driver,
     tenant: str,
     sid: str,
     queries: Sequence[str],
@@ -251,7 +253,9 @@ async def term_matches(
     return out
 
 
-async def call_names(conn: Any, tenant: str, sid: str, call_ids: Sequence[str]) -> dict[str, str]:
+async def call_names(
+    conn: Driver, tenant: str, sid: str, call_ids: Sequence[str]
+) -> dict[str, str]:
     """call id -> function name, for the calls answered by these ids."""
     if not call_ids:
         return {}
