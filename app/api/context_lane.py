@@ -22,8 +22,6 @@ from app.api import lanes
 from app.api.context import router
 from app.api.schemas import ContextQuery
 from app.context import params, service
-from app.errors import invalid
-from app.jsonsafe import sendable_problem
 
 PATH = "/sessions/{session_id}/context"
 
@@ -50,19 +48,6 @@ def query_params(raw: bytes) -> params.ContextParams:
     )
 
 
-def _check_sendable(call: params.ContextParams) -> None:
-    """A call's own tools and dynamic context are hashed into the `prefix_id`, counted and
-    sent on to the model: a lone surrogate escape (`"\\ud800"`), a non-finite number or
-    nesting deeper than stored tools may have is a 422 naming the field, not the 500 (or
-    the invalid JSON `NaN` in the payload) it gave. (This belongs with the body's other
-    checks in app/context/params.py; it waits here for app/context's part of issue 24.)"""
-    found = sendable_problem(call.tools, "tools") or sendable_problem(
-        call.dynamic_context, "dynamic_context"
-    )
-    if found:
-        raise invalid(*found)
-
-
 class ContextLane(lanes.Lane):
     def __init__(self, app: ASGIApp, api: FastAPI) -> None:
         super().__init__(app, api, router, PATH, ("GET", "POST"))
@@ -74,8 +59,13 @@ class ContextLane(lanes.Lane):
             call = query_params(scope["query_string"])
         else:
             call = params.from_body(lanes.json_object(scope, await lanes.read_body(receive)))
-            _check_sendable(call)
         content = await service.payload_json(
-            services.database, services.events, tenant, sid, call, services.settings
+            services.database,
+            services.events,
+            tenant,
+            sid,
+            call,
+            services.settings,
+            services.caches,
         )
         return 200, content

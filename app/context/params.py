@@ -13,6 +13,7 @@ from typing import Any
 
 from app.context.validation import validate_context_params
 from app.errors import invalid
+from app.jsonsafe import sendable_problem
 from app.limits import DEFAULT_FORMAT, FORMATS, PREFIX_ID_MAX, PREFIX_ID_PATTERN
 
 POST_FIELDS = (
@@ -107,6 +108,15 @@ def from_body(body: dict[str, Any]) -> ContextParams:
             if k not in ("format", "previous_prefix_id", "recall")
         }
     )
+    # A call's own tools and dynamic context are hashed into the `prefix_id`, counted and
+    # sent on to the model: a lone surrogate escape (`"\ud800"`), a non-finite number or
+    # nesting deeper than stored tools may have is a 422 naming the field, not a 500 (or
+    # the invalid JSON `NaN` in the payload).
+    found = sendable_problem(body.get("tools"), "tools") or sendable_problem(
+        body.get("dynamic_context"), "dynamic_context"
+    )
+    if found:
+        raise invalid(*found)
     return ContextParams(
         max_tokens=body.get("max_tokens"),
         strategy=body.get("strategy"),
