@@ -32,7 +32,7 @@ def is_summary_class(role: str, metadata: Mapping[str, Any] | None) -> bool:
     """A `system` message the client logged as a summary (`metadata.kind == "summary"`).
 
     Historical system messages are left out of the history sent, except these
-    (SPEC §3): assembly sends them as summary units (`app/context/groups.py`).
+    (SPEC §3): assembly sends them as summary units (`split_groups` below).
     """
     return role == "system" and (metadata or {}).get("kind") == "summary"
 

@@ -30,6 +30,7 @@ from app.auth.middleware import Authenticate
 from app.compaction.client import model_client
 from app.compaction.runner import CompactionRunner
 from app.console.router import router as console_router
+from app.context.caches import Caches
 from app.database import Database
 from app.events import EventWriter
 from app.messages.group_write import write_group
@@ -90,7 +91,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
             )
             app.state.compactions = runner
             app.state.services = Services(
-                settings, app.state.database, app.state.events, groups, runner
+                settings, app.state.database, app.state.events, groups, runner, Caches()
             )
             if in_process:  # True or "auto"
                 runner.start()

@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -202,7 +203,7 @@ def agent_messages() -> list[dict[str, Any]]:
 
 
 async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], str]:
-    from app.context import service
+    from app.context.params import ContextParams
     from app.models import DEFAULT_TENANT
     from app.tokens import get_counter
 
@@ -219,7 +220,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
         f"size in-process and over HTTP, {args.cold_repeat} cold, in {args.rounds} interleaved "
         f"rounds{dataset_warning()}"
     )
-    params = service.ContextParams(max_tokens=args.budget, strategy=args.strategy)
+    params = ContextParams(max_tokens=args.budget, strategy=args.strategy)
     query: dict[str, Any] = {"max_tokens": args.budget}
     if args.strategy:
         query["strategy"] = args.strategy
@@ -251,7 +252,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
             # First calls: the process has never assembled these sessions, and what it
             # computed for the others (same dataset texts) is forgotten.
             for f in figures:
-                clear_engine_caches()
+                clear_engine_caches(app)
                 f.first_ms, payload = await inproc(f.sid)
                 f.ours_sent = sum(1 for m in payload["messages"] if m["role"] != "system")
                 f.ours_tokens = payload["usage"]["input_tokens"]
@@ -278,7 +279,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
                 for f in figures[k:] + figures[:k]:
                     progress(f"round {r + 1}/{args.rounds}: N={f.size:,}")
                     for _ in range(min(cold_per_round, args.cold_repeat - len(f.cold_ms))):
-                        clear_engine_caches()
+                        clear_engine_caches(app)
                         f.cold_ms.append((await inproc(f.sid))[0])
                     for _ in range(WARMUP):
                         await inproc(f.sid)
@@ -326,26 +327,29 @@ async def build_in_process(
     """What the context endpoints run, without HTTP: (milliseconds, payload)."""
     from app.context import service
 
+    state = app.state
+    # The caches the app owns (app/context/caches.py); older revisions kept them global.
+    caches = getattr(state.services, "caches", None)
+    extra = (caches,) if caches is not None else ()
     start = time.perf_counter()
     payload = await service.payload(
-        app.state.database, app.state.events, tenant, sid, params, app.state.settings
+        state.database, state.events, tenant, sid, params, state.settings, *extra
     )
     return (time.perf_counter() - start) * 1000, payload
 
 
-def clear_engine_caches() -> None:
+def clear_engine_caches(app: FastAPI) -> None:
     """Forget what earlier calls of this process computed (window rows, previews, cuts,
     signal scans): the next build() pays what a first call pays."""
-    from app.context import service
+    services = app.state.services
+    if getattr(services, "caches", None) is not None:
+        from app.context.caches import Caches
 
-    clear = getattr(service, "clear_caches", None)
-    if clear is not None:
-        clear()
+        app.state.services = dataclasses.replace(services, caches=Caches())
         return
-    from app.context import preview, signals  # before service.clear_caches existed
+    from app.context import service  # older revisions: module-level caches
 
-    preview.clear_cache()
-    signals.clear_cache()
+    getattr(service, "clear_caches")()  # noqa: B009 (absent from this revision)
 
 
 async def analyze(url: str) -> None:

@@ -11,8 +11,8 @@ log caches them. Measured for each N, in one run on the same machine:
   messages worth `HISTORY_READ_FACTOR x budget` tokens, the user message
   opening the oldest turn read, and whatever completes a tool group cut by the
   window's edge (the same rule as `app/context/repository.py`, minus the SQL).
-  "cold" clears the per-process caches (signals, previews) before every call,
-  "warm" does not (the next call of an agent finds most of its window already
+  "cold" gives every call empty caches (app/context/caches.py), "warm" one
+  `Caches` for all (the next call of an agent finds most of its window already
   scored and previewed);
 - ours, full log: `assemble()` over all N messages (linear, for reference);
 - LangChain: `trim_messages(strategy="last", include_system=True,
@@ -37,7 +37,8 @@ if __package__ in (None, ""):  # `python bench/context_speed.py` from anywhere
 
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
 
-from app.context import HISTORY_READ_FACTOR, AssemblyRequest, assemble, preview, signals
+from app.context import HISTORY_READ_FACTOR, AssemblyRequest, assemble
+from app.context.caches import Caches
 from app.conversation import LoggedMessage
 from app.tokens import get_counter
 from bench.common import DATASET, cycled, load_average, machine_info, markdown_table, percentile
@@ -85,11 +86,6 @@ def window(log: Sequence[LoggedMessage], read_tokens: int) -> list[LoggedMessage
     return ([extra] if extra is not None else []) + list(log[start:])
 
 
-def clear_caches() -> None:
-    signals.clear_cache()
-    preview.clear_cache()
-
-
 def p50_ms(
     fn: Callable[[], object], repeat: int, before: Callable[[], None] | None = None
 ) -> float:
@@ -103,7 +99,11 @@ def p50_ms(
     return percentile(times, 50)
 
 
-def ours(history: Sequence[LoggedMessage], budget: int, strategy: str) -> Callable[[], object]:
+def ours(
+    history: Sequence[LoggedMessage], budget: int, strategy: str, caches: Caches | None = None
+) -> Callable[[], object]:
+    """One assembly; with `caches`, what the earlier calls kept there is reused (warm),
+    without, every call starts empty (cold)."""
     request = AssemblyRequest(
         history=history,
         counter=COUNTER,
@@ -112,6 +112,7 @@ def ours(history: Sequence[LoggedMessage], budget: int, strategy: str) -> Callab
         system=SYSTEM,
         strategy=strategy,
         history_from_seq=1,
+        caches=caches,
     )
     return lambda: assemble(request)
 
@@ -153,9 +154,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         log = build_log(base, counts, n)
         win = window(log, HISTORY_READ_FACTOR * args.budget)
         full_repeat = max(3, args.repeat if n <= 10_000 else args.repeat // 3)
-        cold = p50_ms(ours(win, args.budget, args.strategy), args.repeat, clear_caches)
-        warm = p50_ms(ours(win, args.budget, args.strategy), args.repeat)
-        full = p50_ms(ours(log, args.budget, args.strategy), full_repeat, clear_caches)
+        cold = p50_ms(ours(win, args.budget, args.strategy), args.repeat)
+        warm = p50_ms(ours(win, args.budget, args.strategy, Caches()), args.repeat)
+        full = p50_ms(ours(log, args.budget, args.strategy), full_repeat)
         lc_win = p50_ms(langchain(win, args.budget), args.repeat)
         lc_full = p50_ms(langchain(log, args.budget), full_repeat)
         rows.append(

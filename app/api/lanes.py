@@ -42,6 +42,7 @@ from app.models import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from app.compaction.runner import CompactionRunner
+    from app.context.caches import Caches
     from app.database import Database
     from app.events import EventWriter
     from app.messages.groups import Groups
@@ -64,6 +65,8 @@ class Services:
     events: EventWriter
     append_groups: Groups[Pending, AppendResult] | None
     compactions: CompactionRunner | None
+    # Assembly's results kept between payloads (app/context/caches.py), one per process.
+    caches: Caches
 
 
 class ClientGone(Exception):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context import counts, decisions
-from app.context.groups import SetAside, split_units
+from app.context.caches import Caches
 from app.context.preview import sanitize
 from app.context.strategies.base import Selection, Strategy, get_strategy, hard_rule, is_builtin
 from app.context.types import (
@@ -42,7 +42,7 @@ from app.context.types import (
 )
 from app.context.validation import validate_strategy
 from app.context.view import Form, HistoryView, Limits
-from app.conversation import LoggedMessage
+from app.conversation import LoggedMessage, SetAside, split_groups
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +105,13 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
     counter: TokenCounter = request.counter
     limit = request.input_limit
     warnings: list[str] = []
-    pre = _prelude(request, strategy, limit, warnings)
+    caches = request.caches if request.caches is not None else Caches()
+    pre = _prelude(request, strategy, limit, caches.counts, warnings)
     summary = request.summary
     history, summarized = _unsummarized(_ordered(request.history), summary)
-    groups, aside = split_units(history)
+    groups, aside = split_groups(history)
     limits = Limits.from_preview_limit(request.session_id, request.preview_limit_tokens)
-    view = HistoryView.build(groups, limits, counter)
+    view = HistoryView.build(groups, limits, counter, caches)
     _warn_set_aside(aside, warnings)
 
     sel = _select(strategy, view, pre.left, warnings)
@@ -170,7 +171,11 @@ class _Prelude:
 
 
 def _prelude(
-    request: AssemblyRequest, strategy: Strategy, limit: int, warnings: list[str]
+    request: AssemblyRequest,
+    strategy: Strategy,
+    limit: int,
+    cache: counts.CountCache,
+    warnings: list[str],
 ) -> _Prelude:
     """The system block, banner and tools, then the dynamic items and the summary while
     they fit."""
@@ -178,22 +183,28 @@ def _prelude(
     head = _system_block(request.system)
     if request.mode:
         head.append(mode_banner(request.mode))
-    system_cost = counter.count_messages([]) + sum(counts.message_tokens(counter, m) for m in head)
+    system_cost = counter.count_messages([]) + sum(
+        counts.message_tokens(counter, m, cache) for m in head
+    )
     tools = tuple(dict(t) for t in request.tools)
-    tools_cost = counts.tools_tokens(counter, tools)
+    tools_cost = counts.tools_tokens(counter, tools, cache)
     pre = _Prelude(head, system_cost, tools, tools_cost, limit - system_cost - tools_cost)
-    _fit_dynamic(pre, request.dynamic_context, counter, warnings)
-    _fit_summary(pre, request.summary, strategy, counter, warnings)
+    _fit_dynamic(pre, request.dynamic_context, counter, cache, warnings)
+    _fit_summary(pre, request.summary, strategy, counter, cache, warnings)
     return pre
 
 
 def _fit_dynamic(
-    pre: _Prelude, items: Sequence[DynamicItem], counter: TokenCounter, warnings: list[str]
+    pre: _Prelude,
+    items: Sequence[DynamicItem],
+    counter: TokenCounter,
+    cache: counts.CountCache,
+    warnings: list[str],
 ) -> None:
     left = pre.left
     for i, item in enumerate(items):
         msg = _dynamic(item)
-        cost = counts.message_tokens(counter, msg)
+        cost = counts.message_tokens(counter, msg, cache)
         if cost <= left:
             pre.dynamic.append((i, msg, cost))
             left -= cost
@@ -207,11 +218,12 @@ def _fit_summary(
     summary: SummaryBlock | None,
     strategy: Strategy,
     counter: TokenCounter,
+    cache: counts.CountCache,
     warnings: list[str],
 ) -> None:
     if summary is not None:
         msg = summary_message(summary.text, summary.through_seq)
-        cost = counts.message_tokens(counter, msg)
+        cost = counts.message_tokens(counter, msg, cache)
         if cost <= pre.left or strategy.summary_required:
             pre.summary_msg, pre.summary_cost = msg, cost
             pre.left -= cost

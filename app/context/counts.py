@@ -19,44 +19,40 @@ from typing import Any
 from app.context.lru import LRU
 from app.context.types import TokenCounter
 
-COUNT_ENTRIES = 4096
-COUNT_CHARS = 16_000_000
-
-_counts: LRU[Hashable, tuple[int, int]] = LRU(
-    COUNT_ENTRIES, max_weight=COUNT_CHARS, weigh=lambda entry: entry[1]
-)
+# (counter, what was counted) -> (its count, its size in characters); Caches.counts.
+CountCache = LRU[Hashable, tuple[int, int]]
 
 
-def clear_cache() -> None:
-    _counts.clear()
-
-
-def message_tokens(counter: TokenCounter, message: Mapping[str, Any]) -> int:
+def message_tokens(counter: TokenCounter, message: Mapping[str, Any], cache: CountCache) -> int:
     """`counter.count_message(message)`."""
     role, content = message.get("role"), message.get("content")
     if len(message) != 2 or not isinstance(role, str) or not isinstance(content, str):
         return counter.count_message(message)
-    return _memo(counter, ("message", role, content), len(content), message)
+    return _memo(cache, counter, ("message", role, content), len(content), message)
 
 
-def tools_tokens(counter: TokenCounter, tools: Sequence[Mapping[str, Any]]) -> int:
+def tools_tokens(
+    counter: TokenCounter, tools: Sequence[Mapping[str, Any]], cache: CountCache
+) -> int:
     """`counter.count_tools(tools)`."""
     if not tools:
         return counter.count_tools(tools)
     # Key order kept: the count of an unknown shape follows its JSON as given.
     text = json.dumps(tools, ensure_ascii=False, separators=(",", ":"), default=str)
-    return _memo(counter, ("tools", text), len(text), tools)
+    return _memo(cache, counter, ("tools", text), len(text), tools)
 
 
-def _memo(counter: TokenCounter, what: tuple[str, ...], size: int, value: Any) -> int:
+def _memo(
+    cache: CountCache, counter: TokenCounter, what: tuple[str, ...], size: int, value: Any
+) -> int:
     try:
         key = (counter, *what)
-        hit = _counts.get(key)
+        hit = cache.get(key)
     except TypeError:  # an unhashable counter
         return _count(counter, what[0], value)
     if hit is None:
         hit = (_count(counter, what[0], value), size)
-        _counts.put(key, hit)
+        cache.put(key, hit)
     return hit[0]
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from app.context.groups import SetAside
 from app.context.strategies.base import Selection
 from app.context.types import Action, Decision
 from app.context.view import HistoryView
+from app.conversation import SetAside
 
 _SENT: frozenset[Action] = frozenset({"kept", "preview", "cut"})
 

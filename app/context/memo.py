@@ -48,28 +48,28 @@ class Memo:
         return result
 
 
-# A plain dict, not the LRU: it is consulted for every message of every call, and
-# GIL-atomic dict operations need no lock. When it is full it is emptied at once
-# (the next call of each session refills it), which keeps the bound without any
-# bookkeeping per hit.
-_memos: dict[int, Memo] = {}
-_held_tokens = 0
+class Memos:
+    """The `Memo` of every message object assembly has seen, up to a bound (one per
+    `Caches`, app/context/caches.py)."""
 
+    __slots__ = ("_held_tokens", "_memos")
 
-def memo_of(message: LoggedMessage) -> Memo:
-    global _held_tokens
-    key = id(message)
-    memo = _memos.get(key)
-    if memo is not None and memo.message is message:
+    def __init__(self) -> None:
+        # A plain dict, not the LRU: it is consulted for every message of every call, and
+        # GIL-atomic dict operations need no lock. When it is full it is emptied at once
+        # (the next call of each session refills it), which keeps the bound without any
+        # bookkeeping per hit.
+        self._memos: dict[int, Memo] = {}
+        self._held_tokens = 0
+
+    def of(self, message: LoggedMessage) -> Memo:
+        key = id(message)
+        memo = self._memos.get(key)
+        if memo is not None and memo.message is message:
+            return memo
+        if len(self._memos) >= MEMO_MESSAGES or self._held_tokens > MEMO_TOKENS:
+            self._memos.clear()
+            self._held_tokens = 0
+        memo = self._memos[key] = Memo(message)
+        self._held_tokens += message.token_count
         return memo
-    if len(_memos) >= MEMO_MESSAGES or _held_tokens > MEMO_TOKENS:
-        clear_cache()
-    memo = _memos[key] = Memo(message)
-    _held_tokens += message.token_count
-    return memo
-
-
-def clear_cache() -> None:
-    global _held_tokens
-    _memos.clear()
-    _held_tokens = 0

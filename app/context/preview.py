@@ -102,15 +102,11 @@ def _fit(
     return None
 
 
-# Previews and cuts of the same message are asked for on every call of an
-# agent. Each is a function of exactly its key (the text enters only through
-# the part it reads, its length and its token count), so a hit can never show
+# Previews and cuts of the same message are asked for on every call of an agent
+# (`Caches.previews`). Each is a function of exactly its key (the text enters only
+# through the part it reads, its length and its token count), so a hit can never show
 # one session another's text.
-_previews: LRU[tuple[Any, ...], tuple[dict[str, Any], int]] = LRU(2048)
-
-
-def clear_cache() -> None:
-    _previews.clear()
+PreviewCache = LRU[tuple[Any, ...], tuple[dict[str, Any], int]]
 
 
 def preview_tool(
@@ -121,6 +117,7 @@ def preview_tool(
     limit: int,
     token_count: int,
     counter: TokenCounter,
+    cache: PreviewCache,
 ) -> tuple[dict[str, Any], int]:
     """Head, tail and size of a tool output, with the path of the full message; and its count."""
     text = content_text(body)
@@ -128,7 +125,7 @@ def preview_tool(
     span = int(limit * ratio) + 1
     key = (counter.name, session_id, seq, limit, token_count, body.get("tool_call_id"),
            len(text), text[:span], text[-span:])  # fmt: skip
-    hit = _previews.get(key)
+    hit = cache.get(key)
     if hit is not None:
         return dict(hit[0]), hit[1]
     header = (
@@ -151,7 +148,7 @@ def preview_tool(
 
     fitted = _fit(base, build, int((room - 12) * ratio * 0.95), limit, counter)
     result = fitted if fitted is not None else (base, base_tokens)
-    _previews.put(key, result)
+    cache.put(key, result)
     return dict(result[0]), result[1]
 
 
@@ -163,6 +160,7 @@ def cut_text(
     target: int,
     token_count: int,
     counter: TokenCounter,
+    cache: PreviewCache,
     strip_tool_calls: bool = False,
 ) -> tuple[dict[str, Any], int]:
     """The head of a long text and its key lines, with the path of the full message; its count."""
@@ -176,7 +174,7 @@ def cut_text(
     span = int(target * ratio) + 1 + _KEY_SCAN_CHARS
     rest = repr({k: v for k, v in base.items() if k != "content"})
     key = ("cut", counter.name, session_id, seq, target, token_count, len(text), text[:span], rest)
-    hit = _previews.get(key)
+    hit = cache.get(key)
     if hit is not None:
         return dict(hit[0]), hit[1]
     note = f"[cut: {len(text)} chars; full message: GET {path}]"
@@ -201,7 +199,7 @@ def cut_text(
 
     fitted = _fit(base, build, int((room - 8) * ratio * 0.95), target, counter)
     result = fitted if fitted is not None else (base, base_tokens)
-    _previews.put(key, result)
+    cache.put(key, result)
     return dict(result[0]), result[1]
 
 

@@ -6,19 +6,17 @@ the newest end, so the cost follows the size of the window, never the length
 of the log. One round trip for the window, the user messages before it (up to
 `EARLIER_USERS`, the first opening its oldest turn) and the pinned messages;
 one more only when an edge of the window cuts a tool group. Bodies already
-read for the session's previous window are not sent again (see `_windows`).
+read for the session's previous window are not sent again (`Caches.windows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from app import conversation
+from app.context.caches import NOTHING_KNOWN, KnownRows
 from app.context.lru import LRU
-from app.context.session_read import last_compaction_failure as last_compaction_failure
-from app.context.session_read import payload_session as payload_session
 from app.context.statements import (
     _BODIES_SQL,
     _LEAD,
@@ -32,64 +30,23 @@ from app.conversation import LoggedMessage
 from app.database import Driver
 from app.models import SessionRow
 
-# Imported from here before app/conversation.py held it.
-to_logged = conversation.to_logged
-
-
-# Bodies of the windows read last, per session: an agent asks for a payload on
-# every model call and its window barely moves between two calls, so most of
-# the bytes a read would carry (and decode) are the same as last time. Rows
-# are immutable once appended except for their token counts and flags, which
-# are read every time; a row is known by (seq, message id, created_at) within
-# its (tenant, session), so a session deleted and created again never finds
-# the old bodies. Bounded by the tokens held (roughly 4 bytes of text each).
-# Bodies are shared between calls: nothing may mutate a LoggedMessage.body.
-WINDOW_CACHE_TOKENS = 4_000_000
-WINDOW_CACHE_SESSIONS = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """The rows of a session's last read: every seq in `lo..hi`, plus `extra` (older)."""
-
-    rows: dict[int, LoggedMessage]
-    lo: int
-    hi: int
-    extra: list[int]
-
-    @classmethod
-    def of(cls, rows: dict[int, LoggedMessage]) -> _Known:
-        if not rows:
-            return cls(rows, 0, -1, [])
-        hi = lo = max(rows)
-        while lo - 1 in rows:
-            lo -= 1
-        # Older rows come back from the window statement only as user or pinned messages
-        # (a layout's other old units are read by seqs, which name the known ones
-        # themselves): the array every row of the window is tested against stays short.
-        extra = [s for s, m in rows.items() if s < lo and (m.role == "user" or m.pinned)]
-        return cls(rows, lo, hi, extra)
-
-
-_NOTHING_KNOWN = _Known({}, 0, -1, [])
-_windows: LRU[tuple[str, str], _Known] = LRU(
-    WINDOW_CACHE_SESSIONS,
-    max_weight=WINDOW_CACHE_TOKENS,
-    weigh=lambda known: sum(m.token_count for m in known.rows.values()) + len(known.rows),
-)
-
-
-def clear_cache() -> None:
-    _windows.clear()
+# Bodies of the windows read last are kept per session (`Caches.windows`): an agent's
+# window barely moves between two calls. Rows are immutable once appended except for
+# their token counts and flags, which are read every time; a row is known by (seq,
+# message id, created_at) within its (tenant, session), so a session deleted and
+# created again never finds the old bodies. Bodies are shared between calls: nothing
+# may mutate a LoggedMessage.body.
+Windows = LRU[tuple[str, str], KnownRows]
 
 
 class _Reader:
     """One window read: which rows' bodies are already known, and what was read."""
 
-    __slots__ = ("known", "missing", "params", "rows")
+    __slots__ = ("known", "missing", "params", "rows", "windows")
 
-    def __init__(self, session: SessionRow) -> None:
-        known = _windows.get((session.tenant_id, session.id)) or _NOTHING_KNOWN
+    def __init__(self, session: SessionRow, windows: Windows) -> None:
+        self.windows = windows
+        known = windows.get((session.tenant_id, session.id)) or NOTHING_KNOWN
         self.known = known.rows
         self.params: dict[str, Any] = {
             "tenant": session.tenant_id,
@@ -167,7 +124,7 @@ class _Reader:
         return out
 
     def keep(self) -> None:
-        _windows.put((self.params["tenant"], self.params["sid"]), _Known.of(dict(self.rows)))
+        self.windows.put((self.params["tenant"], self.params["sid"]), KnownRows.of(dict(self.rows)))
 
 
 def _flags(m: LoggedMessage) -> tuple[Any, ...]:
@@ -183,18 +140,6 @@ def _flags(m: LoggedMessage) -> tuple[Any, ...]:
     )
 
 
-async def window(db: Driver, session: SessionRow, read_tokens: int) -> list[LoggedMessage]:
-    """Effective-history candidates: the newest `read_tokens` worth of messages,
-    the `EARLIER_USERS` user messages before them (the first opens the oldest turn
-    read), the latest user message (the turn anchor, even when a compaction moved
-    the watermark past it),
-    every pinned message, and whatever completes the tool groups among them."""
-    read = LogRead(session)
-    await read.window(db, read_tokens)
-    read.keep()
-    return read.messages()
-
-
 class LogRead:
     """One payload's reads of a session's log, sharing the bodies of the previous one.
 
@@ -205,9 +150,9 @@ class LogRead:
 
     __slots__ = ("_reader", "_session")
 
-    def __init__(self, session: SessionRow) -> None:
+    def __init__(self, session: SessionRow, windows: Windows) -> None:
         self._session = session
-        self._reader = _Reader(session)
+        self._reader = _Reader(session, windows)
 
     def messages(self) -> list[LoggedMessage]:
         rows = self._reader.rows

@@ -15,18 +15,17 @@ from app.context import (
     AssemblyRequest,
     SummaryBlock,
     assemble,
-    counts,
     formats,
     layouts,
-    memo,
     prefix,
-    preview,
     recall,
-    signals,
+    session_read,
     stability,
 )
 from app.context import repository as repo
-from app.context.params import ContextParams as ContextParams  # its home before params.py
+from app.context.caches import Caches
+from app.context.layout import Layout, params_key
+from app.context.params import ContextParams
 from app.context.strategies import get_strategy
 from app.context.types import DEFAULT_STRATEGY, AssembledContext, TokenCounter
 from app.context.validation import validate_strategy
@@ -40,20 +39,6 @@ from app.settings import Settings
 from app.tokens import calibration, get_counter
 
 
-def clear_caches() -> None:
-    """Forget every per-process cache of assembly: window rows, per-message results,
-    previews and cuts, signals.
-
-    Only benchmarks and tests need this (to measure or check a first call); the
-    caches are correct across sessions, tenants and appends without it.
-    """
-    repo.clear_cache()
-    counts.clear_cache()
-    memo.clear_cache()
-    preview.clear_cache()
-    signals.clear_cache()
-
-
 async def payload(
     database: Database,
     events: EventWriter,
@@ -61,10 +46,11 @@ async def payload(
     sid: str,
     params: ContextParams,
     settings: Settings,
+    caches: Caches,
 ) -> dict[str, Any]:
     """The payload, read-only, so outside any transaction."""
     async with database.payloads() as db:
-        return await build(db, tenant, sid, params, settings, events)
+        return await build(db, tenant, sid, params, settings, events, caches)
 
 
 async def payload_json(
@@ -74,12 +60,13 @@ async def payload_json(
     sid: str,
     params: ContextParams,
     settings: Settings,
+    caches: Caches,
 ) -> bytes:
     """`GET` and `POST /sessions/{id}/context`, whole, once their parameters are read
     (app/context/params.py): the payload as JSON. Its one HTTP entrance is
     app/api/context_lane.py. Encoded once by pydantic-core (the encoder FastAPI's
     response model used, without its validation pass)."""
-    return to_json(await payload(database, events, tenant, sid, params, settings))
+    return to_json(await payload(database, events, tenant, sid, params, settings, caches))
 
 
 async def build(
@@ -89,19 +76,20 @@ async def build(
     params: ContextParams,
     settings: Settings,
     events: EventWriter,
+    caches: Caches,
 ) -> dict[str, Any]:
     """The payload; an assembly that trimmed anything adds a `context.compressed` event
     to `events` (written in the background)."""
-    row, streams = await repo.payload_session(db, tenant, sid)
+    row, streams = await session_read.payload_session(db, tenant, sid)
     budget, status = await _budget(db, tenant, sid, row, params, settings)
     counter = get_counter(effective_model(row, settings))
     call = _Stream.of(row, params, settings, counter, budget)
     recalls = recall.enabled(params.recall, row.recall)
     stored, replaced = layouts.stored(streams, call.key)
     in_force = stored if stored is not None and stored.holds_for(row) else None
-    layout = in_force or stability.Layout.untrimmed(row)
-    history, missing = await _read_history(db, row, layout, call.raw_budget)
-    stable = stability.StableStrategy.wrap(
+    layout = in_force or Layout.untrimmed(row)
+    history, missing = await _read_history(db, row, layout, call.raw_budget, caches)
+    stable = stability.StableStrategy(
         get_strategy(call.strategy),
         # None: too much of what the layout needs lies beyond the window, trim afresh.
         layout if missing is not None else None,
@@ -125,15 +113,14 @@ async def build(
             preview_limit_tokens=call.preview_limit,
             strategy=stable,
             history_from_seq=row.last_compaction_seq + 1,
+            caches=caches,
         )
     )
     retrimmed = stable.trimmed is not None and (stored is None or stored.id != stable.trimmed.id)
     if retrimmed and stable.trimmed is not None:
         # The only write of a payload call: a trim fixes the stream's new layout.
         await layouts.store(db, row, call.key, stable.trimmed, replaced=layout)
-    previous = [
-        x for x in (layout, stored, replaced, stability.Layout.untrimmed(row)) if x is not None
-    ]
+    previous = [x for x in (layout, stored, replaced, Layout.untrimmed(row)) if x is not None]
     shared = _shared_prefix(stable, result, previous, row, counter, params.previous_prefix_id)
     note = _recall_note(stable, result, row, counter) if recalls else None
     body = _body(result, status, shared, call.factor, budget - params.reserve_output_tokens, note)
@@ -164,7 +151,7 @@ async def _budget(
     budget = params.max_tokens or compaction.usable_budget
     status = budget_of(row, settings).status
     if not compaction.fail_open and status == "compact_needed":
-        failure = await repo.last_compaction_failure(db, tenant, sid)
+        failure = await session_read.last_compaction_failure(db, tenant, sid)
         if failure is not None:
             raise Conflict(
                 "compaction_failed",
@@ -207,7 +194,7 @@ class _Stream:
         preview_limit = params.preview_limit_tokens or settings.tool_preview_tokens
         # The payload stream: the parameters that shape the history selection. Not the
         # format: every format renders the same selection, so they share one stream.
-        key = stability.params_key(
+        key = params_key(
             strategy=strategy_name,
             budget=raw_budget,
             reserve=raw_reserve,
@@ -219,11 +206,11 @@ class _Stream:
 
 
 async def _read_history(
-    db: Driver, row: SessionRow, layout: stability.Layout, raw_budget: int
+    db: Driver, row: SessionRow, layout: Layout, raw_budget: int, caches: Caches
 ) -> tuple[Sequence[LoggedMessage], list[int] | None]:
     """The window of the log, plus what `layout` needs beyond it; and the seqs that were
     missing from the window (None: too many to fetch one by one)."""
-    read = repo.LogRead(row)
+    read = repo.LogRead(row, caches.windows)
     await read.window(db, HISTORY_READ_FACTOR * raw_budget)
     history = read.messages()
     missing = stability.missing_seqs(layout, row, history)
@@ -237,7 +224,7 @@ async def _read_history(
 def _shared_prefix(
     stable: stability.StableStrategy,
     result: AssembledContext,
-    previous: list[stability.Layout],
+    previous: list[Layout],
     row: SessionRow,
     counter: TokenCounter,
     echoed: str | None,

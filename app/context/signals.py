@@ -6,16 +6,14 @@ on the lowercased text and a word-boundary check, which runs at memchr speed;
 the equivalent case-insensitive regex alternation costs ~60 ns per character
 in CPython, too much for logs full of long agent messages. Only the head of a
 text is scored (`SCAN_CHARS`): what matters in a message is nearly always
-near its start. Scores are cached by the scanned text itself, because an
-agent asks for a payload on every model call and its history barely changes
-between two calls.
+near its start. Assembly scans each message once and keeps the result with the
+message (`app/context/memo.py`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import lru_cache
 
 from app import words
 
@@ -81,19 +79,11 @@ def hits(name: str, text: str, low: str) -> Iterator[int]:
     return (m.start() for m in pattern.finditer(text))
 
 
-@lru_cache(maxsize=8192)
-def _found(text: str) -> tuple[str, ...]:
-    low = text.lower()
-    return tuple(name for name in SIGNALS if next(hits(name, text, low), None) is not None)
-
-
 def found(text: str) -> tuple[str, ...]:
     """Names of the signals present in the head of `text`."""
-    return _found(text[:SCAN_CHARS])
-
-
-def clear_cache() -> None:
-    _found.cache_clear()
+    text = text[:SCAN_CHARS]
+    low = text.lower()
+    return tuple(name for name in SIGNALS if next(hits(name, text, low), None) is not None)
 
 
 def key_line_starts(text: str, limit: int = 64) -> list[int]:

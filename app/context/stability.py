@@ -63,10 +63,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
-from app.context.layout import Layout as Layout
-from app.context.layout import params_key as params_key
+from app.context.layout import Layout
 from app.context.strategies.base import Selection, Strategy, hard_rule
 from app.context.trim import keep_masked
 from app.context.view import Form, HistoryView, Unit
@@ -135,28 +134,18 @@ def layout_of(view: HistoryView, sel: Selection, session: SessionRow) -> Layout:
     return Layout(session.generation, session.last_compaction_seq, through, kept, dropped)
 
 
-def _stable_class(inner: type[Strategy]) -> type[StableStrategy]:
-    cls = _CLASSES.get(inner)
-    if cls is None:
-        cls = type(
-            f"Stable{inner.__name__}",
-            (StableStrategy,),
-            {"name": inner.name, "summary_required": inner.summary_required, "fifo": inner.fifo},
-        )
-        _CLASSES[inner] = cls
-    return cls
-
-
 class StableStrategy(Strategy):
     """Wraps a strategy: replays the stream's layout while it holds and fits, and asks the
-    strategy for a new selection (at the low-water mark) only when it does not."""
-
-    name: ClassVar[str] = "stable"
+    strategy for a new selection (at the low-water mark) only when it does not. It answers
+    to its inner strategy's name: the payload names the strategy that selected."""
 
     def __init__(
         self, inner: Strategy, layout: Layout | None, session: SessionRow, limit: int, ratio: float
     ) -> None:
         self.inner = inner
+        self.name = inner.name
+        self.summary_required = inner.summary_required
+        self.fifo = inner.fifo
         self.layout = layout or Layout.untrimmed(session)
         self.force = layout is None
         self.session = session
@@ -165,12 +154,6 @@ class StableStrategy(Strategy):
         self.trimmed: Layout | None = None
         self.view: HistoryView | None = None
         self.selection: Selection | None = None
-
-    @classmethod
-    def wrap(
-        cls, inner: Strategy, layout: Layout | None, session: SessionRow, limit: int, ratio: float
-    ) -> StableStrategy:
-        return _stable_class(type(inner))(inner, layout, session, limit, ratio)
 
     def select(self, view: HistoryView, budget: int) -> Selection:
         self.view = view
@@ -199,9 +182,6 @@ class StableStrategy(Strategy):
     @property
     def current(self) -> Layout:
         return self.trimmed or self.layout
-
-
-_CLASSES: dict[type[Strategy], type[StableStrategy]] = {}
 
 
 def missing_seqs(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from app.conversation import LoggedMessage
 
 if TYPE_CHECKING:
+    from app.context.caches import Caches
     from app.context.strategies.base import Strategy
 
 Action = Literal["kept", "preview", "cut", "dropped", "excluded"]
@@ -84,6 +85,8 @@ class AssemblyRequest:
     preview_limit_tokens: int = DEFAULT_PREVIEW_LIMIT_TOKENS
     strategy: str | Strategy = DEFAULT_STRATEGY
     history_from_seq: int | None = None
+    # What earlier calls worked out (app/context/caches.py); None: nothing kept.
+    caches: Caches | None = None
 
     @property
     def input_limit(self) -> int:

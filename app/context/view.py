@@ -23,11 +23,11 @@ from enum import IntEnum
 from functools import partial
 from typing import Any
 
-from app.context.groups import Group, UnitKind
-from app.context.memo import Memo, memo_of
+from app.context.caches import Caches
+from app.context.memo import Memo
 from app.context.preview import cut_text, needs_sanitize, preview_tool, sanitize
 from app.context.types import Action, TokenCounter
-from app.conversation import LoggedMessage
+from app.conversation import Group, LoggedMessage, UnitKind
 
 # What a tool output or an assistant text becomes in the compact form: its header (size
 # and the path of the full message) and a line or two of head and tail.
@@ -69,6 +69,7 @@ class Unit:
     """One keep-or-drop unit; `index` is its position in the view (log order)."""
 
     __slots__ = (
+        "_caches",
         "_counter",
         "_floors",
         "_forms",
@@ -82,7 +83,9 @@ class Unit:
         "seqs",
     )
 
-    def __init__(self, index: int, group: Group, limits: Limits, counter: TokenCounter) -> None:
+    def __init__(
+        self, index: int, group: Group, limits: Limits, counter: TokenCounter, caches: Caches
+    ) -> None:
         self.index = index
         self.group = group
         # A unit's identity across calls (layouts store it): asked of every unit by
@@ -97,6 +100,7 @@ class Unit:
         self.latest_user = False
         self._limits = limits
         self._counter = counter
+        self._caches = caches
         self._forms: dict[Form, _Rendered] = {}
         self._floors: dict[Form, int] = {}
         self._plain: tuple[bool, ...] | None = None
@@ -126,7 +130,8 @@ class Unit:
         """Each message's results that outlive this call (see `memo.py`), in message order."""
         memos = self._memos
         if memos is None:
-            memos = self._memos = tuple(memo_of(m) for m in self.group.messages)
+            of = self._caches.memos.of
+            memos = self._memos = tuple(of(m) for m in self.group.messages)
         return memos
 
     def _plain_flags(self) -> tuple[bool, ...]:
@@ -266,6 +271,7 @@ class Unit:
                 limit=key[1],
                 token_count=m.token_count,
                 counter=counter,
+                cache=self._caches.previews,
             )
             return body, tokens, "preview"
         if kind == "cut":
@@ -276,6 +282,7 @@ class Unit:
                 target=key[1],
                 token_count=m.token_count,
                 counter=counter,
+                cache=self._caches.previews,
                 strip_tool_calls=strip,
             )
             return body, tokens, "cut"
@@ -293,8 +300,10 @@ class HistoryView:
     latest_user: Unit | None
 
     @classmethod
-    def build(cls, groups: list[Group], limits: Limits, counter: TokenCounter) -> HistoryView:
-        units = tuple(Unit(i, g, limits, counter) for i, g in enumerate(groups))
+    def build(
+        cls, groups: list[Group], limits: Limits, counter: TokenCounter, caches: Caches
+    ) -> HistoryView:
+        units = tuple(Unit(i, g, limits, counter, caches) for i, g in enumerate(groups))
         latest = next((u for u in reversed(units) if u.kind == "user"), None)
         if latest is not None:
             latest.latest_user = True

@@ -13,7 +13,6 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select, text
 from sqlalchemy.exc import InvalidRequestError
 
-from app.context import repository as repo
 from app.context import session_read
 from app.errors import NotFound
 from app.models import SessionRow
@@ -56,7 +55,7 @@ async def test_the_payload_row_is_the_orm_row_less_what_payloads_never_read(
         )
 
     async with database.payloads() as db:
-        row, streams = await repo.payload_session(db, "default", sid)
+        row, streams = await session_read.payload_session(db, "default", sid)
     async with database.reading() as db:
         orm = (await db.execute(select(SessionRow).where(SessionRow.id == sid))).scalar_one()
         assert orm.summary == {"timeline": ["x"]}
@@ -77,4 +76,4 @@ async def test_the_payload_row_is_the_orm_row_less_what_payloads_never_read(
 async def test_no_such_session_is_not_found(app: FastAPI) -> None:
     async with app.state.database.payloads() as db:
         with pytest.raises(NotFound):
-            await repo.payload_session(db, "default", f"none-{uuid.uuid4().hex[:8]}")
+            await session_read.payload_session(db, "default", f"none-{uuid.uuid4().hex[:8]}")

@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from sqlalchemy import select
 
 from app.context import repository
+from app.context.caches import Caches
 from app.db import session_factory
 from app.models import SessionRow
 from tests.api.test_messages import user
@@ -22,11 +23,11 @@ async def test_seqs_reads_exactly_the_asked_seqs_across_far_apart_runs(
     assert r.status_code == 201, r.text
     wanted = [1, 2, 3, 60, 150, 151, 300, 399, 400]  # four runs, one of a single seq
     assert repository._runs(wanted) == [[1, 2, 3, 60], [150, 151], [300], [399, 400]]
-    repository.clear_cache()
+    windows = Caches().windows
     async with session_factory(app.state.engine)() as orm:
         session = (await orm.scalars(select(SessionRow).where(SessionRow.id == sid))).one()
     async with app.state.database.payloads() as db:
-        read = repository.LogRead(session)
+        read = repository.LogRead(session, windows)
         await read.seqs(db, wanted)
         got = read.messages()
         assert [m.seq for m in got] == wanted
@@ -35,12 +36,12 @@ async def test_seqs_reads_exactly_the_asked_seqs_across_far_apart_runs(
 
         # The next read finds the bodies it kept: the very same objects, however the
         # seqs are grouped, and the new ones read in full.
-        again = repository.LogRead(session)
+        again = repository.LogRead(session, windows)
         await again.seqs(db, [5, 6, 150, 151])
         by_seq = {m.seq: m for m in again.messages()}
         assert sorted(by_seq) == [5, 6, 150, 151]
         assert by_seq[150] is {m.seq: m for m in got}[150]
         assert by_seq[5].body["content"] == "note 4"
-        empty = repository.LogRead(session)
+        empty = repository.LogRead(session, windows)
         await empty.seqs(db, [])
         assert empty.messages() == []

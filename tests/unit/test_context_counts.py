@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.context import counts
+from app.context.caches import Caches
 from app.tokens import get_counter
 
 
@@ -37,7 +38,7 @@ TOOLS = [
 
 
 def test_memoized_counts_equal_direct_counts_for_every_counter_and_shape() -> None:
-    counts.clear_cache()
+    cache = Caches().counts
     exact, estimate = get_counter("gpt-4o"), get_counter("some-unknown-model")
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are careful. 必须先运行测试。"},
@@ -49,16 +50,17 @@ def test_memoized_counts_equal_direct_counts_for_every_counter_and_shape() -> No
     for _ in range(2):  # the second round is served from the memo
         for counter in (exact, estimate):
             for m in messages:
-                assert counts.message_tokens(counter, m) == counter.count_message(m)
-            assert counts.tools_tokens(counter, TOOLS) == counter.count_tools(TOOLS)
-            assert counts.tools_tokens(counter, []) == 0
+                assert counts.message_tokens(counter, m, cache) == counter.count_message(m)
+            assert counts.tools_tokens(counter, TOOLS, cache) == counter.count_tools(TOOLS)
+            assert counts.tools_tokens(counter, [], cache) == 0
     # One text, two tokenizers: never the other's count.
     text = {"role": "user", "content": "ids a1b2c3d4e5f6a7b8c9d0 and 数字 12345"}
-    assert counts.message_tokens(exact, text) == exact.count_message(text)
-    assert counts.message_tokens(estimate, text) == estimate.count_message(text)
+    assert counts.message_tokens(exact, text, cache) == exact.count_message(text)
+    assert counts.message_tokens(estimate, text, cache) == estimate.count_message(text)
 
 
 def test_an_unhashable_counter_is_counted_directly() -> None:
     counter = Unhashable()
-    assert counts.message_tokens(counter, {"role": "user", "content": "hi"}) == 7
-    assert counts.tools_tokens(counter, TOOLS) == 11
+    cache = Caches().counts
+    assert counts.message_tokens(counter, {"role": "user", "content": "hi"}, cache) == 7
+    assert counts.tools_tokens(counter, TOOLS, cache) == 11

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.context import AssemblyRequest, SummaryBlock, assemble, available_strategies
-from app.context.groups import split_units
+from app.context.caches import Caches
 from app.context.view import Form, HistoryView, Limits, Unit
-from app.conversation import LoggedMessage
+from app.conversation import LoggedMessage, split_groups
 from tests.unit.context_helpers import COUNTER, assistant, check, logged, tool, user
 
 WORDS = [
@@ -146,9 +146,9 @@ def _units_of(request: AssemblyRequest) -> list[Unit]:
     if through is not None:
         anchor = next((m for m in reversed(history) if m.role == "user"), None)
         history = [m for m in history if m.seq > through or m is anchor]
-    groups, _ = split_units(history)
+    groups, _ = split_groups(history)
     limits = Limits.from_preview_limit(request.session_id, request.preview_limit_tokens)
-    return list(HistoryView.build(groups, limits, request.counter).units)
+    return list(HistoryView.build(groups, limits, request.counter, Caches()).units)
 
 
 @SETTINGS

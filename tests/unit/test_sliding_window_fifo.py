@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.context import AssemblyRequest, assemble
-from app.context.groups import split_units
-from app.context.stability import Layout, StableStrategy
+from app.context.layout import Layout
+from app.context.stability import StableStrategy
 from app.context.strategies import get_strategy
-from app.conversation import LoggedMessage
+from app.conversation import LoggedMessage, split_groups
 from app.models import SessionRow
 from tests.unit.context_helpers import COUNTER, logged, user
 from tests.unit.test_context_invariants import histories
@@ -31,7 +31,7 @@ def _call(
     """One payload call as `app/context/service.py` makes it, with the layout kept here."""
     row = _row(history[-1].seq if history else 0)
     layout = stored if stored is not None and stored.holds_for(row) else Layout.untrimmed(row)
-    stable = StableStrategy.wrap(get_strategy("sliding_window"), layout, row, budget, 0.7)
+    stable = StableStrategy(get_strategy("sliding_window"), layout, row, budget, 0.7)
     result = assemble(
         AssemblyRequest(
             history=history,
@@ -48,7 +48,7 @@ def _call(
 
 def _newest_run_plus_hard(history: list[LoggedMessage], kept: set[int]) -> bool:
     """Every unit from the oldest kept one that is not hard to the newest is kept."""
-    groups, _ = split_units([m for m in history if m.counts_in_context])
+    groups, _ = split_groups([m for m in history if m.counts_in_context])
     latest_user = max((i for i, g in enumerate(groups) if g.kind == "user"), default=-1)
     held = [any(m.seq in kept for m in g.messages) for g in groups]
     hard = [i == latest_user or any(m.pinned for m in g.messages) for i, g in enumerate(groups)]

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from app.context import AssemblyRequest, assemble
-from app.context.stability import Layout, StableStrategy
+from app.context.layout import Layout
+from app.context.stability import StableStrategy
 from app.context.strategies import get_strategy
 from app.context.view import Form, HistoryView
 from app.conversation import LoggedMessage
@@ -33,7 +34,7 @@ def _row(last_seq: int) -> SessionRow:
 def _call(history: list[LoggedMessage], stored: Layout | None) -> tuple[Any, StableStrategy]:
     row = _row(history[-1].seq)
     layout = stored if stored is not None and stored.holds_for(row) else Layout.untrimmed(row)
-    stable = StableStrategy.wrap(get_strategy("key_messages"), layout, row, BUDGET, 0.7)
+    stable = StableStrategy(get_strategy("key_messages"), layout, row, BUDGET, 0.7)
     result = assemble(
         AssemblyRequest(
             history=history,

@@ -35,7 +35,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import ClassVar
 
 from app.context.view import Form, HistoryView, Unit
 
@@ -94,11 +93,13 @@ class Strategy(ABC):
     mandatory history then goes over budget (otherwise the summary yields first).
     """
 
-    name: ClassVar[str]
-    summary_required: ClassVar[bool] = False
+    # Set in each class body (the registry reads the name off the class); plain attributes,
+    # not ClassVars, so that a wrapper (app/context/stability.py) can carry its inner's.
+    name: str
+    summary_required: bool = False
     # A FIFO strategy's history is always the newest contiguous run plus the hard units:
     # a trim never keeps an older prefix of the previous payload for the cache's sake.
-    fifo: ClassVar[bool] = False
+    fifo: bool = False
 
     @abstractmethod
     def select(self, view: HistoryView, budget: int) -> Selection: ...
