@@ -4,8 +4,9 @@ local scripted model, so it runs with no API key and no network.
 The scripted model speaks OpenAI's Chat Completions over HTTP (what the agent's
 `openai` SDK sends) and plays a tool-using agent: after a user message it calls
 the first tool offered with `{"path": <the message's last word>}`; after a tool
-result it answers with the result's first line. It reads what contextd assembled,
-so the demo shows the real loop: append, fit, call, append.
+result it answers with the result's first line (under a preview's header when the
+result was long). It reads what contextd assembled, so the demo shows the real loop:
+append, fit, call, append.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def scripted_reply(body: dict[str, Any], number: int) -> dict[str, Any]:
     tools = body.get("tools") or []
     message: dict[str, Any] = {"role": "assistant", "content": None}
     if last.get("role") == "tool" or not tools:
-        first = str(last.get("content") or "").splitlines()[:1]
+        # A long result reaches the model as contextd's preview: its header, then the head.
+        lines = str(last.get("content") or "").splitlines()
+        first = [x for x in lines if not x.startswith("[tool output preview:")][:1]
         message["content"] = f"The tool said: {first[0] if first else '(nothing)'}"
         finish = "stop"
     else:
