@@ -66,5 +66,11 @@ FUNCTION_NAME_PATTERN: Final = r"^[a-zA-Z0-9_-]{1,64}$"
 # Seqs and event ids are PostgreSQL bigints.
 BIGINT_MAX: Final = 2**63 - 1
 
+# Listing pages: an opaque session-list cursor, an event-type prefix.
+CURSOR_MAX: Final = 400
+EVENT_TYPE_MAX: Final = 100
+# The longest a `POST /compact` with `wait` may wait, in seconds.
+COMPACT_WAIT_MAX_S: Final = 600
+
 # The most hits one search answers (GET /sessions/{id}/search, the MCP search tool).
 SEARCH_LIMIT_MAX: Final = 50

@@ -10,6 +10,7 @@ from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.openapi import answers
 from app.compaction import service
 from app.leases.schemas import LockToken
+from app.limits import COMPACT_WAIT_MAX_S
 
 router = APIRouter(tags=["compaction"])
 
@@ -22,7 +23,9 @@ class CompactIn(BaseModel):
         False, description="skip the no-thrash guards (too little to free, not regrown)"
     )
     dry_run: bool = Field(False, description="answer what would be compacted; write nothing")
-    timeout_s: float | None = Field(None, gt=0, le=600, description="how long `wait` waits")
+    timeout_s: float | None = Field(
+        None, gt=0, le=COMPACT_WAIT_MAX_S, description="how long `wait` waits"
+    )
 
 
 @router.post(

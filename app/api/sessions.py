@@ -24,6 +24,7 @@ from app.budget import budget_of
 from app.errors import NotFound, invalid
 from app.jsonsafe import StoredStr, storable_problem
 from app.leases.schemas import LockTokenIn
+from app.limits import CURSOR_MAX, EVENT_TYPE_MAX
 from app.messages.service import count_batch_for
 from app.sessions import repository as repo
 from app.sessions import service
@@ -79,7 +80,7 @@ async def list_sessions(
     tenant: TenantDep,
     settings: SettingsDep,
     limit: Annotated[int, Depends(page_limit(50))],
-    cursor: Annotated[StoredStr | None, Query(max_length=400)] = None,
+    cursor: Annotated[StoredStr | None, Query(max_length=CURSOR_MAX)] = None,
 ) -> dict[str, Any]:
     after = _decode_cursor(cursor) if cursor else None
     async with db.transaction() as s:
@@ -134,6 +135,9 @@ async def preview_budget(
     # Validated by hand like an append's messages; the documented schema is BudgetPreviewIn's.
     body: Annotated[dict[str, Any], Body()],
 ) -> dict[str, Any]:
+    unknown = sorted(set(body) - {"messages"})
+    if unknown:  # as an append's body: a misspelt field is not silently ignored
+        raise invalid(unknown[0], "is not a field of a budget preview (only `messages`)")
     async with db.transaction() as s:
         row = await service.get_session(s, tenant, session_id)
         added = await count_batch_for(row, body.get("messages"), settings)
@@ -159,7 +163,9 @@ async def list_events(
     tenant: TenantDep,
     limit: PageLimit,
     after_id: After = 0,
-    type: Annotated[StoredStr | None, Query(max_length=100, description="type prefix")] = None,
+    type: Annotated[
+        StoredStr | None, Query(max_length=EVENT_TYPE_MAX, description="type prefix")
+    ] = None,
 ) -> dict[str, Any]:
     writer: events.EventWriter = request.app.state.events
     await writer.flush()  # this process's deferred events, so a client reads its own

@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.budget import budget_of
 from app.errors import ContextdError
-from app.limits import SEARCH_LIMIT_MAX
+from app.limits import SEARCH_LIMIT_MAX, SESSION_ID_PATTERN
 from app.models import DEFAULT_TENANT
 from app.search import service
 from app.search.tools import READ_DESCRIPTION, SEARCH_DESCRIPTION
@@ -36,7 +36,9 @@ from app.sessions import service as sessions
 
 PATH = "/mcp"
 
-SessionArg = Annotated[str, Field(description="the session id", min_length=1, max_length=128)]
+# The rule of every session id in a URL (app/limits.py): what cannot be a session is
+# refused before any lookup, as on the HTTP routes.
+SessionArg = Annotated[str, Field(description="the session id", pattern=SESSION_ID_PATTERN)]
 
 
 def build(app: FastAPI) -> Host:

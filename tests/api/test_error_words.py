@@ -104,6 +104,16 @@ SURROGATE_CASES: list[tuple[str, str, str, Any]] = [
     ("budget metadata", "POST", "/budget", {"messages": [user("x", metadata={SURROGATE_KEY: 1})]}),
     ("budget unknown field", "POST", "/budget", {SURROGATE_KEY: 1}),
     ("count unknown field", "POST", "/tokens/count", {SURROGATE_KEY: 1}),
+    (
+        "count tools",
+        "POST",
+        "/tokens/count",
+        {
+            "tools": [
+                {"type": "function", "function": {"name": "f", "parameters": {SURROGATE_KEY: 1}}}
+            ]
+        },
+    ),
 ]
 
 
@@ -126,4 +136,17 @@ async def test_a_lone_surrogate_in_a_key_is_a_4xx_naming_it(
     if case not in ("context tools", "budget unknown field"):
         text = problem["errors"][0]["msg"] + problem["errors"][0]["loc"]
         assert "surrogate" in text or "\\ud800" in text, problem
+    assert await log_of(client, sid) == before
+
+
+async def test_a_budget_preview_names_a_field_it_does_not_read(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """`tools` (or a misspelt `messages`) is not silently ignored."""
+    before = await _seeded(client, sid)
+    for field in ("tools", "mesages"):
+        body = {"messages": [user("x")], field: []}
+        r = await client.post(f"/sessions/{sid}/budget", json=body)
+        assert r.status_code == 422, r.text
+        assert r.json()["errors"][0]["loc"] == field
     assert await log_of(client, sid) == before

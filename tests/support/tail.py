@@ -4,6 +4,10 @@ Since compaction may reach inside the current turn, "the watermark stays below t
 latest user message" is no longer the rule; what stays is the current turn's last
 `min_preserved_steps` steps (and, in effect, its opening user message, which the
 payload keeps verbatim: the turn anchor).
+
+The step rule is written out again here on purpose, over the JSON a client reads,
+rather than imported from `app/conversation.py` (`split_steps`): a checker that
+reused the code it checks would agree with any bug in it.
 """
 
 from __future__ import annotations
