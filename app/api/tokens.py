@@ -9,7 +9,6 @@ from app.api.answers import TokenCount, UsageReport
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
 from app.api.openapi import answers
 from app.errors import invalid
-from app.jsonsafe import sendable_problem
 from app.limits import MODEL_NAME_MAX
 from app.messages.validation import parse_batch
 from app.sessions import usage
@@ -58,11 +57,6 @@ async def count_tokens(body: CountIn, settings: SettingsDep) -> dict[str, Any]:
         from app.context.validation import as_tools
 
         as_tools(body.tools)
-        # The rule the same tools meet on a session and in a context call: nothing
-        # that cannot be sent on to a model (a lone surrogate, NaN, deep nesting).
-        found = sendable_problem(body.tools, "tools")
-        if found:
-            raise invalid(*found)
         out["tools"] = counter.count_tools(body.tools)
         total += out["tools"]
     out["total"] = total

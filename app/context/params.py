@@ -108,13 +108,11 @@ def from_body(body: dict[str, Any]) -> ContextParams:
             if k not in ("format", "previous_prefix_id", "recall")
         }
     )
-    # A call's own tools and dynamic context are hashed into the `prefix_id`, counted and
-    # sent on to the model: a lone surrogate escape (`"\ud800"`), a non-finite number or
-    # nesting deeper than stored tools may have is a 422 naming the field, not a 500 (or
-    # the invalid JSON `NaN` in the payload).
-    found = sendable_problem(body.get("tools"), "tools") or sendable_problem(
-        body.get("dynamic_context"), "dynamic_context"
-    )
+    # The call's dynamic context is hashed into the `prefix_id`, counted and sent on to
+    # the model: a lone surrogate escape (`"\ud800"`), a non-finite number or nesting too
+    # deep is a 422 naming the field, not a 500 (or the invalid JSON `NaN` in the
+    # payload). Its tools meet the same rule in validate_context_params.
+    found = sendable_problem(body.get("dynamic_context"), "dynamic_context")
     if found:
         raise invalid(*found)
     return ContextParams(

@@ -14,6 +14,7 @@ from typing import Any
 
 from app.context.strategies import available_strategies
 from app.errors import ValidationFailed
+from app.jsonsafe import sendable_problem
 from app.limits import FUNCTION_NAME_PATTERN, MODES, PREVIEW_TOKENS_MIN, TOKENS_MAX
 
 _FUNCTION_NAME = re.compile(FUNCTION_NAME_PATTERN)
@@ -53,6 +54,12 @@ def check_tools(errors: Errors, tools: object, loc: str = "tools") -> None:
     if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
         _err(errors, loc, "must be a list of tool definitions")
         return
+    # Tools are counted, hashed and sent on to a model wherever they come from (a session,
+    # a context call, a count): a lone surrogate, a non-finite number or nesting too deep
+    # for stored tools is refused here, for all of them.
+    unsendable = sendable_problem(tools, loc)
+    if unsendable:
+        _err(errors, *unsendable)
     names: set[str] = set()
     for i, tool in enumerate(tools):
         at = f"{loc}[{i}]"
