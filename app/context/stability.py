@@ -27,12 +27,14 @@ grows; this layer freezes its choice instead:
 
 A trim keeps what the agent just did before anything the cache would like
 (SPEC §3 "Recency before stability"). The strategy's fresh selection at the
-low-water mark holds the mandatory units, then the newest units newest first
-(older ones masked: tool outputs as previews, long texts cut), then older ones
-in the room left. `keep_prefix` may swap only those older picks for the
-previous payload's leading units, as they were sent, so that the provider's
-cache still serves them; the newest contiguous run of the fresh selection, the
-hard units and every user message stay as the strategy chose them. A FIFO
+low-water mark holds the mandatory units and the user's messages, then the
+agent's steps newest first (the older ones masked: tool outputs as previews, long
+texts cut), never an older step while a newer one is left out. `keep_masked`
+(app/context/trim.py) may keep the previous payload's masked steps in front, as
+they were sent, so that the provider's cache still serves them, masking more of
+the fresh selection's oldest whole steps to make room, but only while the steps
+sent whole keep `FULL_FLOOR` of their tokens; the hard units and every user
+message stay as the strategy chose them. A FIFO
 strategy (`sliding_window`) keeps no older prefix at all: its history is the
 newest contiguous run plus the hard units on every call, and a replay that no
 longer is (a new user message took the turn anchor's place) trims instead.
