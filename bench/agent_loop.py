@@ -400,6 +400,30 @@ def measure(
     t.instructions_kept += sum(ins.visible_in(payload) for ins in present)
 
 
+def write_misses(
+    out: Any, key: Key, call: Call, payload: Sequence[Mapping[str, Any]], got: Mapping[str, Any]
+) -> None:
+    """One JSON line per identifier the payload lacks: where the history last said it, and
+    how that message was sent (whole, as a preview or cut, or left out)."""
+    text = payload_text(payload)
+    kept = dict(zip(got["kept_seqs"], payload[len(payload) - len(got["kept_seqs"]) :], strict=True))
+    for value in call.ids:
+        if value in text:
+            continue
+        at = next(
+            i for i in range(call.upto - 1, -1, -1) if value in message_text(call.case.messages[i])
+        )
+        sent = kept.get(at + 1)
+        how = "dropped" if sent is None else "whole" if sent == call.case.messages[at] else "shrunk"
+        record = {
+            "mode": key[0], "group": key[1], "budget": key[2], "strategy": key[3],
+            "case": call.case.id, "upto": call.upto, "id": value, "at": at,
+            "back": call.upto - at, "role": call.case.messages[at]["role"], "sent": how,
+            "held": sum(1 for s in got["kept_seqs"] if s - 1 < call.upto),
+        }  # fmt: skip
+        out.write(json.dumps(record) + "\n")
+
+
 # --- cases --------------------------------------------------------------------------------------
 
 
@@ -565,6 +589,8 @@ async def run_entry(
                     measure(
                         totals.tally(key), call, payload, [tokens(m) for m in payload], held, stream
                     )
+                    if args.misses is not None and call.trimming:
+                        write_misses(args.misses, key, call, payload, got)
             for method in BASELINES:
                 trimmed = (
                     run_langchain(case, upto, budget)
@@ -722,6 +748,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--database-url", default=None)
+    p.add_argument(
+        "--misses",
+        type=argparse.FileType("w"),
+        default=None,
+        help="write each identifier a contextd payload lacks on a trimming call (JSON lines)",
+    )
     p.add_argument("--embedded", action="store_true", help="a private embedded PostgreSQL")
     args = p.parse_args(argv)
     if args.quick:

@@ -4,6 +4,7 @@ small session through the app."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 from typing import Any
 
@@ -26,6 +27,7 @@ from bench.agent_loop import (
     needed,
     recent_tokens,
     run,
+    write_misses,
 )
 from bench.context_quality import Case
 from bench.replay import COUNTER, PRIMING, call_points
@@ -118,6 +120,33 @@ def test_grounding_of_a_payload_without_the_file_the_next_step_opens_is_below_on
     # A preview holding the head of the tool output still grounds the path.
     preview = {**case.messages[2], "content": case.messages[2]["content"][:60] + " [...]"}
     assert grounded(ids, [*without, preview]) == 2
+
+
+def test_misses_name_the_message_that_said_it_and_how_it_was_sent() -> None:
+    case = _case()
+    ids = needed(History(case), 3, case.messages[3])
+    call = Call(case, 3, 8_000, True, ids, 0)
+    system = {"role": "system", "content": SYSTEM}
+    preview = {**case.messages[2], "content": "[tool output preview: ...]"}
+    out = io.StringIO()
+    # seqs are 1-based: the tool output (index 2) sent as a preview, index 1 whole.
+    got = {"kept_seqs": [1, 2, 3]}
+    write_misses(out, ("off", "agent traces", 8_000, "key_messages"), call,
+                 [system, *case.messages[:2], preview], got)  # fmt: skip
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    # Both were said only by the grep output, which the payload sent as a preview.
+    assert [(r["id"], r["at"], r["back"], r["role"], r["sent"]) for r in records] == [
+        ("1088", 2, 1, "tool", "shrunk"),
+        ("src/shop/export.py", 2, 1, "tool", "shrunk"),
+    ]
+    whole = io.StringIO()
+    write_misses(whole, ("off", "agent traces", 8_000, "key_messages"), call,
+                 [system, *case.messages[:3]], got)  # fmt: skip
+    assert whole.getvalue() == ""
+    dropped = io.StringIO()
+    write_misses(dropped, ("off", "agent traces", 8_000, "key_messages"), call,
+                 [system, case.messages[0]], {"kept_seqs": [1]})  # fmt: skip
+    assert {json.loads(line)["sent"] for line in dropped.getvalue().splitlines()} == {"dropped"}
 
 
 def test_recent_tokens_are_the_newest_contiguous_run_held() -> None:
