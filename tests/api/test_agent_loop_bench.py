@@ -260,6 +260,7 @@ async def test_one_session_through_the_app(database_url: str) -> None:
         dialogue_budgets=[],
         strategies=["key_messages", "sliding_window"],
         compaction=["off", "on"],
+        misses=io.StringIO(),
     )
     totals = await run(args, database_url, [Entry(case, "agent traces")])
     calls = len(call_points(case.messages))
@@ -276,3 +277,8 @@ async def test_one_session_through_the_app(database_url: str) -> None:
     for method in BASELINES:
         assert totals.tallies[("-", "agent traces", 600, method)].calls == calls
     assert {TRIM_MESSAGES, NAIVE} == set(BASELINES)
+    # One line per identifier a contextd payload lacked, each from a message not sent whole.
+    misses = [json.loads(line) for line in args.misses.getvalue().splitlines()]
+    lacked = sum(t.ids_needed - t.ids_held for k, t in totals.tallies.items() if k[0] != "-")
+    assert len(misses) == lacked > 0
+    assert {m["sent"] for m in misses} <= {"shrunk", "dropped"}
