@@ -36,7 +36,7 @@ from app.events import EventWriter
 from app.messages.group_write import write_group
 from app.messages.groups import Groups
 from app.observability.middleware import BodyLimit, RequestContext
-from app.search.mcp import build as build_mcp
+from app.search import mcp
 from app.search.router import router as search_router
 from app.settings import Settings
 from app.tokens import get_counter
@@ -95,7 +95,6 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
             )
             if in_process:  # True or "auto"
                 runner.start()
-            await app.state.mcp.start()
             try:
                 yield
             finally:
@@ -131,8 +130,9 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         console_router,
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
-    # /mcp: the recall tools over the Model Context Protocol (its route, its lifespan above).
-    app.state.mcp = build_mcp(app)
+    # /mcp: the recall tools over the Model Context Protocol (made on its first request;
+    # the lifespan above stops it).
+    app.state.mcp = mcp.install(app)
     install_error_handlers(app)
     install_openapi(app)
     keyring = Keyring(

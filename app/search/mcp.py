@@ -1,148 +1,53 @@
-"""`/mcp`: recall (search, read a message) and the budget as Model Context Protocol tools.
+"""`/mcp`: the route, and the host that runs the MCP server (`app/search/mcp_server.py`).
 
-Served by the official `mcp` SDK's Streamable HTTP transport, stateless and with
-JSON answers: every request stands alone, so any `contextd serve` process (or
-`--workers` child) answers any request, and nothing lives in one process's
-memory between calls. The route sits behind the app's own middleware: the same
-API keys, and each tool call acts for the tenant of the key that sent it; another
-tenant's session is "not found", exactly as over HTTP.
-
-The SDK's own DNS-rebinding check (Host header) is off: contextd answers the rest
-of its API on any Host, with keys when it listens beyond loopback (SPEC §8), and
-`/mcp` is no different.
+The server, and the `mcp` SDK with it, is made on the first request to `/mcp`, not
+when the app is: importing the SDK builds hundreds of pydantic models, a second or
+more of CPU that every `contextd serve` process and `--workers` child would pay at
+start-up for a route most deployments never call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import Field
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from app.budget import budget_of
-from app.errors import ContextdError
-from app.limits import SEARCH_LIMIT_MAX, SESSION_ID_PATTERN
-from app.models import DEFAULT_TENANT
-from app.search import service
-from app.search.tools import READ_DESCRIPTION, SEARCH_DESCRIPTION
-from app.sessions import service as sessions
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 PATH = "/mcp"
 
-# The rule of every session id in a URL (app/limits.py): what cannot be a session is
-# refused before any lookup, as on the HTTP routes.
-SessionArg = Annotated[str, Field(description="the session id", pattern=SESSION_ID_PATTERN)]
 
-
-def build(app: FastAPI) -> Host:
-    """The MCP server of `app`, its route added to `app`; the lifespan starts and stops
-    the returned host."""
-    server = MCPServer(
-        "contextd",
-        instructions=(
-            "Recall for one contextd session: search its whole log (messages the "
-            "payload left out or compaction summarised included), read one message "
-            "in full, and read the session's budget."
-        ),
-    )
-
-    def tenant_of(ctx: Context) -> str:
-        request = ctx.request_context.request
-        state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
-        return str(state.get("tenant") or DEFAULT_TENANT)
-
-    @server.tool(name="search", description=SEARCH_DESCRIPTION)
-    async def search(
-        session_id: SessionArg,
-        query: Annotated[str, Field(description="words, identifiers or a phrase")],
-        ctx: Context,
-        limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT_MAX)] = 5,
-        before_seq: Annotated[int | None, Field(ge=1)] = None,
-        roles: list[str] | None = None,
-    ) -> str:
-        try:
-            found = await service.search(
-                app.state.database,
-                tenant_of(ctx),
-                session_id,
-                service.check_query(query),
-                limit=limit,
-                before_seq=before_seq,
-                roles=service.check_roles(roles),
-            )
-        except ContextdError as exc:
-            raise ToolError(str(exc)) from exc
-        return json.dumps(found.as_dict(session_id, query), ensure_ascii=False)
-
-    @server.tool(name="read_message", description=READ_DESCRIPTION)
-    async def read_message(
-        session_id: SessionArg,
-        seq: Annotated[int, Field(ge=1)],
-        ctx: Context,
-        char_start: Annotated[int | None, Field(ge=0)] = None,
-        char_end: Annotated[int | None, Field(ge=0)] = None,
-        line_start: Annotated[int | None, Field(ge=1)] = None,
-        line_end: Annotated[int | None, Field(ge=1)] = None,
-    ) -> str:
-        try:
-            out = await service.read(
-                app.state.database,
-                tenant_of(ctx),
-                session_id,
-                seq,
-                char_start=char_start,
-                char_end=char_end,
-                line_start=line_start,
-                line_end=line_end,
-            )
-        except ContextdError as exc:
-            raise ToolError(str(exc)) from exc
-        return json.dumps(out, ensure_ascii=False, default=str)
-
-    @server.tool(name="budget", description="The session's budget status (tokens now, limits).")
-    async def budget(session_id: SessionArg, ctx: Context) -> str:
-        try:
-            async with app.state.database.transaction() as s:
-                row = await sessions.get_session(s, tenant_of(ctx), session_id)
-                status: dict[str, Any] = budget_of(row, app.state.settings).as_dict()
-        except ContextdError as exc:
-            raise ToolError(str(exc)) from exc
-        return json.dumps(status)
-
-    # The SDK's session manager is made by `streamable_http_app()`; its Starlette app is
-    # not used: the route below hands requests to the manager through `Host`.
-    server.streamable_http_app(
-        streamable_http_path=PATH,
-        stateless_http=True,
-        json_response=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    host = Host(server)
+def install(app: FastAPI) -> Host:
+    """The host of `app`'s MCP server, its route added to `app`; the lifespan stops it."""
+    host = Host(app)
     app.router.routes.append(Route(PATH, endpoint=host))
     return host
 
 
 class Host:
-    """Runs the SDK's session manager, whose task group must be entered and left by one
-    task: a task of its own, started and stopped by the app's lifespan (which the
-    tests, like any ASGI host, may enter and leave from different tasks)."""
+    """Makes the MCP server on the first request and runs the SDK's session manager,
+    whose task group must be entered and left by one task: a task of its own, stopped
+    by the app's lifespan (which the tests, like any ASGI host, may enter and leave
+    from different tasks)."""
 
-    def __init__(self, server: MCPServer) -> None:
-        self.server = server
+    def __init__(self, app: FastAPI) -> None:
+        self._app = app
+        self._server: MCPServer | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
 
     async def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="mcp-session-manager")
+            if self._server is None:
+                from app.search.mcp_server import build
+
+                self._server = build(self._app)
+            self._task = asyncio.create_task(self._run(self._server), name="mcp-session-manager")
         ready = asyncio.create_task(self._ready.wait())
         await asyncio.wait({ready, self._task}, return_when=asyncio.FIRST_COMPLETED)
         if not self._ready.is_set():
@@ -154,11 +59,12 @@ class Host:
             self._stop.set()
             await self._task
 
-    async def _run(self) -> None:
-        async with self.server.session_manager.run():
+    async def _run(self, server: MCPServer) -> None:
+        async with server.session_manager.run():
             self._ready.set()
             await self._stop.wait()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.start()
-        await self.server.session_manager.handle_request(scope, receive, send)
+        assert self._server is not None  # made by start()
+        await self._server.session_manager.handle_request(scope, receive, send)
