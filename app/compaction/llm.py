@@ -48,7 +48,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import openai
 import structlog
 from pydantic import SecretStr
 
@@ -163,6 +162,11 @@ class ChatModelClient:
         key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key
         self._key = key or None
         self.max_retries = max_retries
+        # Imported here, not with the module: the SDK's types cost a second of CPU, which
+        # a process with no model configured (extractive summaries) need not pay.
+        import openai
+
+        self._openai = openai
         self._sdk = openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=self._key or _NO_KEY,
@@ -281,6 +285,7 @@ class ChatModelClient:
                 raise ModelTimeout(f"no answer from the model within {timeout_s:g}s")
             body = self._request(messages, temperature, max_tokens, response_format)
             wait: float | None = None
+            openai = self._openai
             try:
                 raw = await self._sdk.chat.completions.with_raw_response.create(
                     **body, timeout=left, extra_headers=self._headers
