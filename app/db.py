@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
@@ -23,6 +20,9 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from app.pool import FairPool
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 
 def normalise_url(url: str) -> str:
@@ -186,9 +186,15 @@ def migrations_dir() -> Path:
     return Path(__file__).resolve().parent / "migrations"
 
 
+# Alembic is imported where it is used: a serving process (and each `--workers` child)
+# needs it only for the first readiness probe, not to start.
+
+
 def alembic_config(url: str) -> Config:
     # Built in code, not read from alembic.ini, which an installed wheel does not have;
     # alembic.ini is for the `alembic` command line in a checkout.
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("path_separator", "os")
@@ -209,15 +215,22 @@ def database_url_for_alembic(cfg: Config) -> str:
 
 def run_migrations(url: str) -> None:
     """Upgrade to head. Synchronous (Alembic drives its own event loop): call it from a thread."""
+    from alembic import command
+
     command.upgrade(alembic_config(url), "head")
 
 
+@functools.cache  # reading the scripts takes milliseconds, on the loop of every /readyz
 def head_revision() -> str | None:
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory.from_config(alembic_config("postgresql+asyncpg://unused/"))
     return script.get_current_head()
 
 
 def current_revision(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(connection).get_current_revision()
 
 
