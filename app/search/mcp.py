@@ -9,6 +9,7 @@ start-up for a route most deployments never call.
 from __future__ import annotations
 
 import asyncio
+import importlib
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
@@ -38,16 +39,23 @@ class Host:
         self._app = app
         self._server: MCPServer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._making = asyncio.Lock()
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
 
     async def start(self) -> None:
         if self._task is None:
-            if self._server is None:
-                from app.search.mcp_server import build
-
-                self._server = build(self._app)
-            self._task = asyncio.create_task(self._run(self._server), name="mcp-session-manager")
+            async with self._making:
+                if self._task is None:
+                    # In a thread: the import takes a second of CPU, which on the loop
+                    # would stall every other request of this process for as long.
+                    module = await asyncio.to_thread(
+                        importlib.import_module, "app.search.mcp_server"
+                    )
+                    self._server = module.build(self._app)
+                    self._task = asyncio.create_task(
+                        self._run(self._server), name="mcp-session-manager"
+                    )
         ready = asyncio.create_task(self._ready.wait())
         await asyncio.wait({ready, self._task}, return_when=asyncio.FIRST_COMPLETED)
         if not self._ready.is_set():
