@@ -11,7 +11,10 @@ Each round starts `python -m app.cli serve --workers 1` of each checkout (this o
   what every start, and every `--workers` child, pays;
 - *RSS*: its resident memory then;
 - *first /mcp*: the first MCP `initialize` request's seconds, then a second one's
-  (the server is made on the first; see app/search/mcp.py).
+  (the server is made on the first; see app/search/mcp.py);
+- *slowest /healthz*: the slowest of back-to-back `/healthz` requests sent on another
+  connection while the first /mcp request is answered: how long the process's
+  other requests wait meanwhile.
 
 Medians of `--rounds` rounds; the table is printed on stdout.
 """
@@ -68,6 +71,15 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+async def slowest(c: httpx.AsyncClient, done: asyncio.Event) -> float:
+    worst = 0.0
+    while not done.is_set():
+        t = time.perf_counter()
+        (await c.get("/healthz")).raise_for_status()
+        worst = max(worst, time.perf_counter() - t)
+    return worst
+
+
 async def one_start(root: Path, database_url: str) -> dict[str, float]:
     port = free_port()
     env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, "CONTEXTD_HOST": "127.0.0.1"}
@@ -99,11 +111,17 @@ async def one_start(root: Path, database_url: str) -> dict[str, float]:
                     "cpu": cpu_seconds(proc.pid),
                     "rss": rss_mb(proc.pid),
                 }
-                for name in ("mcp_first", "mcp_next"):
-                    t = time.perf_counter()
-                    r = await c.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
-                    r.raise_for_status()
-                    out[name] = time.perf_counter() - t
+                async with httpx.AsyncClient(base_url=base, timeout=30) as other:
+                    await other.get("/healthz")  # its connection open before the /mcp call
+                    done = asyncio.Event()
+                    probe = asyncio.create_task(slowest(other, done))
+                    for name in ("mcp_first", "mcp_next"):
+                        t = time.perf_counter()
+                        r = await c.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+                        r.raise_for_status()
+                        out[name] = time.perf_counter() - t
+                        done.set()
+                    out["stall"] = await probe
                 return out
         finally:
             proc.terminate()
@@ -130,6 +148,7 @@ async def run(roots: dict[str, Path], database_url: str, rounds: int) -> list[li
                 f"{med('rss'):.0f}",
                 f"{1000 * med('mcp_first'):.0f}",
                 f"{1000 * med('mcp_next'):.1f}",
+                f"{1000 * med('stall'):.0f}",
             ]
         )
     return rows
@@ -151,7 +170,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"contextd startup bench: {machine_info()}; {db.server}; {args.rounds} rounds")
     print(f"load average (1/5/15 min) at start {load}, at end {load_average()}")
     print()
-    headers = ["checkout", "ready s", "CPU s at ready", "RSS MB", "first /mcp ms", "next /mcp ms"]
+    headers = [
+        "checkout",
+        "ready s",
+        "CPU s at ready",
+        "RSS MB",
+        "first /mcp ms",
+        "next /mcp ms",
+        "slowest /healthz ms",
+    ]
     print(markdown_table(headers, rows))
     return 0
 
