@@ -186,8 +186,8 @@ def migrations_dir() -> Path:
     return Path(__file__).resolve().parent / "migrations"
 
 
-# Alembic is imported where it is used: a serving process (and each `--workers` child)
-# needs it only for the first readiness probe, not to start.
+# Alembic is imported where it is used: a `--workers` child, or an app built in a test,
+# needs it only at its first readiness probe, not to start.
 
 
 def alembic_config(url: str) -> Config:
@@ -220,7 +220,7 @@ def run_migrations(url: str) -> None:
     command.upgrade(alembic_config(url), "head")
 
 
-@functools.cache  # reading the scripts takes milliseconds, on the loop of every /readyz
+@functools.cache  # it reads every migration script, on the event loop of each /readyz
 def head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 

@@ -162,8 +162,8 @@ class ChatModelClient:
         key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key
         self._key = key or None
         self.max_retries = max_retries
-        # Imported here, not with the module: the SDK's types cost a second of CPU, which
-        # a process with no model configured (extractive summaries) need not pay.
+        # Imported here, not with the module: importing the SDK builds all of its types,
+        # CPU that a process with no model configured (extractive summaries) need not pay.
         import openai
 
         self._openai = openai

@@ -1,9 +1,9 @@
 """`/mcp`: the route, and the host that runs the MCP server (`app/search/mcp_server.py`).
 
 The server, and the `mcp` SDK with it, is made on the first request to `/mcp`, not
-when the app is: importing the SDK builds hundreds of pydantic models, a second or
-more of CPU that every `contextd serve` process and `--workers` child would pay at
-start-up for a route most deployments never call.
+when the app is: importing the SDK builds all of its pydantic models, CPU that every
+`contextd serve` process and `--workers` child would pay at start-up for a route
+most deployments never call.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ class Host:
         if self._task is None:
             async with self._making:
                 if self._task is None:
-                    # In a thread: the import takes a second of CPU, which on the loop
-                    # would stall every other request of this process for as long.
+                    # In a thread: on the loop, the import would stall every other
+                    # request of this process until it ended.
                     module = await asyncio.to_thread(
                         importlib.import_module, "app.search.mcp_server"
                     )
