@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve demo docs test test-ts lint typecheck bench fuzz clean
+.PHONY: serve demo docs test test-python test-ts lint typecheck bench fuzz clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,13 +21,17 @@ demo: $(STAMP)  ## the example agent against contextd and a scripted local model
 docs: $(STAMP)  ## regenerate docs/reference.md from the code (tests/test_docs.py checks it)
 	$(BIN)/python docs/reference.py
 
-test: $(STAMP)  ## lint, typecheck, check the layering (lint-imports), the whole test suite against a real PostgreSQL, then the TypeScript client's
+# The suite leaves a core idle much of the time (it waits on the servers it starts), so
+# mypy and the TypeScript client's tests run beside it; each one's output is printed
+# whole when it ends, and any failure fails `make test`.
+test: $(STAMP)  ## lint and the layering (lint-imports), then side by side: mypy, the whole test suite against a real PostgreSQL, the TypeScript client's tests
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(MAKE) --no-print-directory -j3 --output-sync=target typecheck test-ts test-python
+
+test-python: $(STAMP)  ## the Python test suite alone (pytest)
 	$(BIN)/pytest
-	$(MAKE) test-ts
 
 test-ts: $(STAMP)  ## the TypeScript client: npm ci from the lock file, tsc --noEmit, its tests against a contextd it starts
 	cd clients/typescript && npm ci --no-audit --no-fund && npm test
