@@ -44,19 +44,10 @@ from bench.common import (
     markdown_table,
     throwaway_database,
 )
+from tests.support.mcp_wire import HEADERS as MCP_HEADERS
+from tests.support.mcp_wire import INITIALIZE
 
 _TICK = os.sysconf("SC_CLK_TCK")
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "startup-bench", "version": "0"},
-    },
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
 def cpu_seconds(pid: int) -> float:

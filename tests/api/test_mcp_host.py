@@ -9,18 +9,7 @@ import httpx
 
 from app.main import create_app
 from app.settings import Settings
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"},
-    },
-}
-HEADERS = {"Accept": "application/json, text/event-stream"}
+from tests.support.mcp_wire import HEADERS, INITIALIZE
 
 
 async def test_concurrent_first_requests_share_one_server(
