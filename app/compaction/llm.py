@@ -166,7 +166,6 @@ class ChatModelClient:
         # CPU that a process with no model configured (extractive summaries) need not pay.
         import openai
 
-        self._openai = openai
         self._sdk = openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=self._key or _NO_KEY,
@@ -285,7 +284,8 @@ class ChatModelClient:
                 raise ModelTimeout(f"no answer from the model within {timeout_s:g}s")
             body = self._request(messages, temperature, max_tokens, response_format)
             wait: float | None = None
-            openai = self._openai
+            import openai  # already loaded by __init__: a lookup in sys.modules
+
             try:
                 raw = await self._sdk.chat.completions.with_raw_response.create(
                     **body, timeout=left, extra_headers=self._headers
