@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: serve demo docs test test-python test-ts lint typecheck bench fuzz clean
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+$(STAMP): pyproject.toml setup.py app/messages/_vector.c clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]" -e "./clients/python[agents,langchain]"

@@ -17,13 +17,18 @@ parsing the vector's text form (`'a':1 'b':2,5`) the next:
 A text whose vector would pass `lexemes()`'s byte budget takes `lexemes()` itself,
 which leaves lexemes out in its own order. tests/unit/test_search_vector.py checks
 both ways give the same vector, over the dataset and random text.
+
+The two loops (`_grouped` over tokens, `_binary` over lexemes) run in C where the
+package was built with a compiler (`app/messages/_vector.c`, see setup.py): in
+Python they were most of what the index cost an append. The Python twins below stay
+the reference the C is tested against, and what runs where the module is missing.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, cast
 
 from app.messages.lexemes import (
     _CHUNK,
@@ -67,7 +72,44 @@ _TOKENS_MAX = 50_000
 _TOKEN_CACHED_BYTES = 64
 
 
+class _Loops(Protocol):
+    """app/messages/_vector.c (its stub: _vector.pyi)."""
+
+    def grouped(
+        self,
+        data: bytes,
+        spaces: bytes,
+        split_token: Callable[[bytes], object],
+        limit: int,
+        max_position: int,
+        cached_bytes: int,
+        max_tokens: int,
+    ) -> tuple[dict[bytes, bytes | bytearray], int, int] | None: ...
+
+    def binary(self, vector: dict[bytes, bytes | bytearray], max_position: int) -> bytes: ...
+
+
+def _built() -> _Loops | None:
+    try:
+        from app.messages import _vector
+    except ImportError:  # installed where no C compiler was found: the loops in Python
+        return None
+    return _vector
+
+
+_compiled = _built()
+
+
 def _token(token: bytes) -> _Split:
+    found = _split_token(token)
+    if len(token) <= _TOKEN_CACHED_BYTES:
+        if len(_TOKENS) >= _TOKENS_MAX:
+            _TOKENS.clear()
+        _TOKENS[token] = found
+    return found
+
+
+def _split_token(token: bytes) -> _Split:
     if token.isalnum() and len(token) <= MAX_LEXEME_CHARS and _one_word(token):
         found: _Split = token.lower() + b"\0"  # most new tokens: a word, a number
     else:
@@ -82,10 +124,6 @@ def _token(token: bytes) -> _Split:
             terms.extend((lexeme.encode() + b"\0", width + at) for lexeme, at, _ in split)
             width += n
         found = terms[0][0] if width == 1 and len(terms) == 1 else (tuple(terms), width)
-    if len(token) <= _TOKEN_CACHED_BYTES:
-        if len(_TOKENS) >= _TOKENS_MAX:
-            _TOKENS.clear()
-        _TOKENS[token] = found
     return found
 
 
@@ -133,13 +171,33 @@ def _grouped(data: bytes) -> tuple[dict[bytes, bytes | bytearray], int]:
     return out, pos
 
 
-def _binary(vector: dict[bytes, bytes | bytearray], clamped: bool) -> bytes:
-    """The binary tsvector: the lexeme count, then each lexeme with its NUL, its position
-    count and its positions: the first MAX_POSITIONS of them, MAX_POSITION once
-    (`clamped`: the text reached it). In text order: PostgreSQL sorts the lexemes
-    itself (tsvectorrecv), in C, for less than sorting them here costs."""
-    if clamped or max(map(len, vector.values()), default=0) > 2 * MAX_POSITIONS:
+def _lexemes_of(data: bytes) -> tuple[dict[bytes, bytes | bytearray], int, int]:
+    """`_grouped`, in C where it was built, and the most positions a lexeme has."""
+    if _compiled is not None:
+        found = _compiled.grouped(
+            data, _SPACES, _split_token, len(_AT), MAX_POSITION, _TOKEN_CACHED_BYTES, _TOKENS_MAX
+        )
+        if found is not None:  # None: another thread's call runs (it waits on Python)
+            return found
+    vector, end = _grouped(data)
+    return vector, end, max(map(len, vector.values()), default=0) >> 1
+
+
+def _binary(vector: dict[bytes, bytes | bytearray], bound: bool) -> bytes:
+    """The binary tsvector of the lexemes and positions; `bound`: some are past what
+    PostgreSQL keeps, and each keeps its first MAX_POSITIONS, MAX_POSITION once."""
+    if bound:
         vector = {lexeme: _bounded(where) for lexeme, where in vector.items()}
+    if _compiled is None:
+        return _joined(vector)
+    return _compiled.binary(vector, MAX_POSITION)
+
+
+def _joined(vector: dict[bytes, bytes | bytearray]) -> bytes:
+    """The binary tsvector: the lexeme count, then each lexeme with its NUL, its position
+    count and its positions (already bounded: the first MAX_POSITIONS of them,
+    MAX_POSITION once where the text reached it). In text order: PostgreSQL sorts the
+    lexemes itself (tsvectorrecv), in C, for less than sorting them here costs."""
     at = _AT
     parts: list[bytes | bytearray] = [len(vector).to_bytes(4, "big")]
     append = parts.append
@@ -171,7 +229,7 @@ def text_vector(text: str, session_key: str) -> bytes:
     # A lone surrogate (refused in stored messages) separates chunks, as lexemes() reads it.
     data = unicodedata.normalize("NFC", text[:MAX_INDEXED_CHARS]).encode("utf-8", "surrogatepass")
     try:
-        vector, end = _grouped(data)
+        vector, end, most = _lexemes_of(data)
         exact = len(data) > _WITHIN_BUDGET_BYTES and _cost(vector) > MAX_TSVECTOR_BYTES
     except IndexError:  # more positions than _AT holds: NFC lengthened the text
         exact, end = True, MAX_POSITION + 1
@@ -179,8 +237,9 @@ def text_vector(text: str, session_key: str) -> bytes:
         vector = {}
         for lexeme, positions in lexemes(text).items():
             vector[lexeme.encode() + b"\0"] = b"".join([_AT[p] for p in positions])
+        most = max(map(len, vector.values()), default=0) >> 1
     vector[session_key.encode() + b"\0"] = b""
-    return _binary(vector, end - 1 >= MAX_POSITION)
+    return _binary(vector, end - 1 >= MAX_POSITION or most > MAX_POSITIONS)
 
 
 def message_vector(body: Mapping[str, Any], session_key: str) -> bytes:

@@ -1,9 +1,12 @@
 """The append's search vector (app/messages/vector.py) holds exactly the lexemes and
-positions `lexemes()` makes (app/messages/lexemes.py), in PostgreSQL's binary form."""
+positions `lexemes()` makes (app/messages/lexemes.py), in PostgreSQL's binary form,
+made by its loops in C (app/messages/_vector.c) and, where that is not built, in
+Python: the tests of the vector run both ways, and the two give the same bytes."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -14,6 +17,21 @@ from app.messages.lexemes import MAX_POSITION, lexemes, searchable_text
 from tests.unit.compaction_helpers import dataset_sessions
 
 KEY = "~0123456789abcdef"
+COMPILED = vector._compiled
+
+
+@pytest.fixture(params=["C", "Python"])
+def made_in(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each test of the vector runs with the C loops and with their Python twins."""
+    if request.param == "Python":
+        monkeypatch.setattr(vector, "_compiled", None)
+    yield request.param
+
+
+def test_the_c_loops_are_built() -> None:
+    # setup.py builds them where a C compiler is found; the machines this is made and
+    # tested on have one, so a missing module means a broken build, not a choice.
+    assert COMPILED is not None, "app.messages._vector was not built: see setup.py"
 
 
 def decoded(data: bytes) -> dict[str, list[int]]:
@@ -45,20 +63,20 @@ def expected(s: str) -> dict[str, list[int]]:
     return out
 
 
-def test_the_vector_holds_what_lexemes_makes() -> None:
+def test_the_vector_holds_what_lexemes_makes(made_in: str) -> None:
     s = "see src/app/models.py then getUserName E4711, it's a\\b; 数据库连接 ok Größe"
     assert decoded(vector.text_vector(s, KEY)) == expected(s)
     assert decoded(vector.text_vector("", KEY)) == {KEY: []}
 
 
-def test_the_same_vector_for_every_message_of_the_dataset() -> None:
+def test_the_same_vector_for_every_message_of_the_dataset(made_in: str) -> None:
     messages = [m for s in dataset_sessions() for m in s["messages"]]
     for m in messages:
         s = searchable_text(m)
         assert decoded(vector.message_vector(m, KEY)) == expected(s), s[:200]
 
 
-def test_the_same_vector_for_random_text_of_every_kind_of_character() -> None:
+def test_the_same_vector_for_random_text_of_every_kind_of_character(made_in: str) -> None:
     # Word characters, every joiner, quotes and backslashes, CJK, hangul, kana,
     # combining marks (NFC), case that lengthens when lowered, non-ASCII spaces and
     # punctuation, an emoji, a lone surrogate.
@@ -86,11 +104,11 @@ def test_the_same_vector_for_random_text_of_every_kind_of_character() -> None:
         "".join(chr(0x4E00 + (i * 7919) % 20_000) for i in range(200_000)),
     ],
 )
-def test_the_same_vector_past_every_bound(s: str) -> None:
+def test_the_same_vector_past_every_bound(s: str, made_in: str) -> None:
     assert decoded(vector.text_vector(s, KEY)) == expected(s)
 
 
-def test_a_repeated_token_gets_the_same_lexemes_cached_or_not() -> None:
+def test_a_repeated_token_gets_the_same_lexemes_cached_or_not(made_in: str) -> None:
     first = vector.text_vector("parse_batch failed in parse_batch", KEY)
     assert vector.text_vector("parse_batch failed in parse_batch", KEY) == first
     vector._TOKENS.clear()
@@ -108,3 +126,94 @@ def test_a_vector_reads_back_as_postgresqls_text() -> None:
         + b"~key\0" + (0).to_bytes(2, "big")
     )  # fmt: skip
     assert tsvector_text(sent) == "'a\\\\b':3 'o''k':3A,7 '~key'"
+
+
+def both_ways(s: str, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes]:
+    compiled = vector.text_vector(s, KEY)
+    with monkeypatch.context() as m:
+        m.setattr(vector, "_compiled", None)
+        return compiled, vector.text_vector(s, KEY)
+
+
+def test_c_and_python_give_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Byte for byte, lexemes in the same order: not only the same vector once sorted.
+    texts = [searchable_text(m) for s in dataset_sessions() for m in s["messages"]]
+    rng = random.Random(11)
+    alphabet = [*"aZ_0./-:= \n数据库连接é한국어", "ABC", "getUser", "x" * 70, "数" * 40]
+    texts += [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200))) for _ in range(2000)
+    ]
+    texts += [" ".join(["w"] * (MAX_POSITION + 10)), "a1b2 " * 9000, "e\u0301" * 100_000]
+    for s in texts:
+        compiled, python = both_ways(s, monkeypatch)
+        assert compiled == python, s[:200]
+
+
+def grouped(
+    data: bytes,
+    max_tokens: int = vector._TOKENS_MAX,
+    split: Callable[[bytes], object] = vector._split_token,
+) -> tuple[dict[bytes, bytes | bytearray], int, int] | None:
+    assert COMPILED is not None
+    return COMPILED.grouped(
+        data,
+        vector._SPACES,
+        split,
+        len(vector._AT),
+        MAX_POSITION,
+        vector._TOKEN_CACHED_BYTES,
+        max_tokens,
+    )
+
+
+def test_the_c_cache_emptied_between_calls_gives_the_same_lexemes() -> None:
+    # A cache of 3 tokens is emptied at the start of nearly every call, and the
+    # tokens of one call outnumber it: what a call gives does not depend on it.
+    texts = [
+        b"alpha beta gamma delta alpha",
+        b"getUserName x.y.z 12345 alpha",
+        "数据库连接 ok".encode(),
+    ]
+    want = [grouped(t) for t in texts]
+    for _ in range(3):
+        assert [grouped(t, max_tokens=3) for t in texts] == want
+    assert want[0] is not None and want[0][0][b"alpha\0"] == b"\0\1\0\5"
+
+
+def test_a_c_call_entered_during_another_leaves_it_to_python() -> None:
+    inner: list[object] = []
+
+    def split(token: bytes) -> object:
+        inner.append(grouped(b"inner words"))  # another thread's call, as it were
+        return vector._split_token(token)
+
+    outer = grouped(b"one_new_token_" + str(random.random()).encode(), split=split)
+    assert inner and all(found is None for found in inner)
+    assert outer is not None and outer[1] > 1
+    assert grouped(b"inner words") is not None  # the module is free again
+
+
+def test_a_failing_or_malformed_split_raises_and_leaves_the_c_loops_usable() -> None:
+    assert COMPILED is not None
+
+    def giving(split: object) -> Callable[[bytes], object]:
+        def made(token: bytes) -> object:
+            if isinstance(split, Exception):
+                raise split
+            return split
+
+        return made
+
+    with pytest.raises(ValueError, match="no split"):
+        grouped(
+            b"never_seen_" + str(random.random()).encode(), split=giving(ValueError("no split"))
+        )
+    for bad in ["text", (("a\0", 0), 1), ((("a\0",),), 1), (((1, 0),), 1), ((), "1")]:
+        with pytest.raises(TypeError):
+            grouped(b"never_seen_" + str(random.random()).encode(), split=giving(bad))
+    found = grouped(b"still works")
+    assert found is not None and found[0] == {b"still\0": b"\0\1", b"works\0": b"\0\2"}
+    with pytest.raises(TypeError):
+        COMPILED.grouped(b"x", b"short", vector._split_token, 1, 1, 1, 1)
+    with pytest.raises(TypeError):
+        COMPILED.binary({b"a\0": "not bytes"}, MAX_POSITION)  # type: ignore[dict-item]
