@@ -9,8 +9,9 @@
 # runs and reports healthy but cannot be reached through a published port.
 #
 # Layout. A plain (non-editable) install: the wheel carries the migrations inside the
-# package (app/migrations, see [tool.setuptools] in pyproject.toml), so the runtime
-# stage needs nothing but the venv.
+# package (app/migrations, see [tool.setuptools] in pyproject.toml) and the search
+# vector's C loops (setup.py), so the runtime stage needs nothing but the venv. The
+# builder alone has a C compiler.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
@@ -24,6 +25,14 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PATH=${VENV}/bin:${PATH}
 
+# gcc for app/messages/_vector.c (the image's Python ships its headers). setup.py
+# makes the module optional, so the build checks below that it was built. Not pinned
+# (DL3008): the base image fixes the Debian release, and any gcc of it builds the module.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+
 RUN python -m venv "${VENV}"
 WORKDIR ${SRC_DIR}
 
@@ -36,12 +45,13 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
     && rm /tmp/requirements.txt
 
 # The project itself, without dependencies (all installed above).
-COPY README.md ./
+COPY README.md setup.py ./
 COPY app/ app/
 RUN pip install --no-deps . \
     && rm -rf build \
     && contextd --help > /dev/null \
-    && python -I -c "from app.db import migrations_dir; assert (migrations_dir() / 'env.py').is_file()"
+    && python -I -c "from app.db import migrations_dir; assert (migrations_dir() / 'env.py').is_file()" \
+    && python -I -c "import app.messages._vector"
 
 
 FROM ${PYTHON_IMAGE} AS runtime
