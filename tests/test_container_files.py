@@ -210,7 +210,7 @@ def test_the_image_carries_only_the_venv_and_the_venv_carries_the_migrations(
     # The search vector's C loops are optional to setup.py, not to the image: the
     # builder has the compiler, and the build fails if the module was not made.
     assert any("install" in r and "gcc" in r for r in builder.all("RUN"))
-    assert any("python -I -c \"import app.messages._vector\"" in r for r in builder.all("RUN"))
+    assert any('python -I -c "import app.messages._vector"' in r for r in builder.all("RUN"))
     assert not any("gcc" in r for r in dockerfile.final.all("RUN")), "no compiler at run time"
     runtime_copies = [shlex.split(a) for a in dockerfile.final.all("COPY")]
     from_builder = [c for c in runtime_copies if c[0].startswith("--from=")]
