@@ -59,6 +59,7 @@ bench: $(STAMP)  ## the benchmarks of docs/measured.md, in order (~20 min; CONTE
 	$(BIN)/python bench/growth_bench.py --stats none,analyze
 	$(BIN)/python bench/calibration_bench.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/vector_bench.py
 
 # `make clean` works on this folder whatever the caller's (make -f, make -C) and removes
 # fixed names only, so no variable given on the command line can point it elsewhere.
