@@ -21,7 +21,9 @@ within a round at one client; that work is not the append's).
 
 Variants: A, as shipped (lexemes made and stored, GIN index `ix_messages_search`);
 B, no lexemes made, the column left NULL, no GIN index; L, lexemes stored without the
-GIN index; T, lexemes made and not stored (no index). The index is dropped or created
+GIN index; T, lexemes made and not stored (no index); Az and Bz, A and B with the large
+values of messages and events compressed with pglz, as before migration 0013 (lz4 where
+the server has it; A/Az is then lz4's gain). The index is dropped or created
 between rounds as the variant needs. `--compare CHECKOUT` (http only) adds A and B of
 another checkout's server (its bench/serve_variant.py, e.g. a `git archive` of main
 with this bench copied in) as A0 and B0, alternated with the others in the same run.
@@ -84,9 +86,40 @@ DROP_INDEX = "DROP INDEX IF EXISTS ix_messages_search"
 INDEX_WITH = {"A": "", "F": "fastupdate = off", "P": "gin_pending_list_limit = 256"}
 
 
+def letter(variant: str) -> str:
+    """The variant's kind of index and vector: `Az0` is A's."""
+    return variant.rstrip("0").rstrip("z")
+
+
+# The columns an append writes that TOAST may compress, and their method as migrated
+# (lz4 where the server has it: migration 0013); a variant ending in `z` (Az, Bz) has
+# them compress with pglz, as before that migration.
+COMPRESSIBLE = (
+    "SELECT c.relname, a.attname, a.attcompression::text FROM pg_attribute a"
+    " JOIN pg_class c ON c.oid = a.attrelid"
+    " WHERE c.relname IN ('messages', 'events') AND a.attnum > 0"
+    " AND NOT a.attisdropped AND a.attstorage IN ('x', 'm')"
+)
+MIGRATED: dict[tuple[str, str], str] = {}
+
+
+async def set_compression(admin: asyncpg.Connection, variant: str) -> None:
+    rows = await admin.fetch(COMPRESSIBLE)
+    if not MIGRATED:
+        MIGRATED.update({(r[0], r[1]): r[2] for r in rows})
+    methods = {"l": "lz4", "p": "pglz", "": "default"}
+    for table, column, have in rows:
+        want = "p" if variant.rstrip("0").endswith("z") else MIGRATED[(table, column)]
+        if have != want:
+            await admin.execute(
+                f'ALTER TABLE "{table}" ALTER COLUMN "{column}" SET COMPRESSION {methods[want]}'
+            )
+
+
 async def set_index(admin: asyncpg.Connection, variant: str) -> None:
     """The GIN index as `variant` has it: as shipped, with other settings, or none."""
-    variant = variant.rstrip("0")
+    await set_compression(admin, variant)
+    variant = letter(variant)
     if variant not in INDEX_WITH:
         await admin.execute(DROP_INDEX)
         return
@@ -254,7 +287,7 @@ async def measure(
                         # No compaction jobs, as in process: their work is not the append's
                         # (a session of dataset messages reaches compact_needed in a round).
                         env_extra={
-                            "CONTEXTD_BENCH_SEARCH": v.rstrip("0"),
+                            "CONTEXTD_BENCH_SEARCH": letter(v),
                             "CONTEXTD_RUN_COMPACTIONS_IN_PROCESS": "false",
                         },
                         root=Path(args.compare) if other else REPO_ROOT,
@@ -287,7 +320,7 @@ async def measure(
         for r in range(args.rounds):
             for v in args.variants:
                 if via == "process":
-                    switch_search(v, timed=True)
+                    switch_search(letter(v), timed=True)
                 await set_index(admin, v)
                 sids = [f"ab-{via}-{clients}-{v}-{r}-{c}-{call}" for c in range(clients)]
                 feeds = streams(messages, clients, args.messages)
@@ -314,7 +347,11 @@ async def measure(
 
 def tables(via: str, clients: int, results: Results, args: argparse.Namespace) -> str:
     variants = args.variants
-    pairs = [(a, b) for a, b in (("A", "B"), ("A0", "B0")) if a in variants and b in variants]
+    pairs = [
+        (a, b)
+        for a, b in (("A", "B"), ("A0", "B0"), ("Az", "Bz"), ("A", "Az"), ("B", "Bz"))
+        if a in variants and b in variants
+    ]
     app_cpu = "this process" if via == "process" else "server"
     headers = ["round", *(f"{v} appends/s" for v in variants), *(f"{a}/{b}" for a, b in pairs)]
     rows: list[list[object]] = []
