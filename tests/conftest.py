@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import structlog
 from fastapi import FastAPI
 
 from app.db import normalise_url, run_migrations
@@ -28,6 +29,29 @@ from tests.support.databases import admin, plain_url, with_database
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATASET = SHARED / "datasets" / "sessions.jsonl"
+
+
+def configure_test_logging() -> None:
+    """structlog's defaults, but exceptions rendered as plain text: the default renders
+    them with rich, locals included, which took up to a second of CPU per logged
+    exception here (the app logs one for every 500 and every crashed compaction the
+    tests provoke). Set once for the whole run; a test that changes it restores this."""
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.StackInfoRenderer(),
+            structlog.dev.set_exc_info,
+            structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+            structlog.dev.ConsoleRenderer(
+                colors=False, exception_formatter=structlog.dev.plain_traceback
+            ),
+        ]
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    configure_test_logging()
 
 
 @pytest.fixture(scope="session")
