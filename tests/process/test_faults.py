@@ -215,12 +215,13 @@ async def assert_compaction_consistent(
 async def eventually(
     probe: Callable[[], Awaitable[Any]], timeout_s: float, what: str, interval: float = 0.1
 ) -> Any:
-    """The first truthy value of `probe()`, polled until `timeout_s`."""
+    """The first value of `probe()` that is neither None nor False, polled until `timeout_s`
+    (an empty list is an answer: a session with no jobs has settled)."""
     deadline = time.monotonic() + timeout_s
     last: Any = None
     while time.monotonic() < deadline:
         last = await probe()
-        if last:
+        if last is not None and last is not False:
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
