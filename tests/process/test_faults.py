@@ -46,6 +46,15 @@ from tests.support.tail import tail_violation
 
 pytestmark = pytest.mark.slow
 
+
+@pytest.fixture(scope="module")
+def database_url(make_database: Callable[[], str]) -> str:
+    """A database of this module's own: its servers run compaction runners with a model,
+    which would claim the jobs other files leave pending in the shared one (and theirs
+    would be claimed by runners of other files), whichever files run beside it."""
+    return make_database()
+
+
 ACTIVE = ("pending", "running")
 
 # A small window, so a few turns (each ~80 tokens) reach the compaction threshold.
