@@ -9,6 +9,7 @@ HTTP tests commit for real and use fresh session ids, so they never collide.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -25,6 +26,7 @@ from fastapi import FastAPI
 from app.db import normalise_url, run_migrations
 from app.main import create_app
 from app.settings import Settings, load_settings
+from tests.support import ports
 from tests.support.databases import admin, plain_url, with_database
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -50,8 +52,29 @@ def configure_test_logging() -> None:
     )
 
 
+# "gw0", "gw1", ... in a pytest-xdist worker; each worker has its own server or
+# databases (the fixtures below), named after it.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+_PORTS_KEY = pytest.StashKey[str]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     configure_test_logging()
+    # The run's port registry (tests/support/ports.py), made once, before xdist starts
+    # its workers, which inherit the variable.
+    if not hasattr(config, "workerinput") and ports.ENV not in os.environ:
+        fd, path = tempfile.mkstemp(prefix="contextd-test-ports-")
+        os.close(fd)
+        os.environ[ports.ENV] = path
+        config.stash[_PORTS_KEY] = path
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = config.stash.get(_PORTS_KEY, None)
+    if path is not None:
+        os.environ.pop(ports.ENV, None)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +86,7 @@ def database_server() -> Iterator[str]:
         return
     from app.embedded_pg import start_embedded, stop_embedded
 
-    tmp = tempfile.mkdtemp(prefix="contextd-test-")
+    tmp = tempfile.mkdtemp(prefix=f"contextd-test-{WORKER}-")
     try:
         yield plain_url(start_embedded(Path(tmp)))
     finally:
@@ -77,7 +100,7 @@ def make_database(database_server: str) -> Iterator[Callable[[], str]]:
     created: list[str] = []
 
     def create() -> str:
-        name = f"contextd_test_{uuid.uuid4().hex[:10]}"
+        name = f"contextd_test_{WORKER}_{uuid.uuid4().hex[:10]}"
         asyncio.run(admin(database_server, f'CREATE DATABASE "{name}"'))
         created.append(name)
         url = with_database(database_server, name)
