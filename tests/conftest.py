@@ -77,6 +77,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.unlink(path)
 
 
+# The files that start servers, processes and a browser take tens of seconds each, most
+# others a few: they run first, so that under xdist no long file starts when the other
+# worker is nearly done. (`--dist loadfile` hands files out in this order only with
+# `--no-loadscope-reorder`; by default it puts the files with the most tests first.)
+SLOW_FIRST = ("tests/process/", "tests/ui/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+
+    def slow(item: pytest.Item) -> bool:
+        path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        return path.startswith(SLOW_FIRST)
+
+    items.sort(key=lambda item: not slow(item))  # stable: the order within each part stays
+
+
 @pytest.fixture(scope="session")
 def database_server() -> Iterator[str]:
     """A plain `postgresql://` URL of the server the run uses (any database on it)."""
