@@ -9,6 +9,7 @@ HTTP tests commit for real and use fresh session ids, so they never collide.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -19,15 +20,78 @@ from pathlib import Path
 
 import httpx
 import pytest
+import structlog
 from fastapi import FastAPI
 
 from app.db import normalise_url, run_migrations
 from app.main import create_app
 from app.settings import Settings, load_settings
+from tests.support import ports
 from tests.support.databases import admin, plain_url, with_database
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATASET = SHARED / "datasets" / "sessions.jsonl"
+
+
+def configure_test_logging() -> None:
+    """structlog's defaults, but exceptions rendered as plain text: the default renders
+    them with rich, locals included, which took up to a second of CPU per logged
+    exception here (the app logs one for every 500 and every crashed compaction the
+    tests provoke). Set once for the whole run; a test that changes it restores this."""
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.StackInfoRenderer(),
+            structlog.dev.set_exc_info,
+            structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+            structlog.dev.ConsoleRenderer(
+                colors=False, exception_formatter=structlog.dev.plain_traceback
+            ),
+        ]
+    )
+
+
+# "gw0", "gw1", ... in a pytest-xdist worker; each worker has its own server or
+# databases (the fixtures below), named after it.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+_PORTS_KEY = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    configure_test_logging()
+    # The run's port registry (tests/support/ports.py), made once, before xdist starts
+    # its workers, which inherit the variable.
+    if not hasattr(config, "workerinput") and ports.ENV not in os.environ:
+        fd, path = tempfile.mkstemp(prefix="contextd-test-ports-")
+        os.close(fd)
+        os.environ[ports.ENV] = path
+        config.stash[_PORTS_KEY] = path
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = config.stash.get(_PORTS_KEY, None)
+    if path is not None:
+        os.environ.pop(ports.ENV, None)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+# The files that start servers, processes and a browser take tens of seconds each, most
+# others a few: they run first, so that under xdist no long file starts when the other
+# worker is nearly done. (`--dist loadfile` hands files out in this order only with
+# `--no-loadscope-reorder`; by default it puts the files with the most tests first.)
+SLOW_FIRST = ("tests/process/", "tests/ui/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+
+    def slow(item: pytest.Item) -> bool:
+        path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        return path.startswith(SLOW_FIRST)
+
+    items.sort(key=lambda item: not slow(item))  # stable: the order within each part stays
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +103,7 @@ def database_server() -> Iterator[str]:
         return
     from app.embedded_pg import start_embedded, stop_embedded
 
-    tmp = tempfile.mkdtemp(prefix="contextd-test-")
+    tmp = tempfile.mkdtemp(prefix=f"contextd-test-{WORKER}-")
     try:
         yield plain_url(start_embedded(Path(tmp)))
     finally:
@@ -53,7 +117,7 @@ def make_database(database_server: str) -> Iterator[Callable[[], str]]:
     created: list[str] = []
 
     def create() -> str:
-        name = f"contextd_test_{uuid.uuid4().hex[:10]}"
+        name = f"contextd_test_{WORKER}_{uuid.uuid4().hex[:10]}"
         asyncio.run(admin(database_server, f'CREATE DATABASE "{name}"'))
         created.append(name)
         url = with_database(database_server, name)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from bench.compaction_bench import (
     CONFIGS,
@@ -14,6 +17,13 @@ from bench.compaction_bench import (
     run_session,
     select_cases,
 )
+
+
+@pytest.fixture(scope="module")
+def database_url(make_database: Callable[[], str]) -> str:
+    """A database of this module's own: the harness runs a compaction runner, which would
+    claim the jobs other files leave pending in the shared one."""
+    return make_database()
 
 
 def _source(steps: int) -> Source:

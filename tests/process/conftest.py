@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
@@ -59,15 +54,18 @@ class Server:
     # 20-40 s on a 2-core machine at load average 10; a healthy quiet start takes ~2 s.
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(self.base_url + "/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+        # One client for every poll: a new one per poll builds an SSL context each time
+        # (tens of ms of CPU), which a 2-core machine running the suite feels.
+        with httpx.Client(base_url=self.base_url, timeout=1) as client:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
         raise TimeoutError(f"server not ready: {self.log_path.read_text()[-3000:]}")
 
     def log_text(self) -> str:

@@ -46,6 +46,15 @@ from tests.support.tail import tail_violation
 
 pytestmark = pytest.mark.slow
 
+
+@pytest.fixture(scope="module")
+def database_url(make_database: Callable[[], str]) -> str:
+    """A database of this module's own: its servers run compaction runners with a model,
+    which would claim the jobs other files leave pending in the shared one (and theirs
+    would be claimed by runners of other files), whichever files run beside it."""
+    return make_database()
+
+
 ACTIVE = ("pending", "running")
 
 # A small window, so a few turns (each ~80 tokens) reach the compaction threshold.
@@ -215,12 +224,13 @@ async def assert_compaction_consistent(
 async def eventually(
     probe: Callable[[], Awaitable[Any]], timeout_s: float, what: str, interval: float = 0.1
 ) -> Any:
-    """The first truthy value of `probe()`, polled until `timeout_s`."""
+    """The first value of `probe()` that is neither None nor False, polled until `timeout_s`
+    (an empty list is an answer: a session with no jobs has settled)."""
     deadline = time.monotonic() + timeout_s
     last: Any = None
     while time.monotonic() < deadline:
         last = await probe()
-        if last:
+        if last is not None and last is not False:
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.process.conftest import free_port
 from tests.support.console_data import Seeded, seed
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / ".artifacts" / "ui"

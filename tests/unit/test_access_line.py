@@ -57,11 +57,12 @@ def test_the_fast_line_follows_the_level(json_logging: io.StringIO) -> None:
 def test_without_json_output_the_line_goes_through_structlog() -> None:
     access.write_json_to(None)
     captured = structlog.testing.LogCapture()
+    saved = structlog.get_config()
     structlog.configure(processors=[captured])
     try:
         access.request("GET", "/healthz", 200, 0.5)
     finally:
-        structlog.reset_defaults()
+        structlog.configure(**saved)  # the run's own setup (tests/conftest.py)
     assert captured.entries == [
         {
             "event": "request",
