@@ -2,7 +2,7 @@
 
     python bench/search_append.py [--via process,http] [--clients 1,20,50] [--rounds 3]
         [--round-s 6] [--warmup-s 1] [--messages dataset|plain] [--variants A,B]
-        [--workers 1] [--compare CHECKOUT] [--database-url URL]
+        [--workers 1] [--compare CHECKOUT] [--clean-s 1] [--database-url URL]
 
 In a throwaway database (on `--database-url`, else `CONTEXTD_DATABASE_URL`, else an
 embedded PostgreSQL), migrated to head. For each `--via` and each `--clients` count C,
@@ -23,7 +23,11 @@ Variants: A, as shipped (lexemes made and stored, GIN index `ix_messages_search`
 B, no lexemes made, the column left NULL, no GIN index; L, lexemes stored without the
 GIN index; T, lexemes made and not stored (no index); Az and Bz, A and B with the large
 values of messages and events compressed with pglz, as before migration 0013 (lz4 where
-the server has it; A/Az is then lz4's gain). The index is dropped or created
+the server has it; A/Az is then lz4's gain); G, A with a 64 MB GIN pending list, which a
+round never fills (no append merges it: what the merge costs appends, not a setting to
+ship, since the merge is only put off); C, G with the bench's own connection merging the
+list every `--clean-s` seconds (`gin_clean_pending_list`, its CPU counted), so that no
+append's statement does it. The index is dropped or created
 between rounds as the variant needs. `--compare CHECKOUT` (http only) adds A and B of
 another checkout's server (its bench/serve_variant.py, e.g. a `git archive` of main
 with this bench copied in) as A0 and B0, alternated with the others in the same run.
@@ -83,7 +87,14 @@ CREATE_INDEX = "CREATE INDEX IF NOT EXISTS ix_messages_search ON messages USING 
 DROP_INDEX = "DROP INDEX IF EXISTS ix_messages_search"
 # The GIN index's storage parameters per variant with an index (A as shipped; F and P
 # are A with other settings, for comparison).
-INDEX_WITH = {"A": "", "F": "fastupdate = off", "P": "gin_pending_list_limit = 256"}
+INDEX_WITH = {
+    "A": "",
+    "F": "fastupdate = off",
+    "P": "gin_pending_list_limit = 256",
+    "G": "gin_pending_list_limit = 65536",
+    "C": "gin_pending_list_limit = 65536",
+}
+CLEAN = "SELECT gin_clean_pending_list('ix_messages_search')"
 
 
 def letter(variant: str) -> str:
@@ -131,6 +142,14 @@ async def set_index(admin: asyncpg.Connection, variant: str) -> None:
     if have is None or have.replace(" ", "") != wanted.replace(" ", ""):
         await admin.execute(DROP_INDEX)
         await admin.execute(CREATE_INDEX + (f" WITH ({wanted})" if wanted else ""))
+
+
+async def clean_pending(admin: asyncpg.Connection, every_s: float) -> None:
+    """Variant C: the GIN pending list merged by a connection of its own every `every_s`
+    seconds, so that no append's statement does it (its limit is set past reach)."""
+    while True:
+        await asyncio.sleep(every_s)
+        await admin.execute(CLEAN)
 
 
 _CALLS = itertools.count()
@@ -325,9 +344,18 @@ async def measure(
                 sids = [f"ab-{via}-{clients}-{v}-{r}-{c}-{call}" for c in range(clients)]
                 feeds = streams(messages, clients, args.messages)
                 rnd = Round(args, clients)
+                cleaner = (
+                    asyncio.ensure_future(clean_pending(admin, args.clean_s))
+                    if letter(v) == "C"
+                    else None
+                )
                 rate, (app_s, pg_s, vector_s) = await rnd.run(
                     appenders[v], sids, feeds, samplers[v]
                 )
+                if cleaner is not None:
+                    cleaner.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await cleaner
                 # The next round of this server starts on new connections: uvicorn closes
                 # keep-alive connections idle for 5 s, and the other variants' rounds last longer.
                 for conn in connections.get(v, ()):
@@ -418,6 +446,7 @@ def main() -> int:
     p.add_argument("--warmup-s", type=float, default=1.0)
     p.add_argument("--messages", choices=("dataset", "plain"), default="dataset")
     p.add_argument("--variants", default="A,B")
+    p.add_argument("--clean-s", type=float, default=1.0, help="variant C's cleaning period")
     p.add_argument("--workers", type=int, default=1, help="`serve --workers` (http)")
     p.add_argument("--compare", help="another checkout: its A and B too, as A0 and B0 (http)")
     args = p.parse_args()

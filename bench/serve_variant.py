@@ -8,6 +8,7 @@ Variants (bench/search_append.py):
   bench's to create or drop);
 - B: no lexemes made, the column left NULL;
 - L: as A (the bench drops the GIN index: lexemes stored, not indexed);
+- G, C, F, P: as A (the bench sets the GIN index's storage parameters);
 - T: lexemes made in Python, nothing stored.
 
 The switch is applied when this module is imported, so it holds in the children of
@@ -36,7 +37,7 @@ def switch_search(variant: str, timed: bool = False) -> None:
     name = "message_vector" if hasattr(write, "message_vector") else "message_tsvector"
     original: Callable[..., Any] = getattr(write, "_bench_original", None) or getattr(write, name)
     write._bench_original = original  # type: ignore[attr-defined]
-    if variant in ("A", "L", "F", "P"):
+    if variant in ("A", "L", "F", "P", "G", "C"):
         made = original
     elif variant == "B":
         made = _nothing
