@@ -49,9 +49,12 @@ def test_key_messages_keeps_an_early_user_message_that_the_window_forgets() -> N
 
 
 def agent_run(steps: int, output: str) -> list[dict[str, Any]]:
+    """A task and `steps` steps, each output `output` with its lines marked by the step
+    (outputs that repeat a newer one are masked sooner: test_..._repeats_a_newer_one)."""
     msgs = [user("Fix src/app.py. You must keep the API stable.")]
     for i in range(steps):
-        msgs += [assistant(f"Step {i}: reading part {i}.", f"c{i}"), tool(f"c{i}", output)]
+        out = "".join(f"{line} #{i}\n" for line in output.splitlines())
+        msgs += [assistant(f"Step {i}: reading part {i}.", f"c{i}"), tool(f"c{i}", out)]
     return msgs
 
 
@@ -77,6 +80,35 @@ def test_key_messages_sends_the_newest_steps_whole_older_masked_the_oldest_gone(
     rank = {"gone": 0, "masked": 1, "whole": 2}
     assert all(rank[a] <= rank[b] for a, b in itertools.pairwise(forms)), forms
     assert 1 in result.kept_seqs  # the task
+
+
+def test_key_messages_masks_a_step_whose_output_a_newer_one_repeats() -> None:
+    """A file viewed again: the older view is masked where it would fit whole (the newer
+    one is sent whole), and the room goes to older steps, which stay whole."""
+    view = "".join(
+        f"{n:6}\tdef rule_{n}(tokens): return parse(tokens, {n * 7})\n" for n in range(60)
+    )
+
+    def history(first_view: str) -> list[LoggedMessage]:
+        msgs = agent_run(12, "checked one more module of the package\n" * 20)
+        msgs += [assistant("Viewing the parser.", "v1"), tool("v1", first_view)]
+        msgs += agent_run(3, "ran one more test of the suite, it passed\n" * 20)[1:]
+        msgs += [assistant("Viewing the parser again.", "v2"), tool("v2", view)]
+        msgs += [assistant("Editing it.", "e1"), tool("e1", "done")]
+        return log_of(msgs)
+
+    again = history(view)
+    other = history(view.replace("rule_", "step_"))
+    repeated = run(again, budget=4000, session_id="s")
+    distinct = run(other, budget=4000, session_id="s")
+    first_view = next(m.seq for m in again if m.body.get("tool_call_id") == "v1")
+    assert [d.action for d in repeated.decisions if d.seq == first_view] == ["preview"]
+    assert [d.action for d in distinct.decisions if d.seq == first_view] == ["kept"]
+    whole = {m.seq for m in again if m.role == "tool" and m.seq < first_view}
+    held_whole = {d.seq for d in repeated.decisions if d.action == "kept"} & whole
+    held_whole_distinct = {d.seq for d in distinct.decisions if d.action == "kept"} & whole
+    assert held_whole > held_whole_distinct  # the room went to older steps
+    assert again[-1].seq in repeated.kept_seqs and not repeated.over_budget
 
 
 def test_key_messages_cuts_a_long_old_task_before_the_agents_recent_work() -> None:
@@ -296,7 +328,7 @@ def test_a_masked_step_keeps_its_calls_with_long_arguments_cut_to_their_head() -
         }
     )
     msgs.append(tool("w1", "done"))
-    msgs += agent_run(40, "check output line\n" * 40)[1:]
+    msgs += agent_run(40, "check output line\n" * 24)[1:]
     history = log_of(msgs)
     result = run(history, budget=6000, session_id="s")
     sent = next(

@@ -17,10 +17,12 @@ whole while they fit in the room less `MASK_SHARE` of it (at most
 outputs as short previews with the path of the full message, long texts cut,
 tool calls whole), so that the oldest steps are the first to go and more of the
 agent's own actions fit than whole outputs would leave. A step larger than
-`BIG_SHARE` of the room is masked alone. An older step is never sent while a
-newer one is left out: a scored pick from the past would sit at the front of the
-payload and change at every trim (the prompt cache's loss) for little the next
-step uses. The rule of a kept unit names why: `recent`, or `user:…` with the
+`BIG_SHARE` of the room is masked alone, and so is one whose tool outputs mostly
+repeat newer ones sent whole (`REPEAT_SHARE`: a file viewed again, tests run
+again). An older step is never sent while a newer one is left out: a scored
+pick from the past would sit at the front of the payload and change at every
+trim (the prompt cache's loss) for little the next step uses. The rule of a
+kept unit names why: `recent` (`recent:repeated`), or `user:…` with the
 named signals of a user message (constraints, decisions, paths, code, numbers,
 recency), for explanation only.
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache, partial
 
+from app.context.repeats import output_lines, repeated
 from app.context.signals import SCAN_CHARS, found
 from app.context.strategies.base import (
     Selection,
@@ -212,21 +215,34 @@ class KeyMessages(Strategy):
         while they fit in the room less `MASK_SHARE` of it, then masked (observation
         masking: tool outputs as previews, long texts cut, tool calls whole) while they
         fit at all, so that old steps go first and more of the agent's own actions stay
-        than whole outputs would leave. When every step fits, masked ones are restored,
-        newest first."""
+        than whole outputs would leave; a step whose outputs repeat newer ones sent
+        whole is masked where it stands. When every step fits, masked ones are
+        restored, newest first."""
         full_left = room - min(int(MASK_SHARE * room), MASK_MAX_TOKENS)
         big = int(BIG_SHARE * room)
         left = room
         masking = False
         taken: list[Unit] = []
+        limit = view.limits.compact_preview_tokens
+        sent: set[int] = set()  # the lines of the tool outputs sent whole so far
         for u in reversed(steps):
             if not masking:
+                if sent and repeated(u, sent, limit):
+                    cost = u.cost(Form.COMPACT)
+                    if cost <= left:
+                        sel.pick(u, Form.COMPACT, "recent:repeated")
+                        full_left -= cost
+                        left -= cost
+                        taken.append(u)
+                        continue
                 cost = u.cost(Form.FULL)
                 if cost <= min(full_left, left):
                     sel.pick(u, Form.FULL, "recent")
                     full_left -= cost
                     left -= cost
                     taken.append(u)
+                    for lines in output_lines(u, limit):
+                        sent |= lines
                     continue
                 # One step larger than a share of the room, and than what is left of
                 # it, is masked alone: the steps before it are still sent whole.
