@@ -20,6 +20,11 @@ log caches them. Measured for each N, in one run on the same machine:
   counter reading the same cached counts.
 
 p50 in milliseconds; ratios are ours / LangChain on the same input.
+
+`--repeats` measures instead what `key_messages`' rule on repeated tool outputs
+(app/context/repeats.py) costs a call: the window's assembly with the rule and with
+it switched off (no output's lines gathered or compared), alternated 8 times, cold and
+warm, medians of 21 calls each.
 """
 
 from __future__ import annotations
@@ -137,6 +142,38 @@ def langchain(history: Sequence[LoggedMessage], budget: int) -> Callable[[], obj
     )
 
 
+def repeats_cost(sizes: Sequence[int], budget: int, repeat: int) -> None:
+    """The rule on repeated outputs on and off, alternated on the same windows."""
+    import app.context.strategies.key_messages as km
+
+    # The strategy's own name for it, patched there (not in app.context.repeats).
+    with_rule = getattr(km, "output_lines")  # noqa: B009
+
+    def without_rule(unit: Any, limit: int) -> list[frozenset[int]]:
+        return []  # no output to compare: nothing gathered, nothing checked
+
+    base = agent_messages()
+    counts = [COUNTER.count_message(m) for m in base]
+    rows = []
+    for n in sizes:
+        win = window(build_log(base, counts, n), HISTORY_READ_FACTOR * budget)
+        times: dict[tuple[str, str], list[float]] = {}
+        for _ in range(8):
+            for rule, check in (("on", with_rule), ("off", without_rule)):
+                setattr(km, "output_lines", check)  # noqa: B010
+                for kind in ("cold", "warm"):
+                    call = ours(win, budget, "key_messages", Caches() if kind == "warm" else None)
+                    call()  # a warm run's first call fills its caches
+                    times.setdefault((rule, kind), []).append(p50_ms(call, repeat))
+        setattr(km, "output_lines", with_rule)  # noqa: B010
+        for kind in ("cold", "warm"):
+            on = percentile(times[("on", kind)], 50)
+            off = percentile(times[("off", kind)], 50)
+            rows.append([f"{n:,}", kind, off, on, f"{(on / off - 1) * 100:+.0f}%"])
+    print(f"key_messages, budget {budget}; {machine_info()}; load {load_average()}\n")
+    print(markdown_table(["log messages", "call", "rule off ms", "rule on ms", "on / off"], rows))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -145,7 +182,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=32000)
     parser.add_argument("--strategy", default="key_messages")
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--repeats", action="store_true", help="the repeated-output rule's cost")
     args = parser.parse_args(argv)
+    if args.repeats:
+        repeats_cost(args.sizes, args.budget, args.repeat)
+        return
 
     base = agent_messages()
     counts = [COUNTER.count_message(m) for m in base]

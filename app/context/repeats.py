@@ -37,9 +37,9 @@ def output_lines(unit: Unit, limit: int) -> list[frozenset[int]]:
     ]
 
 
-def repeated(unit: Unit, sent: set[int], limit: int) -> bool:
-    """Whether `REPEAT_SHARE` of the lines of `unit`'s large tool outputs are in outputs
-    already sent whole (the same file viewed again, the same test run again)."""
-    outputs = output_lines(unit, limit)
+def repeated(outputs: list[frozenset[int]], sent: set[int]) -> bool:
+    """Whether `REPEAT_SHARE` of the lines of a step's large tool outputs (`output_lines`)
+    are in outputs already sent whole (the same file viewed again, the same test run
+    again)."""
     total = sum(len(lines) for lines in outputs)
     return total > 0 and sum(len(lines & sent) for lines in outputs) >= REPEAT_SHARE * total

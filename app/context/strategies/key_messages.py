@@ -227,7 +227,8 @@ class KeyMessages(Strategy):
         sent: set[int] = set()  # the lines of the tool outputs sent whole so far
         for u in reversed(steps):
             if not masking:
-                if sent and repeated(u, sent, limit):
+                outputs = output_lines(u, limit)
+                if sent and outputs and repeated(outputs, sent):
                     cost = u.cost(Form.COMPACT)
                     if cost <= left:
                         sel.pick(u, Form.COMPACT, "recent:repeated")
@@ -241,7 +242,7 @@ class KeyMessages(Strategy):
                     full_left -= cost
                     left -= cost
                     taken.append(u)
-                    for lines in output_lines(u, limit):
+                    for lines in outputs:
                         sent |= lines
                     continue
                 # One step larger than a share of the room, and than what is left of
