@@ -3,7 +3,10 @@
  * tool-using agent with no model behind it. After a user message it calls the first
  * tool offered with `{"path": <the first file name in the user message, else its
  * last word>}`; after tool
- * results it answers, quoting the first line of the last result. Every request body is
+ * results it answers, quoting the first line of the last result. With the recall tool
+ * offered, a user message "Recall X" is a recall search for X, and search hits are
+ * followed by reading the message of the first hit in a tool output (`{"seq": N}`, two
+ * lines either side of the match when the hit names its line) before the answer. Every request body is
  * kept in `calls`, so a test can check what the model was sent. `stream: true`
  * requests are answered as server-sent events.
  */
@@ -82,6 +85,22 @@ export class ScriptedModel {
   } {
     const last = body.messages[body.messages.length - 1];
     const tool = body.tools?.[0]?.function.name;
+    const recall = body.tools?.some((t) => t.function.name === "recall");
+    const call = (name: string, args: object) => ({
+      role: "assistant" as const,
+      content: null,
+      tool_calls: [{ id: `call_${this.counter + 1}`, type: "function" as const, function: { name, arguments: JSON.stringify(args) } }],
+    });
+    const asked = last?.role === "user" ? /^Recall (.+)$/.exec(text(last.content).trim()) : null;
+    if (asked && recall) return call("recall", { query: asked[1] });
+    // The first hit in a tool output (the user's own question matches too), and a few
+    // lines around its match when the answer names the line.
+    const found = last?.role === "tool" && recall && /^\d+ messages match/.test(text(last.content));
+    const hit = found ? /^seq (\d+) \(tool[^)]*\)(?: line (\d+))?:/m.exec(text(last.content)) : null;
+    if (hit) {
+      const line = hit[2] ? Number(hit[2]) : undefined;
+      return call("recall", line ? { seq: Number(hit[1]), line_start: Math.max(1, line - 2), line_end: line + 2 } : { seq: Number(hit[1]) });
+    }
     if (last?.role === "user" && tool) {
       const words = text(last.content).trim().split(/\s+/).map((w) => w.replace(/[?.!,]+$/, ""));
       const path = words.find((w) => /\w\.\w+$/.test(w)) ?? words[words.length - 1] ?? "";

@@ -20,10 +20,14 @@
  * `callModelInputFilter` the model gets contextd's payload instead: fitted to the
  * window, compacted turns as a summary, large tool outputs as previews, tool calls
  * never split from their results, the agent's instructions and tools budgeted.
+ *
+ * With `context: { recall: true }` and `session.recallTool()` among the agent's tools,
+ * the model can search and read back what the payloads left out (recall.ts).
  */
-import type { AgentInputItem, CallModelInputFilterArgs, ModelInputData, Session } from "@openai/agents";
+import { tool, type AgentInputItem, type CallModelInputFilterArgs, type FunctionTool, type ModelInputData, type Session } from "@openai/agents";
 import { ContextdClient } from "./client.js";
 import { NotFound } from "./errors.js";
+import { RECALL_DESCRIPTION, RECALL_PROPERTIES, RECALL_TOOL_NAME, runRecall } from "./recall.js";
 import { chatToItems, itemsToMessages, messageToItems, type ChatLike } from "./responses.js";
 import type { ChatMessage, ContextOptions, Message } from "./types.js";
 
@@ -168,6 +172,22 @@ export class ContextdSession implements Session {
     this.payloadOnly = payloadOnly;
     return { input: items, instructions };
   };
+
+  /**
+   * The recall tool, run against this session: `new Agent({ tools: [..., session.recallTool()] })`
+   * with `context: { recall: true }` in the session's options. The filter sends it to
+   * contextd with the agent's other tools, so it is budgeted like them.
+   */
+  recallTool(): FunctionTool {
+    return tool({
+      name: RECALL_TOOL_NAME,
+      description: RECALL_DESCRIPTION,
+      // Not strict: strict schemas require every argument, and a call gives `query` or `seq`.
+      parameters: { type: "object", properties: { ...RECALL_PROPERTIES }, required: [], additionalProperties: true },
+      strict: false,
+      execute: (input: unknown) => runRecall(this.client, this.sessionId, input as Record<string, unknown>),
+    });
+  }
 
   private async store(items: AgentInputItem[]): Promise<void> {
     if (!items.length) return;

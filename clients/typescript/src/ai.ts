@@ -12,6 +12,10 @@
  *       onStepFinish: memory.onStepFinish,
  *     });
  *
+ * With `context: { recall: true }` and `tools: { ...tools, recall: memory.recallTool() }`
+ * (in the memory's `tools` too) the model can search and read back what the payloads
+ * left out (recall.ts).
+ *
  * Before every step (`prepareStep`) the model's messages are replaced by contextd's
  * fitted payload as `ModelMessage[]` (system block, summary of compacted turns,
  * history with tool calls and their results, large outputs as previews); before the
@@ -28,9 +32,10 @@
  * it already stored. Start a memory per concurrent run (they may share a session
  * only under a lease: `lockToken`).
  */
-import { asSchema, type ModelMessage, type ToolSet } from "ai";
+import { asSchema, jsonSchema, tool, type ModelMessage, type Tool, type ToolSet } from "ai";
 import { ContextdClient } from "./client.js";
 import { NotFound } from "./errors.js";
+import { RECALL_DESCRIPTION, RECALL_PARAMETERS, runRecall, type RecallArguments } from "./recall.js";
 import type { AppendResult, ChatMessage, ContextOptions, Message } from "./types.js";
 
 export const AI_SDK_KEY = "ai_sdk";
@@ -103,6 +108,18 @@ export class ContextdMemory {
       tools: tools && tools.length ? tools : undefined,
     });
     return fromChat((payload.messages ?? []) as Chat[]);
+  }
+
+  /**
+   * The recall tool, run against this session: `tools: { ...tools, recall: memory.recallTool() }`.
+   * Its answers are tool results like any other, logged by `onStepFinish`.
+   */
+  recallTool(): Tool<RecallArguments, string> {
+    return tool({
+      description: RECALL_DESCRIPTION,
+      inputSchema: jsonSchema<RecallArguments>(RECALL_PARAMETERS as unknown as Parameters<typeof jsonSchema>[0]),
+      execute: (input: RecallArguments) => runRecall(this.client, this.sessionId, input),
+    });
   }
 
   /** The whole log as AI SDK messages, oldest first (UI-only records included). */

@@ -7,6 +7,19 @@ export { ContextdClient, DEFAULT_URL, newMessageId, withIds } from "./client.js"
 export type { ClientOptions, Identified } from "./client.js";
 export * from "./errors.js";
 export { PrefixMemory } from "./prefix.js";
+export {
+  MAX_READ_CHARS,
+  RECALL_DESCRIPTION,
+  RECALL_PARAMETERS,
+  RECALL_PROPERTIES,
+  RECALL_TOOL_NAME,
+  SEARCH_LIMIT,
+  formatMessage,
+  formatSearch,
+  recallTool,
+  runRecall,
+} from "./recall.js";
+export type { RecallArguments } from "./recall.js";
 export type { PreviousPrefix } from "./prefix.js";
 export { Retry } from "./retry.js";
 export type { RetryOptions } from "./retry.js";

@@ -13,6 +13,10 @@
  *   message is stored. Messages keep their LangGraph ids as contextd ids, so one sent
  *   twice is stored once.
  *
+ * - `recallTool(sessionId, client)`: the recall tool as a LangChain tool, run against
+ *   the session; with `context: { recall: true }` the payloads say what they leave out
+ *   and the model fetches it back (recall.ts).
+ *
  * Messages are stored as OpenAI chat messages (what contextd assembles payloads
  * from), with the LangChain message itself in `metadata.langchain`.
  */
@@ -27,8 +31,10 @@ import {
   mapStoredMessagesToChatMessages,
   type StoredMessage,
 } from "@langchain/core/messages";
+import { tool } from "@langchain/core/tools";
 import { ContextdClient } from "./client.js";
 import { NotFound } from "./errors.js";
+import { RECALL_DESCRIPTION, RECALL_PARAMETERS, RECALL_TOOL_NAME, runRecall } from "./recall.js";
 import type { ChatMessage, ContextOptions, Message } from "./types.js";
 
 export const LC_KEY = "langchain";
@@ -186,4 +192,17 @@ function textOf(content: unknown): string {
   if (typeof content === "string") return content;
   if (Array.isArray(content)) return content.map((p: { text?: unknown }) => (typeof p?.text === "string" ? p.text : "")).join("");
   return content === null || content === undefined ? "" : JSON.stringify(content);
+}
+
+/**
+ * The recall tool as a LangChain tool, run against `sessionId`: give it to the agent
+ * (`createReactAgent({ llm, tools: [...tools, recallTool(sid, client)], ... })`) and ask
+ * for payloads with `context: { recall: true }`.
+ */
+export function recallTool(sessionId: string, client: ContextdClient = new ContextdClient()) {
+  return tool((input: Record<string, unknown>) => runRecall(client, sessionId, input), {
+    name: RECALL_TOOL_NAME,
+    description: RECALL_DESCRIPTION,
+    schema: { ...RECALL_PARAMETERS, properties: { ...RECALL_PARAMETERS.properties } },
+  });
 }

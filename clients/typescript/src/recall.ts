@@ -1,0 +1,125 @@
+/**
+ * The recall tool, run by the client: what trimming and compaction took out of a
+ * payload, fetched back by the model itself (the Python client's `recall` module, the
+ * same answers).
+ *
+ * A payload asked with `recall: true` (or from a session whose `recall` setting is on)
+ * offers the model a tool named `recall`, and says in a system note which messages it
+ * leaves out. When the model calls the tool, pass the call's arguments to `runRecall`
+ * and append its answer as the tool result, like any other:
+ *
+ *     const payload = await ctx.context(sid, { recall: true });
+ *     // ... the model calls `recall` ...
+ *     const output = await runRecall(ctx, sid, call.function.arguments);
+ *
+ * `{"query": ...}` searches the whole log (`GET /sessions/{id}/search`); `{"seq": N}`
+ * reads one message in full, or `line_start`..`line_end` of it. A call the server
+ * refuses (a bad query, a seq past the end) answers with the reason, so the model can
+ * try again instead of the run failing. The adapters wrap this in their framework's
+ * tool: `ContextdMemory.recallTool()` (AI SDK), `ContextdSession.recallTool()` (Agents
+ * SDK), `recallTool()` of `contextd-client/langchain`.
+ */
+import type { ContextdClient } from "./client.js";
+import { ContextdError } from "./errors.js";
+import type { MessageOut, SearchResult } from "./types.js";
+
+export const RECALL_TOOL_NAME = "recall";
+// The server's own definition (app/search/tools.py); a payload with recall carries it.
+export const RECALL_DESCRIPTION =
+  "Recall what is no longer shown of this conversation. Give `query` to search its whole " +
+  "history (words, identifiers, file paths, error codes, any language): the answer lists " +
+  "matching messages by seq with a snippet. Give `seq` to read that message in full, or " +
+  "`line_start`/`line_end` of it.";
+export const RECALL_PROPERTIES = {
+  query: { type: "string", description: "what to search for" },
+  seq: { type: "integer", description: "the message to read in full" },
+  line_start: { type: "integer", description: "first line to read (1-based)" },
+  line_end: { type: "integer", description: "last line to read (inclusive)" },
+} as const;
+export const RECALL_PARAMETERS = { type: "object", properties: RECALL_PROPERTIES, additionalProperties: false } as const;
+export const SEARCH_LIMIT = 5;
+/** A message read in full is cut here (the model reads on by lines). */
+export const MAX_READ_CHARS = 20_000;
+
+export type RecallArguments = { query?: string; seq?: number; line_start?: number; line_end?: number; limit?: number };
+
+/** The Chat Completions definition of the recall tool. */
+export function recallTool(): { type: "function"; function: { name: string; description: string; parameters: typeof RECALL_PARAMETERS } } {
+  return { type: "function", function: { name: RECALL_TOOL_NAME, description: RECALL_DESCRIPTION, parameters: RECALL_PARAMETERS } };
+}
+
+/** Search hits as lines for a model. */
+export function formatSearch(result: SearchResult): string {
+  if (!result.hits.length) return `No message of this conversation matches ${quote(result.query)}.`;
+  const lines = [`${result.hits.length} messages match ${quote(result.query)} (read one with seq, and line_start/line_end around the line):`];
+  for (const h of result.hits) {
+    const who = h.role + (h.tool_name ? ` ${h.tool_name}` : "");
+    const where = h.line !== null && h.line !== undefined ? ` line ${h.line}` : "";
+    lines.push(`seq ${h.seq} (${who})${where}: ${h.snippet}`);
+  }
+  return lines.join("\n");
+}
+
+/** One message for a model: a header line, then its text (or its tool calls). */
+export function formatMessage(message: MessageOut): string {
+  const m = message as MessageOut & { name?: string | null; content?: unknown; tool_calls?: unknown[] | null };
+  let head = `seq ${m.seq} (${m.role}${m.name ? ` ${m.name}` : ""})`;
+  const range = m.range as { unit?: string; start?: number; end?: number; total?: number } | null | undefined;
+  if (range) head += `, ${range.unit}s ${range.start}-${range.end} of ${range.total}`;
+  let text: string;
+  if (Array.isArray(m.content)) {
+    text = m.content.map((p: unknown) => (p && typeof p === "object" && "text" in p ? String((p as { text: unknown }).text) : "")).join("\n");
+  } else {
+    text = m.content === null || m.content === undefined ? "" : String(m.content);
+  }
+  if (m.tool_calls && m.tool_calls.length) text += (text ? "\n" : "") + JSON.stringify(m.tool_calls);
+  if (text.length > MAX_READ_CHARS) text = `${text.slice(0, MAX_READ_CHARS)}\n[cut: read on with line_start/line_end]`;
+  return `${head}:\n${text}`;
+}
+
+/** Run one recall call (its arguments as JSON text or an object); the tool's output. */
+export async function runRecall(client: ContextdClient, sessionId: string, args: string | RecallArguments | Record<string, unknown> | null | undefined): Promise<string> {
+  const given = parse(args);
+  const seq = int(given.seq);
+  try {
+    if (seq !== undefined) {
+      const range: { line_start?: number; line_end?: number } = {};
+      const start = int(given.line_start);
+      const end = int(given.line_end);
+      if (start !== undefined) range.line_start = start;
+      if (end !== undefined) range.line_end = end;
+      return formatMessage(await client.message(sessionId, seq, range));
+    }
+    const query = given.query;
+    if (typeof query === "string" && query.trim()) {
+      return formatSearch(await client.search(sessionId, { q: query, limit: int(given.limit) ?? SEARCH_LIMIT }));
+    }
+  } catch (error) {
+    if (error instanceof ContextdError) return `recall failed: ${error.message}`;
+    throw error;
+  }
+  return "Give `query` (what to search for) or `seq` (the message to read).";
+}
+
+function parse(args: string | Record<string, unknown> | null | undefined): Record<string, unknown> {
+  if (args === null || args === undefined || args === "") return {};
+  if (typeof args !== "string") return { ...args };
+  try {
+    const parsed: unknown = JSON.parse(args);
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+    return { query: String(parsed) };
+  } catch {
+    return { query: args }; // a model that sent the query bare
+  }
+}
+
+function int(value: unknown): number | undefined {
+  if (value === null || value === undefined || value === "") return undefined;
+  const n = typeof value === "number" ? value : Number(value);
+  return Number.isInteger(n) ? n : undefined;
+}
+
+// Python's repr of a string, as the Python client's answers quote the query.
+function quote(text: string): string {
+  return `'${text.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
+}
