@@ -106,6 +106,27 @@ async def test_rarer_terms_rank_first_in_a_natural_language_query(
     assert seqs(found)[0] == 152
 
 
+async def test_the_recall_tools_own_calls_and_answers_come_after_what_they_quote(
+    client: httpx.AsyncClient, logged: str
+) -> None:
+    """A model that searched for a code and logged the answer: searching again finds the
+    tool output that holds the code first, its own call and answer (which quote it)
+    after, and they take no place from it within `limit`."""
+    await append(
+        client,
+        logged,
+        call("r1", "recall", '{"query": "HXDUBJ"}'),  # 10
+        result("r1", "1 messages match 'HXDUBJ':\nseq 5 (tool run_tests) line 1: code HXDUBJ"),
+        call("r2", "recall", '{"query": "HXDUBJ total mismatch"}'),  # 12
+        result("r2", "1 messages match 'HXDUBJ total mismatch':\nseq 5 (tool run_tests)"),
+    )
+    found = await search(client, logged, "HXDUBJ")
+    assert seqs(found) == [5, 13, 12, 11, 10]
+    assert [h["tool_name"] for h in found["hits"]] == ["run_tests"] + ["recall"] * 4
+    assert seqs(await search(client, logged, "HXDUBJ", limit=1)) == [5]
+    assert seqs(await search(client, logged, "HXDUBJ", roles="tool", limit=2)) == [5, 13]
+
+
 async def test_filters_roles_before_seq_and_limit(client: httpx.AsyncClient, logged: str) -> None:
     assert seqs(await search(client, logged, "src/app/models.py", roles="user")) == [1]
     assert seqs(await search(client, logged, "src/app/models.py", roles="assistant,tool")) == [2]
