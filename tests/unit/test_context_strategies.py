@@ -82,9 +82,11 @@ def test_key_messages_sends_the_newest_steps_whole_older_masked_the_oldest_gone(
     assert 1 in result.kept_seqs  # the task
 
 
-def test_key_messages_masks_a_step_whose_output_a_newer_one_repeats() -> None:
+@pytest.mark.parametrize("viewed_last", [False, True])
+def test_key_messages_masks_a_step_whose_output_a_newer_one_repeats(viewed_last: bool) -> None:
     """A file viewed again: the older view is masked where it would fit whole (the newer
-    one is sent whole), and the room goes to older steps, which stay whole."""
+    one is sent whole, the newest unit of the history or not), and the room goes to
+    older steps, which stay whole."""
     view = "".join(
         f"{n:6}\tdef rule_{n}(tokens): return parse(tokens, {n * 7})\n" for n in range(60)
     )
@@ -94,7 +96,8 @@ def test_key_messages_masks_a_step_whose_output_a_newer_one_repeats() -> None:
         msgs += [assistant("Viewing the parser.", "v1"), tool("v1", first_view)]
         msgs += agent_run(3, "ran one more test of the suite, it passed\n" * 20)[1:]
         msgs += [assistant("Viewing the parser again.", "v2"), tool("v2", view)]
-        msgs += [assistant("Editing it.", "e1"), tool("e1", "done")]
+        if not viewed_last:
+            msgs += [assistant("Editing it.", "e1"), tool("e1", "done")]
         return log_of(msgs)
 
     again = history(view)

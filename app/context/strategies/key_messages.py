@@ -225,6 +225,10 @@ class KeyMessages(Strategy):
         taken: list[Unit] = []
         limit = view.limits.compact_preview_tokens
         sent: set[int] = set()  # the lines of the tool outputs sent whole so far
+        for i, (form, _) in sel.picks.items():  # the newest unit and pinned ones
+            if form is Form.FULL:
+                for lines in output_lines(view.units[i], limit):
+                    sent |= lines
         for u in reversed(steps):
             if not masking:
                 outputs = output_lines(u, limit)
