@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.database import Driver
+from app.search.tools import NAME as RECALL
 
 SESSION = """
 SELECT last_seq, last_compaction_seq FROM sessions WHERE tenant_id = $1 AND id = $2
@@ -106,21 +107,39 @@ def _literal_bonus(literals: str, weight: str, tokens: str) -> str:
     ), 0)"""
 
 
+# The recall tool's own traffic: an assistant message calling the tool named `$11`, or
+# the tool message answering such a call (through `tool_calls`, one probe).
+_RECALL_TRAFFIC = """(
+    (m.role = 'assistant'
+     AND m.body -> 'tool_calls' @> jsonb_build_array(jsonb_build_object(
+         'function', jsonb_build_object('name', $11::text))))
+    OR (m.role = 'tool' AND EXISTS (
+        SELECT 1 FROM tool_calls t
+        JOIN messages a ON a.tenant_id = $1 AND a.session_id = $2 AND a.seq = t.seq
+        WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.call_id = m.body ->> 'tool_call_id'
+          AND a.body -> 'tool_calls' @> jsonb_build_array(jsonb_build_object(
+              'id', t.call_id, 'function', jsonb_build_object('name', $11::text)))
+    ))
+)"""
+
 # The final score of a few candidates `$3`, and their rows, the best `$9`: the base
 # score `$10` when known (NULL: the weights `$5` of the terms `$4` it matches, matched
-# here), plus the literal texts `$6` found (`$7` times their tokens `$8`).
+# here), plus the literal texts `$6` found (`$7` times their tokens `$8`). The recall
+# tool's calls and answers quote what an earlier search found (its query, its
+# snippets): the next search for the same thing would find them first, the newest,
+# above the messages they quote; they come after every other candidate (`echo`).
 FINISH = f"""
 SELECT m.seq, m.role, m.body, coalesce(c.base, (
     SELECT coalesce(sum(t.w), 0) FROM unnest($4::tsquery[], $5::float8[]) AS t(q, w)
     WHERE v.v @@ t.q
-)) + {_literal_bonus("$6", "$7", "$8")} AS score
+)) + {_literal_bonus("$6", "$7", "$8")} AS score, coalesce({_RECALL_TRAFFIC}, false) AS echo
 FROM unnest($3::bigint[], $10::float8[]) AS c(seq, base)
 JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = c.seq
 CROSS JOIN LATERAL (
     SELECT CASE WHEN c.base IS NULL THEN setweight(m.search, 'D') END AS v OFFSET 0
 ) AS v
 {_body_text("$6")}
-ORDER BY score DESC, m.seq DESC
+ORDER BY echo, score DESC, m.seq DESC
 LIMIT $9
 """
 
@@ -232,6 +251,7 @@ async def finish(
             [n for _, n in literals],
             limit,
             [base for _, base in scored],
+            RECALL,
         )
     )
 

@@ -28,7 +28,6 @@ from app.messages.lexemes import (
 from app.messages.service import message_view, slice_text
 from app.search import repository as repo
 from app.search.ranking import rank
-from app.search.tools import NAME as RECALL
 from app.sessions.service import get_session
 
 if TYPE_CHECKING:
@@ -116,32 +115,26 @@ async def search(
         top = min(before - 1, found.last_seq)
         if not terms or top < 1:  # only punctuation, or nothing before `before_seq`
             return found
-        # The recall tool's calls and answers quote what an earlier search found (its
-        # query, its snippets): the next search for the same thing finds them first,
-        # newest, above the messages they quote. They go after every other hit, and when
-        # they took places of the best `limit`, more are ranked to fill them.
-        asked = limit
-        while True:
-            ranked = await rank(conn, tenant, sid, q, terms, top, roles, asked, found.last_seq)
-            rows = ranked.rows
-            answered = [
-                str(r["body"].get("tool_call_id"))
-                for r in rows
-                if r["role"] == "tool" and not r["body"].get("name")
-            ]
-            names = await repo.call_names(conn, tenant, sid, answered)
-            echo = [_tool_name(str(r["role"]), r["body"], names) == RECALL for r in rows]
-            others = len(rows) - sum(echo)
-            if others >= limit or len(rows) < asked or asked >= SEARCH_LIMIT_MAX:
-                break
-            asked = min(asked + limit + sum(echo), SEARCH_LIMIT_MAX)
-        rows = [r for r, e in zip(rows, echo, strict=True) if not e] + [
-            r for r, e in zip(rows, echo, strict=True) if e
+        ranked = await rank(conn, tenant, sid, q, terms, top, roles, limit, found.last_seq)
+        if limit < SEARCH_LIMIT_MAX and any(r["echo"] for r in ranked.rows):
+            # The recall tool's own calls and answers fill places (they rank last): fewer
+            # other candidates than asked for. Where they make a term look common in the
+            # recent messages, the older ones that hold it are only read when more are
+            # asked for than the recent hold: ranked once more, for as many as can be.
+            ranked = await rank(
+                conn, tenant, sid, q, terms, top, roles, SEARCH_LIMIT_MAX, found.last_seq
+            )
+        rows = ranked.rows[:limit]
+        answered = [
+            str(r["body"].get("tool_call_id"))
+            for r in rows
+            if r["role"] == "tool" and not r["body"].get("name")
         ]
+        names = await repo.call_names(conn, tenant, sid, answered)
     # The rarest terms first: the snippet centres on what made the message a hit.
     order = sorted(ranked.present, key=lambda p: p[1])
     shown = [t for t, _ in order]
-    found.hits.extend(_hit(r, shown, names, found.last_compaction_seq) for r in rows[:limit])
+    found.hits.extend(_hit(r, shown, names, found.last_compaction_seq) for r in rows)
     return found
 
 

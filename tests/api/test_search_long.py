@@ -112,3 +112,24 @@ async def test_a_question_naming_code_ranks_the_code_as_written_first(
     await append(client, sid, *[user(f"CVS is checked out, note {i}") for i in range(12)])
     found = await search(client, sid, "what did the output say about ['CVS']?", limit=3)
     assert seqs(found)[0] == 2
+
+
+async def test_recall_traffic_in_the_recent_messages_hides_no_older_match(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """A model searched for a code many times: its calls and answers, all recent, make
+    the code look common there. The tool output that holds it, far older, still comes
+    first, and the recall traffic after it."""
+    await append(client, sid, call("c1", "build"), result("c1", "error QX-4242 in parser"))
+    # Within the recent window and the stretch read further back (20 and 40 here).
+    await append(client, sid, *[user(f"plain message {i}") for i in range(30)])
+    for k in range(6):
+        await append(
+            client,
+            sid,
+            call(f"r{k}", "recall", '{"query": "QX-4242"}'),
+            result(f"r{k}", "1 messages match 'QX-4242':\nseq 2 (tool build): error QX-4242"),
+        )
+    found = await search(client, sid, "QX-4242", limit=3)
+    assert seqs(found)[0] == 2
+    assert [h["tool_name"] for h in found["hits"]] == ["build", "recall", "recall"]
