@@ -348,7 +348,8 @@ export interface paths {
          *     message holds it whole, by a run of its parts (`app/models.py`, `case_name`);
          *     Chinese, Japanese and Korean text by any substring of two or more characters,
          *     a longer run pair by pair (a question naming something finds it). Messages
-         *     matching the query's rarest terms rank first, newest first among equals. A
+         *     matching the query's rarest terms rank first, newest first among equals; the
+         *     recall tool's own calls and answers, which quote earlier hits, come last. A
          *     query of only punctuation finds nothing; an empty one is a 422. Read a hit in
          *     full at its `path`.
          */
