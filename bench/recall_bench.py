@@ -22,7 +22,11 @@ by query, and says how often both found the same messages.
    big session, one call at a time, for five kinds of query: a unique code, a word
    or identifier of the dataset (dozens to thousands of matches), a question naming
    a unique code ("what did the output say about RX-…"), a question of common
-   words only, a Chinese word or phrase. p50/p99/max in ms per kind, over every call.
+   words only, a Chinese word or phrase. Then 20 codes are searched 8 times each through
+   the recall tool (the calls and the Python client's answers appended, as an agent
+   loop appends them, and deleted again at the end), and timed at the tool's limit: a
+   code searched before, and a question naming one; with how often the message holding
+   the code still comes first. p50/p99/max in ms per kind, over every call.
 2. append: bench/search_append.py's in-process A/B (`--via process --messages plain`;
    that bench also measures through HTTP and reports CPU per append): concurrent
    appends (one dataset message each, `--clients` sessions) through
@@ -55,7 +59,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -212,7 +216,7 @@ def fingerprint(args: argparse.Namespace) -> str:
     h = hashlib.sha256(f"{args.messages}:{args.big}".encode())
     for m in load_messages():
         h.update(tsvector_literal(searchable_text(m)).encode())
-    for path in sorted((root / "migrations/versions").glob("*.py")):
+    for path in sorted((root / "app/migrations/versions").glob("*.py")):
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
@@ -351,7 +355,57 @@ def before_search(rev: str) -> Any:
     return loaded["service"]
 
 
-async def latency(url: str, args: argparse.Namespace) -> list[list[object]]:
+# Codes the model searched for ECHOES times through the recall tool before they are
+# timed: its calls and their answers (which quote the code) are then among the newest
+# messages, and the search ranks them after the message that holds the code.
+ECHOED = 20
+ECHOES = 8
+
+
+async def echo(app: Any, sid: str, codes: Sequence[str]) -> int:
+    """Each code searched ECHOES times by a model through the recall tool, as an agent
+    loop with the Python client appends it: the call, then the client's answer (the
+    search at the tool's limit, formatted as `contextd_client.recall` does). The first
+    seq appended (for the tail delete that takes them out again)."""
+    from contextd_client import SearchResult
+    from contextd_client.recall import SEARCH_LIMIT, format_search
+
+    from app.search import service
+    from app.search.tools import NAME
+
+    db = app.state.database
+    transport = httpx.ASGITransport(app=app)
+    first = 0
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
+        for k in range(ECHOES):
+            for n, code in enumerate(codes):
+                found = await service.search(db, TENANT, sid, code, limit=SEARCH_LIMIT)
+                answer = format_search(SearchResult.model_validate(found.as_dict(sid, code)))
+                call_id = f"echo-{k}-{n}"
+                arguments = json.dumps({"query": code})
+                r = await c.post(
+                    f"/sessions/{sid}/messages",
+                    json={
+                        "messages": [
+                            {"role": "assistant", "content": None, "tool_calls": [{
+                                "id": call_id, "type": "function",
+                                "function": {"name": NAME, "arguments": arguments},
+                            }]},
+                            {"role": "tool", "tool_call_id": call_id, "content": answer},
+                        ]
+                    },
+                )  # fmt: skip
+                r.raise_for_status()
+                first = first or int(r.json()["messages"][0]["seq"])
+    return first
+
+
+def _holder(n: int) -> int:
+    """The big session's message that holds code RX-<n> (its codes start at 0)."""
+    return n * CODE_EVERY + 1
+
+
+async def latency(url: str, args: argparse.Namespace) -> tuple[list[list[object]], list[str]]:
     from app.search import service
 
     variants: list[tuple[str, Any]] = [("after" if args.before else "", service)]
@@ -359,42 +413,90 @@ async def latency(url: str, args: argparse.Namespace) -> list[list[object]]:
         variants.insert(0, (f"before ({args.before})", before_search(args.before)))
     sids, _ = layout(args.big, args.messages)
     rows: list[list[object]] = []
+    notes: list[str] = []
     async with app_state(url) as app:
         db = app.state.database
         kinds = queries(load_messages(), args.big)
         for _, search in variants:  # warm the pool and the cache a little
             for q in kinds["unique code"][:5]:
                 await search.search(db, TENANT, sids[0], q)
-        for kind, qs in kinds.items():
-            times: dict[str, list[float]] = {label: [] for label, _ in variants}
-            hits: dict[str, list[int]] = {label: [] for label, _ in variants}
-            same = 0
-            for _ in range(3):
-                for q in qs:
-                    seen = []
-                    # Each query by each variant in turn: both meet the same load and cache.
-                    for label, search in variants:
-                        start = time.perf_counter()
-                        found = await search.search(db, TENANT, sids[0], q, limit=10)
-                        times[label].append((time.perf_counter() - start) * 1000)
-                        hits[label].append(len(found.hits))
-                        seen.append([h.seq for h in found.hits])
-                    same += seen[0] == seen[-1]
-            for label, _ in variants:
-                t = times[label]
-                rows.append(
-                    [
-                        kind,
-                        label,
-                        len(t),
-                        round(statistics.mean(hits[label]), 1),
-                        round(percentile(t, 50), 1),
-                        round(percentile(t, 99), 1),
-                        round(max(t), 1),
-                        f"{same / len(t):.0%}" if args.before else "",
-                    ]
+        await time_kinds(db, sids[0], variants, kinds, 10, rows)
+        # Last, since they add messages: the codes the model searched for before, at the
+        # recall tool's limit. Deleted again after, so that a kept database stays as loaded.
+        from contextd_client.recall import SEARCH_LIMIT
+
+        echoed = [f"RX-{n}" for n in range(11, args.big // 100, max(1, args.big // 100 // ECHOED))]
+        echoed = echoed[:ECHOED]
+        progress(f"latency: {len(echoed)} codes searched {ECHOES} times each through the tool")
+        first = await echo(app, sids[0], echoed)
+        try:
+            echo_kinds = {
+                "code searched before": echoed,
+                "question naming a code searched before": [
+                    f"what did the output say about {c}?" for c in echoed
+                ],
+            }
+            await time_kinds(db, sids[0], variants, echo_kinds, SEARCH_LIMIT, rows)
+            for label, search in variants:
+                tops = [
+                    (await search.search(db, TENANT, sids[0], c, limit=SEARCH_LIMIT)).hits
+                    for c in echoed
+                ]
+                held = sum(
+                    bool(t) and t[0].seq == _holder(int(c.removeprefix("RX-")))
+                    for c, t in zip(echoed, tops, strict=True)
                 )
-    return rows
+                notes.append(
+                    f"codes searched before{f' ({label})' if label else ''}: the message"
+                    f" holding the code first in {held} of {len(echoed)} searches"
+                )
+        finally:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
+                r = await c.delete(f"/sessions/{sids[0]}/messages", params={"from_seq": first})
+                r.raise_for_status()
+    return rows, notes
+
+
+async def time_kinds(
+    db: Any,
+    sid: str,
+    variants: list[tuple[str, Any]],
+    kinds: dict[str, list[str]],
+    limit: int,
+    rows: list[list[object]],
+) -> None:
+    """Each query of each kind three times, by each variant in turn: a row per kind and
+    variant."""
+    for kind, qs in kinds.items():
+        times: dict[str, list[float]] = {label: [] for label, _ in variants}
+        hits: dict[str, list[int]] = {label: [] for label, _ in variants}
+        same = 0
+        for _ in range(3):
+            for q in qs:
+                seen = []
+                # Each query by each variant in turn: both meet the same load and cache.
+                for label, search in variants:
+                    start = time.perf_counter()
+                    found = await search.search(db, TENANT, sid, q, limit=limit)
+                    times[label].append((time.perf_counter() - start) * 1000)
+                    hits[label].append(len(found.hits))
+                    seen.append([h.seq for h in found.hits])
+                same += seen[0] == seen[-1]
+        for label, _ in variants:
+            t = times[label]
+            rows.append(
+                [
+                    kind,
+                    label,
+                    len(t),
+                    round(statistics.mean(hits[label]), 1),
+                    round(percentile(t, 50), 1),
+                    round(percentile(t, 99), 1),
+                    round(max(t), 1),
+                    f"{same / len(t):.0%}" if len(variants) > 1 else "",
+                ]
+            )
 
 
 # --- 2. append ---------------------------------------------------------------------------
@@ -640,7 +742,7 @@ def main() -> int:
     if "latency" in parts:
         progress(f"latency: {args.messages:,} messages ({args.big:,} in one session)")
         with latency_database(server, args) as url:
-            rows = asyncio.run(latency(url, args))
+            rows, notes = asyncio.run(latency(url, args))
         print(f"## search latency: a {args.big:,}-message session in a "
               f"{args.messages:,}-message database (statistics: {args.statistics})\n")  # fmt: skip
         headers = ["query", "search", "calls", "hits", "p50 ms", "p99 ms", "max ms", "same hits"]
@@ -648,6 +750,7 @@ def main() -> int:
             headers = [h for h in headers if h not in ("search", "same hits")]
             rows = [[r[0], *r[2:7]] for r in rows]
         print(markdown_table(headers, rows))
+        print("".join(f"\n{n}" for n in notes))
     if "append" in parts:
         with throwaway_database(server, prefix="contextd_recall") as db:
             from app.db import run_migrations
