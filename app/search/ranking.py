@@ -362,33 +362,42 @@ async def rank(
 
     best = sorted(scored, key=lambda row: (-score(row[1]), -row[0]))[:RESCORED]
     chosen: list[tuple[int, float | None]] = [(seq, score(bits)) for seq, bits in best]
-    if len(chosen) < limit and start > 1:
-        # Too few recent ones: older messages holding the rarest, newest first.
-        if counted[rarest].indexed:
-            older = await repo.newest_indexed(
-                conn,
-                tenant,
-                sid,
-                in_session(tenant, sid, counted[rarest].form),
-                start,
-                roles,
-                RESCORED - len(chosen),
+
+    async def older(
+        below: int, wanted: int, term: int, indexed: bool
+    ) -> list[tuple[int, float | None]]:
+        """Older messages holding `term`, newest first: through the index when it finds
+        them cheaply, else further back by primary key, within bounds."""
+        if indexed:
+            seqs = await repo.newest_indexed(
+                conn, tenant, sid, in_session(tenant, sid, forms[term]), below, roles, wanted
             )
-            chosen += [(seq, None) for seq in older]
-        else:  # a phrase or a prefix: further back by primary key, within bounds
-            further = await repo.matches(
-                conn,
-                tenant,
-                sid,
-                [c.form for c in counted],
-                max(1, start - FURTHER),
-                start - 1,
-                roles,
-                counted[rarest].form,
-                limit - len(chosen),
-            )
-            chosen += [(seq, score(bits)) for seq, bits in further]
+            return [(seq, None) for seq in seqs]
+        further = await repo.matches(
+            conn, tenant, sid, forms, max(1, below - FURTHER), below - 1, roles,
+            forms[term], wanted,
+        )  # fmt: skip
+        return [(seq, score(bits)) for seq, bits in further]
+
+    if len(chosen) < limit and start > 1:  # too few recent ones
+        indexed = counted[rarest].indexed
+        wanted = RESCORED - len(chosen) if indexed else limit - len(chosen)
+        chosen += await older(start, wanted, rarest, indexed)
     rows = await repo.finish(
         conn, tenant, sid, chosen, weighted, exact_texts, literal_weight, limit
     )
+    others = int(rows[0]["others"]) if rows else 0
+    if others < min(limit, len(chosen)) and start > 1:
+        # The model searched for this before: its recent calls and their answers quote
+        # the query, make its terms look common in the window and take the places (ranked
+        # last). Without them the query's weightiest term (an identifier, most often) is
+        # rare there: its older holders, through the index when it is one lexeme (cheap
+        # for a rare one).
+        term = max(present, key=lambda i: (_single(forms[i]), weight[i]))
+        below = min(seq for seq, _ in chosen)
+        more = await older(below, limit - others, term, _single(forms[term]))
+        if more:
+            rows = await repo.finish(
+                conn, tenant, sid, chosen + more, weighted, exact_texts, literal_weight, limit
+            )
     return Ranked(rows, found)

@@ -116,15 +116,7 @@ async def search(
         if not terms or top < 1:  # only punctuation, or nothing before `before_seq`
             return found
         ranked = await rank(conn, tenant, sid, q, terms, top, roles, limit, found.last_seq)
-        if limit < SEARCH_LIMIT_MAX and any(r["echo"] for r in ranked.rows):
-            # The recall tool's own calls and answers fill places (they rank last): fewer
-            # other candidates than asked for. Where they make a term look common in the
-            # recent messages, the older ones that hold it are only read when more are
-            # asked for than the recent hold: ranked once more, for as many as can be.
-            ranked = await rank(
-                conn, tenant, sid, q, terms, top, roles, SEARCH_LIMIT_MAX, found.last_seq
-            )
-        rows = ranked.rows[:limit]
+        rows = ranked.rows
         answered = [
             str(r["body"].get("tool_call_id"))
             for r in rows

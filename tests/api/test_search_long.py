@@ -133,3 +133,26 @@ async def test_recall_traffic_in_the_recent_messages_hides_no_older_match(
     found = await search(client, sid, "QX-4242", limit=3)
     assert seqs(found)[0] == 2
     assert [h["tool_name"] for h in found["hits"]] == ["build", "recall", "recall"]
+
+
+async def test_a_code_the_model_searched_for_just_now_is_found_past_the_window(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """The model's last few recall calls all asked for the code: in the recent window
+    only they hold it, often enough to make it look common, and they take every place
+    asked for. The tool output that holds it, far past the window and the stretch read
+    further back by primary key, still comes first (through the index)."""
+    await append(client, sid, call("c1", "build"), result("c1", "error QX-4242 in parser"))
+    await append(client, sid, *[user(f"plain message {i}") for i in range(100)])
+    for k in range(3):
+        await append(
+            client,
+            sid,
+            call(f"r{k}", "recall", '{"query": "QX-4242"}'),
+            result(f"r{k}", "1 messages match 'QX-4242':\nseq 2 (tool build): error QX-4242"),
+        )
+    found = await search(client, sid, "QX-4242", limit=3)
+    assert seqs(found)[0] == 2
+    assert [h["tool_name"] for h in found["hits"]] == ["build", "recall", "recall"]
+    found = await search(client, sid, "what did the build say about QX-4242?", limit=2)
+    assert seqs(found)[0] == 2
