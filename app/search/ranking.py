@@ -289,19 +289,26 @@ async def rank(
         for i in selective:
             for seq in counted[i].seqs or ():
                 by_seq[seq] = by_seq.get(seq, 0.0) + weight[i]
-        ranked = sorted(by_seq.items(), key=lambda kv: (-kv[1], -kv[0]))[:RESCORED]
+        ranked = sorted(by_seq.items(), key=lambda kv: (-kv[1], -kv[0]))
         # Every term is selective: the scores are whole.
         whole = len(selective) == len(present)
+        candidates = [(seq, s if whole else None) for seq, s in ranked]
         rows = await repo.finish(
-            conn,
-            tenant,
-            sid,
-            [(seq, s if whole else None) for seq, s in ranked],
-            weighted,
-            exact_texts,
-            literal_weight,
-            limit,
+            conn, tenant, sid, candidates[:RESCORED], weighted, exact_texts, literal_weight, limit
         )
+        others = int(rows[0]["others"]) if rows else 0
+        if others < limit and len(candidates) > RESCORED and others < len(rows):
+            # The recall tool's echoes (ranked last), as rare as what they quote and
+            # newer, filled the candidates scored: the others are scored too.
+            rest = await repo.finish(
+                conn, tenant, sid, candidates[RESCORED:], weighted, exact_texts, literal_weight,
+                limit,
+            )  # fmt: skip
+            real = sorted(
+                (r for r in [*rows, *rest] if not r["echo"]),
+                key=lambda r: (-r["score"], -r["seq"]),
+            )
+            rows = [*real, *(r for r in rows if r["echo"])][:limit]
         return Ranked(rows, found)
     # Every term is common: through the index, any of them would cost a read of all its
     # matches. The recent messages holding the rarest are scored instead, read by primary
@@ -392,8 +399,8 @@ async def rank(
         # the query, make its terms look common in the window and take the places (ranked
         # last). Without them the query's weightiest term (an identifier, most often) is
         # rare there: its older holders, through the index when it is one lexeme (cheap
-        # for a rare one).
-        term = max(present, key=lambda i: (_single(forms[i]), weight[i]))
+        # for a rare one), else further back by primary key.
+        term = max(present, key=lambda i: weight[i])
         below = min(seq for seq, _ in chosen)
         more = await older(below, limit - others, term, _single(forms[term]))
         if more:

@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.search import ranking
 from tests.api.test_messages import call, result, user
 
 
@@ -125,6 +126,24 @@ async def test_the_recall_tools_own_calls_and_answers_come_after_what_they_quote
     assert [h["tool_name"] for h in found["hits"]] == ["run_tests"] + ["recall"] * 4
     assert seqs(await search(client, logged, "HXDUBJ", limit=1)) == [5]
     assert seqs(await search(client, logged, "HXDUBJ", roles="tool", limit=2)) == [5, 13]
+
+
+async def test_echoes_that_fill_every_candidate_place_do_not_hide_what_they_quote(
+    client: httpx.AsyncClient, logged: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More echoes of a code than candidates are scored (50; 4 here), as rare as the
+    output they quote and newer: the output is still found, first."""
+    monkeypatch.setattr(ranking, "RESCORED", 4)
+    for k in range(3):
+        await append(
+            client,
+            logged,
+            call(f"r{k}", "recall", '{"query": "HXDUBJ"}'),
+            result(f"r{k}", "1 messages match 'HXDUBJ':\nseq 5 (tool run_tests): code HXDUBJ"),
+        )
+    found = await search(client, logged, "HXDUBJ", limit=3)
+    assert seqs(found) == [5, 15, 14]
+    assert [h["tool_name"] for h in found["hits"]] == ["run_tests", "recall", "recall"]
 
 
 async def test_filters_roles_before_seq_and_limit(client: httpx.AsyncClient, logged: str) -> None:
