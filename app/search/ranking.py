@@ -280,6 +280,13 @@ async def rank(
     literal_weight = 2 * sum(weight.values())
     exact_texts = literals(q)
     found = [(terms[i], counted[i].n) for i in present]
+
+    async def finish(scored: Sequence[tuple[int, float | None]]) -> list[Any]:
+        """The best `limit` of these candidates, scored whole (repo.finish)."""
+        return await repo.finish(
+            conn, tenant, sid, scored, weighted, exact_texts, literal_weight, limit
+        )
+
     selective = [i for i in present if counted[i].seqs is not None]
     if selective:
         # The messages holding the selective terms, scored by those terms; the best then
@@ -293,17 +300,12 @@ async def rank(
         # Every term is selective: the scores are whole.
         whole = len(selective) == len(present)
         candidates = [(seq, s if whole else None) for seq, s in ranked]
-        rows = await repo.finish(
-            conn, tenant, sid, candidates[:RESCORED], weighted, exact_texts, literal_weight, limit
-        )
+        rows = await finish(candidates[:RESCORED])
         others = int(rows[0]["others"]) if rows else 0
         if others < limit and len(candidates) > RESCORED and others < len(rows):
             # The recall tool's echoes (ranked last), as rare as what they quote and
             # newer, filled the candidates scored: the others are scored too.
-            rest = await repo.finish(
-                conn, tenant, sid, candidates[RESCORED:], weighted, exact_texts, literal_weight,
-                limit,
-            )  # fmt: skip
+            rest = await finish(candidates[RESCORED:])
             real = sorted(
                 (r for r in [*rows, *rest] if not r["echo"]),
                 key=lambda r: (-r["score"], -r["seq"]),
@@ -337,17 +339,7 @@ async def rank(
             roles,
             RESCORED,
         )
-        rows = await repo.finish(
-            conn,
-            tenant,
-            sid,
-            [(seq, None) for seq in newest],
-            weighted,
-            exact_texts,
-            literal_weight,
-            limit,
-        )
-        return Ranked(rows, found)
+        return Ranked(await finish([(seq, None) for seq in newest]), found)
     if window is not None:
         scored = [row for row in window.rows if row[1] >> rarest & 1]
     else:
@@ -390,9 +382,7 @@ async def rank(
         indexed = counted[rarest].indexed
         wanted = RESCORED - len(chosen) if indexed else limit - len(chosen)
         chosen += await older(start, wanted, rarest, indexed)
-    rows = await repo.finish(
-        conn, tenant, sid, chosen, weighted, exact_texts, literal_weight, limit
-    )
+    rows = await finish(chosen)
     others = int(rows[0]["others"]) if rows else 0
     if others < min(limit, len(chosen)) and start > 1:
         # The model searched for this before: its recent calls and their answers quote
@@ -404,7 +394,5 @@ async def rank(
         below = min(seq for seq, _ in chosen)
         more = await older(below, limit - others, term, _single(forms[term]))
         if more:
-            rows = await repo.finish(
-                conn, tenant, sid, chosen + more, weighted, exact_texts, literal_weight, limit
-            )
+            rows = await finish(chosen + more)
     return Ranked(rows, found)
