@@ -87,6 +87,13 @@ class _Counted:
     indexed: bool = False
 
 
+def _others(rows: Sequence[Any]) -> int | None:
+    """How many candidates are not the recall tool's own traffic, when some of the best
+    rows are (they rank last, repo.FINISH: every other candidate is then among them)."""
+    echoes = sum(1 for r in rows if r["echo"])
+    return len(rows) - echoes if echoes else None
+
+
 def _single(tsquery: str) -> bool:
     """One lexeme, looked up as itself: no phrase to check, no prefix to expand."""
     return "<->" not in tsquery and ":*" not in tsquery
@@ -301,15 +308,12 @@ async def rank(
         whole = len(selective) == len(present)
         candidates = [(seq, s if whole else None) for seq, s in ranked]
         rows = await finish(candidates[:RESCORED])
-        others = int(rows[0]["others"]) if rows else 0
-        if others < limit and len(candidates) > RESCORED and others < len(rows):
+        if len(candidates) > RESCORED and _others(rows) is not None:
             # The recall tool's echoes (ranked last), as rare as what they quote and
             # newer, filled the candidates scored: the others are scored too.
             rest = await finish(candidates[RESCORED:])
-            real = sorted(
-                (r for r in [*rows, *rest] if not r["echo"]),
-                key=lambda r: (-r["score"], -r["seq"]),
-            )
+            real = [r for r in [*rows, *rest] if not r["echo"]]
+            real.sort(key=lambda r: (-r["score"], -r["seq"]))
             rows = [*real, *(r for r in rows if r["echo"])][:limit]
         return Ranked(rows, found)
     # Every term is common: through the index, any of them would cost a read of all its
@@ -362,11 +366,9 @@ async def rank(
     best = sorted(scored, key=lambda row: (-score(row[1]), -row[0]))[:RESCORED]
     chosen: list[tuple[int, float | None]] = [(seq, score(bits)) for seq, bits in best]
 
-    async def older(
-        below: int, wanted: int, term: int, indexed: bool
-    ) -> list[tuple[int, float | None]]:
-        """Older messages holding `term`, newest first: through the index when it finds
-        them cheaply, else further back by primary key, within bounds."""
+    async def older(below: int, wanted: int, term: int, indexed: bool) -> list[Any]:
+        """Older messages holding `term` (seq, score or None), newest first: through the
+        index when it finds them cheaply, else further back by primary key, within bounds."""
         if indexed:
             seqs = await repo.newest_indexed(
                 conn, tenant, sid, in_session(tenant, sid, forms[term]), below, roles, wanted
@@ -383,13 +385,11 @@ async def rank(
         wanted = RESCORED - len(chosen) if indexed else limit - len(chosen)
         chosen += await older(start, wanted, rarest, indexed)
     rows = await finish(chosen)
-    others = int(rows[0]["others"]) if rows else 0
-    if others < min(limit, len(chosen)) and start > 1:
-        # The model searched for this before: its recent calls and their answers quote
-        # the query, make its terms look common in the window and take the places (ranked
-        # last). Without them the query's weightiest term (an identifier, most often) is
-        # rare there: its older holders, through the index when it is one lexeme (cheap
-        # for a rare one), else further back by primary key.
+    others = _others(rows)
+    if others is not None and start > 1:
+        # The model searched for this before: its recent calls and answers quote the
+        # query, make its terms look common in the window and take the places. Without
+        # them its weightiest term (an identifier, most often) is rare: older holders.
         term = max(present, key=lambda i: weight[i])
         below = min(seq for seq, _ in chosen)
         more = await older(below, limit - others, term, _single(forms[term]))

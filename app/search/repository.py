@@ -127,23 +127,20 @@ _RECALL_TRAFFIC = """(
 # here), plus the literal texts `$6` found (`$7` times their tokens `$8`). The recall
 # tool's calls and answers quote what an earlier search found (its query, its
 # snippets): the next search for the same thing would find them first, the newest,
-# above the messages they quote; they come after every other candidate (`echo`), and
-# `others` counts the candidates that are not.
+# above the messages they quote; they come after every other candidate (`echo`), so
+# that when one is among the rows, every other candidate is too.
 FINISH = f"""
-SELECT seq, role, body, score, echo, count(*) FILTER (WHERE NOT echo) OVER () AS others
-FROM (
-    SELECT m.seq, m.role, m.body, coalesce(c.base, (
-        SELECT coalesce(sum(t.w), 0) FROM unnest($4::tsquery[], $5::float8[]) AS t(q, w)
-        WHERE v.v @@ t.q
-    )) + {_literal_bonus("$6", "$7", "$8")} AS score, coalesce({_RECALL_TRAFFIC}, false) AS echo
-    FROM unnest($3::bigint[], $10::float8[]) AS c(seq, base)
-    JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = c.seq
-    CROSS JOIN LATERAL (
-        SELECT CASE WHEN c.base IS NULL THEN setweight(m.search, 'D') END AS v OFFSET 0
-    ) AS v
-    {_body_text("$6")}
-) AS x
-ORDER BY echo, score DESC, seq DESC
+SELECT m.seq, m.role, m.body, coalesce(c.base, (
+    SELECT coalesce(sum(t.w), 0) FROM unnest($4::tsquery[], $5::float8[]) AS t(q, w)
+    WHERE v.v @@ t.q
+)) + {_literal_bonus("$6", "$7", "$8")} AS score, coalesce({_RECALL_TRAFFIC}, false) AS echo
+FROM unnest($3::bigint[], $10::float8[]) AS c(seq, base)
+JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = c.seq
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN c.base IS NULL THEN setweight(m.search, 'D') END AS v OFFSET 0
+) AS v
+{_body_text("$6")}
+ORDER BY echo, score DESC, m.seq DESC
 LIMIT $9
 """
 
