@@ -16,17 +16,18 @@ by query, and says how often both found the same messages.
    rest in sessions of 5,000: each distinct dataset message's row and lexemes are
    made once, in Python, and the database replicates them (INSERT … SELECT over
    generate_series; every 100th message carries a unique code `RX-<n>`, made one by
-   one), then the GIN index, then ANALYZE. `--keep` keeps that database for the
-   next run (named by a fingerprint of what appends store, the migrations and the
-   sizes: loaded again when they change). Then `app.search.service.search` on the
-   big session, one call at a time, for five kinds of query: a unique code, a word
-   or identifier of the dataset (dozens to thousands of matches), a question naming
-   a unique code ("what did the output say about RX-…"), a question of common
-   words only, a Chinese word or phrase. Then 20 codes are searched 8 times each through
-   the recall tool (the calls and the Python client's answers appended, as an agent
-   loop appends them, and deleted again at the end), and timed at the tool's limit: a
-   code searched before, and a question naming one; with how often the message holding
-   the code still comes first. p50/p99/max in ms per kind, over every call.
+   one), then the GIN index; then 20 other codes are searched 8 times each by a model
+   through the recall tool (the calls and the Python client's answers appended to the
+   big session through the app, as an agent loop appends them); then ANALYZE.
+   `--keep` keeps that database for the next run (named by a fingerprint of what
+   appends store, the migrations and the sizes: loaded again when they change). Then
+   `app.search.service.search` on the big session, one call at a time, for five kinds
+   of query: a unique code, a word or identifier of the dataset (dozens to thousands
+   of matches), a question naming a unique code ("what did the output say about
+   RX-…"), a question of common words only, a Chinese word or phrase; and, at the
+   tool's limit, a code searched before and a question naming one, with how often the
+   message holding the code still comes first. p50/p99/max in ms per kind, over every
+   call.
 2. append: bench/search_append.py's in-process A/B (`--via process --messages plain`;
    that bench also measures through HTTP and reports CPU per append): concurrent
    appends (one dataset message each, `--clients` sessions) through
@@ -201,6 +202,12 @@ async def load(url: str, big: int, total: int) -> None:
         await conn.execute("SET maintenance_work_mem = '512MB'")
         await conn.execute("CREATE INDEX ix_messages_search ON messages USING gin (search)")
         progress(f"  GIN index built in {time.perf_counter() - start:.0f}s")
+    finally:
+        await conn.close()
+    async with app_state(url) as app:
+        await echo(app, sids[0], echoed_codes(big))
+    conn = await asyncpg.connect(plain_url(url))
+    try:
         await conn.execute("CREATE TABLE bench_loaded (at timestamptz DEFAULT now())")
         await conn.execute("INSERT INTO bench_loaded DEFAULT VALUES")
     finally:
@@ -213,7 +220,7 @@ def fingerprint(args: argparse.Namespace) -> str:
     from app.messages.lexemes import searchable_text, tsvector_literal
 
     root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(f"{args.messages}:{args.big}".encode())
+    h = hashlib.sha256(f"{args.messages}:{args.big}:echoes {ECHOED}x{ECHOES}".encode())
     for m in load_messages():
         h.update(tsvector_literal(searchable_text(m)).encode())
     for path in sorted((root / "app/migrations/versions").glob("*.py")):
@@ -355,18 +362,26 @@ def before_search(rev: str) -> Any:
     return loaded["service"]
 
 
-# Codes the model searched for ECHOES times through the recall tool before they are
-# timed: its calls and their answers (which quote the code) are then among the newest
-# messages, and the search ranks them after the message that holds the code.
+# Codes the model searched for ECHOES times through the recall tool, in the load: its
+# calls and their answers (which quote the code) are among the newest messages, and
+# the search ranks them after the message that holds the code.
 ECHOED = 20
 ECHOES = 8
 
 
-async def echo(app: Any, sid: str, codes: Sequence[str]) -> int:
+def echoed_codes(big: int) -> list[str]:
+    """ECHOED codes of the big session, none of them among `queries`' unique codes (those
+    are 7 + 16k; these even)."""
+    return [f"RX-{n}" for n in range(12, big // 100, max(2, big // 100 // ECHOED // 2 * 2))][
+        :ECHOED
+    ]
+
+
+async def echo(app: Any, sid: str, codes: Sequence[str]) -> None:
     """Each code searched ECHOES times by a model through the recall tool, as an agent
     loop with the Python client appends it: the call, then the client's answer (the
-    search at the tool's limit, formatted as `contextd_client.recall` does). The first
-    seq appended (for the tail delete that takes them out again)."""
+    search at the tool's limit, formatted as `contextd_client.recall` does). Part of the
+    load: every run, and every kind of query, meets the same log."""
     from contextd_client import SearchResult
     from contextd_client.recall import SEARCH_LIMIT, format_search
 
@@ -375,7 +390,6 @@ async def echo(app: Any, sid: str, codes: Sequence[str]) -> int:
 
     db = app.state.database
     transport = httpx.ASGITransport(app=app)
-    first = 0
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
         for k in range(ECHOES):
             for n, code in enumerate(codes):
@@ -396,8 +410,6 @@ async def echo(app: Any, sid: str, codes: Sequence[str]) -> int:
                     },
                 )  # fmt: skip
                 r.raise_for_status()
-                first = first or int(r.json()["messages"][0]["seq"])
-    return first
 
 
 def _holder(n: int) -> int:
@@ -421,40 +433,31 @@ async def latency(url: str, args: argparse.Namespace) -> tuple[list[list[object]
             for q in kinds["unique code"][:5]:
                 await search.search(db, TENANT, sids[0], q)
         await time_kinds(db, sids[0], variants, kinds, 10, rows)
-        # Last, since they add messages: the codes the model searched for before, at the
-        # recall tool's limit. Deleted again after, so that a kept database stays as loaded.
+        # The codes the model searched for before (the load appended its calls and the
+        # answers), at the recall tool's limit.
         from contextd_client.recall import SEARCH_LIMIT
 
-        echoed = [f"RX-{n}" for n in range(11, args.big // 100, max(1, args.big // 100 // ECHOED))]
-        echoed = echoed[:ECHOED]
-        progress(f"latency: {len(echoed)} codes searched {ECHOES} times each through the tool")
-        first = await echo(app, sids[0], echoed)
-        try:
-            echo_kinds = {
-                "code searched before": echoed,
-                "question naming a code searched before": [
-                    f"what did the output say about {c}?" for c in echoed
-                ],
-            }
-            await time_kinds(db, sids[0], variants, echo_kinds, SEARCH_LIMIT, rows)
-            for label, search in variants:
-                tops = [
-                    (await search.search(db, TENANT, sids[0], c, limit=SEARCH_LIMIT)).hits
-                    for c in echoed
-                ]
-                held = sum(
-                    bool(t) and t[0].seq == _holder(int(c.removeprefix("RX-")))
-                    for c, t in zip(echoed, tops, strict=True)
-                )
-                notes.append(
-                    f"codes searched before{f' ({label})' if label else ''}: the message"
-                    f" holding the code first in {held} of {len(echoed)} searches"
-                )
-        finally:
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
-                r = await c.delete(f"/sessions/{sids[0]}/messages", params={"from_seq": first})
-                r.raise_for_status()
+        echoed = echoed_codes(args.big)
+        echo_kinds = {
+            "code searched before": echoed,
+            "question naming a code searched before": [
+                f"what did the output say about {c}?" for c in echoed
+            ],
+        }
+        await time_kinds(db, sids[0], variants, echo_kinds, SEARCH_LIMIT, rows)
+        for label, search in variants:
+            tops = [
+                (await search.search(db, TENANT, sids[0], c, limit=SEARCH_LIMIT)).hits
+                for c in echoed
+            ]
+            held = sum(
+                bool(t) and t[0].seq == _holder(int(c.removeprefix("RX-")))
+                for c, t in zip(echoed, tops, strict=True)
+            )
+            notes.append(
+                f"codes searched before{f' ({label})' if label else ''}: the message"
+                f" holding the code first in {held} of {len(echoed)} searches"
+            )
     return rows, notes
 
 
