@@ -23,8 +23,7 @@ its parts is read and checked. Hence:
 - an identifier is looked up by its exact form (`models.py` as one lexeme), and
   only when that matches nothing by the phrase of its parts;
 - a phrase or a prefix is first matched against the newest WINDOW messages; only
-  one rare there goes to the index.
-
+  one rare there goes to the index, which reads its newest holders with the count.
 A session no longer than the sample is counted exactly by it.
 """
 
@@ -85,6 +84,8 @@ class _Counted:
     seqs: list[int] | None = None
     # Whether the index was asked for it (so finds it at little cost).
     indexed: bool = False
+    # A phrase or a prefix the index found common: its newest COMMON holders.
+    newest: list[int] | None = None
 
 
 def _others(rows: Sequence[Any]) -> int | None:
@@ -196,24 +197,21 @@ async def _counts(
     windows: list[_Window] = []
 
     async def count(which: list[int]) -> None:
-        """Through the index: the rare terms' counts and messages."""
-        if not which:
-            return
-        found = await repo.term_matches(
-            conn,
-            tenant,
-            sid,
-            [in_session(tenant, sid, out[i].form) for i in which],
-            top + 1,
-            roles,
-            COMMON,
-        )
-        for i, seqs in zip(which, found, strict=True):
-            out[i].indexed = True
-            if len(seqs) < COMMON:
-                out[i].n, out[i].seqs = len(seqs), seqs
-            else:  # common: the sample's estimate says by how much
-                out[i].n = max(float(COMMON), out[i].n)
+        """Through the index: the rare terms' counts and messages (and the newest holders
+        of a phrase or a prefix found common)."""
+        single = [i for i in which if _single(out[i].form)]
+        for part, newest in ((single, False), ([i for i in which if i not in single], True)):
+            if not part:
+                continue
+            qs = [in_session(tenant, sid, out[i].form) for i in part]
+            found = await repo.term_matches(conn, tenant, sid, qs, top + 1, roles, COMMON, newest)
+            for i, seqs in zip(part, found, strict=True):
+                out[i].indexed = True
+                if len(seqs) < COMMON:
+                    out[i].n, out[i].seqs = len(seqs), seqs
+                else:  # common: the sample's estimate says by how much
+                    out[i].n = max(float(COMMON), out[i].n)
+                    out[i].newest = seqs if newest else None
 
     async def recent(which: list[int]) -> None:
         """The newest WINDOW messages first, by primary key: a term found there often
@@ -381,9 +379,12 @@ async def rank(
         return [(seq, score(bits)) for seq, bits in further]
 
     if len(chosen) < limit and start > 1:  # too few recent ones
-        indexed = counted[rarest].indexed
+        indexed, held = counted[rarest].indexed, counted[rarest].newest
         wanted = RESCORED - len(chosen) if indexed else limit - len(chosen)
-        chosen += await older(start, wanted, rarest, indexed)
+        if held is not None:  # read with the count
+            chosen += [(seq, None) for seq in held if seq < start][:wanted]
+        else:
+            chosen += await older(start, wanted, rarest, indexed)
     rows = await finish(chosen)
     others = _others(rows)
     if others is not None and start > 1:

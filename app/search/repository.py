@@ -159,6 +159,12 @@ CROSS JOIN LATERAL (
     LIMIT $6
 ) AS x
 """
+# The same, the newest `$6` of each: every match is read and sorted. For a phrase or a
+# prefix, whose matches the index cannot tell without reading each (a phrase) or
+# reads whole anyway (a prefix): one found common then comes with its newest holders,
+# which a search of common terms would otherwise read again.
+TERM_MATCHES_NEWEST = TERM_MATCHES.replace("    LIMIT $6", "    ORDER BY m.seq DESC\n    LIMIT $6")
+assert TERM_MATCHES_NEWEST != TERM_MATCHES
 
 # The function name behind each answered call id: the tool name of a tool message.
 CALL_NAMES = """
@@ -265,9 +271,12 @@ async def term_matches(
     before_seq: int,
     roles: Sequence[str] | None,
     cap: int,
+    newest: bool = False,
 ) -> list[list[int]]:
-    """For each query, the seqs of the messages it matches, at most `cap` of them."""
-    rows = await conn.fetch(TERM_MATCHES, tenant, sid, list(queries), before_seq, roles, cap)
+    """For each query, the seqs of the messages it matches, at most `cap` of them (the
+    newest, newest first, when `newest`)."""
+    sql = TERM_MATCHES_NEWEST if newest else TERM_MATCHES
+    rows = await conn.fetch(sql, tenant, sid, list(queries), before_seq, roles, cap)
     out: list[list[int]] = [[] for _ in queries]
     for r in rows:
         out[int(r["i"]) - 1].append(int(r["seq"]))
