@@ -22,6 +22,20 @@ async def search(c: httpx.AsyncClient, sid: str, q: str, **params: Any) -> dict[
     return dict(r.json())
 
 
+async def searched_before(
+    c: httpx.AsyncClient, sid: str, code: str, times: int, holder: int, tool: str
+) -> None:
+    """The model searched for `code` `times` times through the recall tool: each call and
+    the answer quoting it (the message at seq `holder`, an output of `tool`)."""
+    for k in range(times):
+        await append(
+            c,
+            sid,
+            call(f"r{k}", "recall", f'{{"query": "{code}"}}'),
+            result(f"r{k}", f"1 messages match '{code}':\nseq {holder} ({tool}): {code}"),
+        )
+
+
 def seqs(found: dict[str, Any]) -> list[int]:
     return [h["seq"] for h in found["hits"]]
 
@@ -134,13 +148,7 @@ async def test_echoes_that_fill_every_candidate_place_do_not_hide_what_they_quot
     """More echoes of a code than candidates are scored (50; 4 here), as rare as the
     output they quote and newer: the output is still found, first."""
     monkeypatch.setattr(ranking, "RESCORED", 4)
-    for k in range(3):
-        await append(
-            client,
-            logged,
-            call(f"r{k}", "recall", '{"query": "HXDUBJ"}'),
-            result(f"r{k}", "1 messages match 'HXDUBJ':\nseq 5 (tool run_tests): code HXDUBJ"),
-        )
+    await searched_before(client, logged, "HXDUBJ", 3, 5, "tool run_tests")
     found = await search(client, logged, "HXDUBJ", limit=3)
     assert seqs(found) == [5, 15, 14]
     assert [h["tool_name"] for h in found["hits"]] == ["run_tests", "recall", "recall"]

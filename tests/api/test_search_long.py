@@ -17,7 +17,7 @@ import pytest
 
 from app.search import ranking
 from tests.api.test_messages import call, result, user
-from tests.api.test_search import append, search, seqs
+from tests.api.test_search import append, search, searched_before, seqs
 
 
 @pytest.fixture(autouse=True)
@@ -123,13 +123,7 @@ async def test_recall_traffic_in_the_recent_messages_hides_no_older_match(
     await append(client, sid, call("c1", "build"), result("c1", "error QX-4242 in parser"))
     # Within the recent window and the stretch read further back (20 and 40 here).
     await append(client, sid, *[user(f"plain message {i}") for i in range(30)])
-    for k in range(6):
-        await append(
-            client,
-            sid,
-            call(f"r{k}", "recall", '{"query": "QX-4242"}'),
-            result(f"r{k}", "1 messages match 'QX-4242':\nseq 2 (tool build): error QX-4242"),
-        )
+    await searched_before(client, sid, "QX-4242", 6, 2, "tool build")
     found = await search(client, sid, "QX-4242", limit=3)
     assert seqs(found)[0] == 2
     assert [h["tool_name"] for h in found["hits"]] == ["build", "recall", "recall"]
@@ -144,13 +138,7 @@ async def test_a_code_the_model_searched_for_just_now_is_found_past_the_window(
     further back by primary key, still comes first (through the index)."""
     await append(client, sid, call("c1", "build"), result("c1", "error QX-4242 in parser"))
     await append(client, sid, *[user(f"plain message {i}") for i in range(100)])
-    for k in range(3):
-        await append(
-            client,
-            sid,
-            call(f"r{k}", "recall", '{"query": "QX-4242"}'),
-            result(f"r{k}", "1 messages match 'QX-4242':\nseq 2 (tool build): error QX-4242"),
-        )
+    await searched_before(client, sid, "QX-4242", 3, 2, "tool build")
     found = await search(client, sid, "QX-4242", limit=3)
     assert seqs(found)[0] == 2
     assert [h["tool_name"] for h in found["hits"]] == ["build", "recall", "recall"]
