@@ -3,6 +3,7 @@
     python bench/agent_loop.py [--budgets 8000,32000,128000] [--strategies a,b]
                                [--compaction off,on] [--limit N] [--long N]
                                [--long-budgets 32000,128000] [--quick]
+                               [--misses FILE] [--calls FILE]
                                [--database-url URL | --embedded]
 
 For every dataset session (with `k` planted mid-run user instructions from
@@ -57,6 +58,10 @@ up to N runs of at least `--long-tokens` tokens are assembled by chaining the
 agent traces of one source that share one system prompt, in dataset order,
 each trace used once and opening with its own task (user) message, tool-call
 ids made unique; they are measured at `--long-budgets` only.
+
+`--misses FILE` writes each identifier a contextd payload lacks on a trimming call,
+`--calls FILE` each contextd payload: what it shared with the previous one and where
+it first differed, and its summary (JSON lines; docs/agent-loop.md reads them).
 """
 
 from __future__ import annotations
@@ -359,6 +364,24 @@ class Stream:
     payload: list[dict[str, Any]] | None = None
     counts: list[int] = field(default_factory=list)
     prefix_id: str | None = None
+    summary_through: int | None = None
+
+
+def shared(
+    previous: Sequence[Mapping[str, Any]] | None,
+    payload: Sequence[Mapping[str, Any]],
+    counts: Sequence[int],
+) -> tuple[int, int | None]:
+    """Tokens of the leading messages `payload` shares with `previous`, and the index of
+    the first it does not (None: no previous payload, or `payload` only grew)."""
+    if previous is None:
+        return 0, None
+    stable = 0
+    for i, (a, b, n) in enumerate(zip(previous, payload, counts, strict=False)):
+        if a != b:
+            return stable, i
+        stable += n
+    return stable, None if len(payload) >= len(previous) else len(payload)
 
 
 def measure(
@@ -368,15 +391,11 @@ def measure(
     counts: list[int],
     held: Mapping[int, int],
     stream: Stream,
-) -> None:
-    """Add one payload (`counts`: tokens of each of its messages) to `t`; update `stream`."""
+) -> tuple[int, int | None]:
+    """Add one payload (`counts`: tokens of each of its messages) to `t`; update `stream`.
+    Returns what the payload shares with the previous one (`shared`)."""
     tokens = sum(counts) + PRIMING
-    stable = 0
-    if stream.payload is not None:
-        for a, b, n in zip(stream.payload, payload, counts, strict=False):
-            if a != b:
-                break
-            stable += n
+    stable, first_changed = shared(stream.payload, payload, counts)
     stream.payload, stream.counts = payload, counts
     t.calls += 1
     t.input_tokens += tokens
@@ -387,7 +406,7 @@ def measure(
         t.with_user += 1
         t.latest_user += call.latest_user in held
     if not call.trimming:
-        return
+        return stable, first_changed
     t.trim_calls += 1
     t.trim_input += tokens
     t.trim_stable += stable
@@ -398,6 +417,32 @@ def measure(
     present = mid_run(call.case, call.upto)
     t.instructions += len(present)
     t.instructions_kept += sum(ins.visible_in(payload) for ins in present)
+    return stable, first_changed
+
+
+def write_call(
+    out: Any,
+    key: Key,
+    call: Call,
+    counts: Sequence[int],
+    compared: tuple[int, int | None],
+    got: Mapping[str, Any],
+    summary_before: int | None,
+) -> None:
+    """One JSON line per contextd payload: its input tokens, what it shared with the
+    previous payload of its stream and the index of the first message that differed,
+    and its summary (tokens as the server counts them; `summary_changed`: a compaction
+    stored a new one since the previous payload)."""
+    summary = got["summary"]["through_seq"] if got["summary"]["included"] else None
+    record = {
+        "mode": key[0], "group": key[1], "budget": key[2], "strategy": key[3],
+        "case": call.case.id, "upto": call.upto, "trimming": call.trimming,
+        "input": sum(counts) + PRIMING, "stable": compared[0], "first_changed": compared[1],
+        "messages": len(counts), "summary_tokens": got["usage"]["breakdown"]["summary"],
+        "summary_through": summary,
+        "summary_changed": summary is not None and summary != summary_before,
+    }  # fmt: skip
+    out.write(json.dumps(record) + "\n")
 
 
 def write_misses(
@@ -586,9 +631,13 @@ async def run_entry(
                     stream.prefix_id = got["prefix_id"]
                     payload = got["messages"]
                     held = held_by_seq(case, got, tokens)
-                    measure(
-                        totals.tally(key), call, payload, [tokens(m) for m in payload], held, stream
-                    )
+                    counts = [tokens(m) for m in payload]
+                    compared = measure(totals.tally(key), call, payload, counts, held, stream)
+                    if args.calls is not None:
+                        before = stream.summary_through
+                        write_call(args.calls, key, call, counts, compared, got, before)
+                    if got["summary"]["included"]:
+                        stream.summary_through = got["summary"]["through_seq"]
                     if args.misses is not None and call.trimming:
                         write_misses(args.misses, key, call, payload, got)
             for method in BASELINES:
@@ -753,6 +802,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=argparse.FileType("w"),
         default=None,
         help="write each identifier a contextd payload lacks on a trimming call (JSON lines)",
+    )
+    p.add_argument(
+        "--calls",
+        type=argparse.FileType("w"),
+        default=None,
+        help="write each contextd payload's stable prefix, first changed message and summary "
+        "(JSON lines)",
     )
     p.add_argument("--embedded", action="store_true", help="a private embedded PostgreSQL")
     args = p.parse_args(argv)

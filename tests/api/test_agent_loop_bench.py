@@ -27,6 +27,7 @@ from bench.agent_loop import (
     needed,
     recent_tokens,
     run,
+    shared,
     write_misses,
 )
 from bench.context_quality import Case
@@ -200,6 +201,14 @@ def test_measure_compares_consecutive_payloads_and_counts_the_trimming_calls() -
     assert t.trim_input == sum(COUNTER.count_message(m) for m in stream.payload or []) + PRIMING
 
 
+def test_shared_counts_the_leading_messages_and_names_the_first_that_differs() -> None:
+    a, b, c = ({"role": "user", "content": x} for x in "abc")
+    assert shared(None, [a], [3]) == (0, None)  # the first payload of a stream
+    assert shared([a, b], [a, b, c], [3, 4, 5]) == (7, None)  # it only grew
+    assert shared([a, b], [a, c], [3, 5]) == (3, 1)
+    assert shared([a, b, c], [a, b], [3, 4]) == (7, 2)  # its third message left
+
+
 def test_held_by_seq_refuses_a_payload_that_does_not_line_up() -> None:
     case = _case()
     tokens = Tokens()
@@ -261,6 +270,7 @@ async def test_one_session_through_the_app(database_url: str) -> None:
         strategies=["key_messages", "sliding_window"],
         compaction=["off", "on"],
         misses=io.StringIO(),
+        calls=io.StringIO(),
     )
     totals = await run(args, database_url, [Entry(case, "agent traces")])
     calls = len(call_points(case.messages))
@@ -282,3 +292,15 @@ async def test_one_session_through_the_app(database_url: str) -> None:
     lacked = sum(t.ids_needed - t.ids_held for k, t in totals.tallies.items() if k[0] != "-")
     assert len(misses) == lacked > 0
     assert {m["sent"] for m in misses} <= {"shrunk", "dropped"}
+    # One line per contextd payload, adding up to the tallies; a summary a compaction
+    # stored changes the payload where it stands, right after the system prompt.
+    lines = [json.loads(line) for line in args.calls.getvalue().splitlines()]
+    for (mode, _, _, method), t in totals.tallies.items():
+        mine = [x for x in lines if (x["mode"], x["strategy"]) == (mode, method)]
+        assert len(mine) == (t.calls if mode != "-" else 0)
+        if mine:
+            assert sum(x["stable"] for x in mine) == t.stable_tokens
+            assert sum(x["input"] for x in mine) == t.input_tokens
+    changed = [x for x in lines if x["summary_changed"]]
+    assert changed and {x["mode"] for x in changed} == {"on"}
+    assert all(x["summary_tokens"] > 0 and x["first_changed"] == 1 for x in changed)
