@@ -24,7 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP service (migrates first)")
     serve.add_argument("--host", default=None, help="bind address (default CONTEXTD_HOST)")
-    serve.add_argument("--port", type=int, default=None, help="port (default CONTEXTD_PORT)")
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="port (default CONTEXTD_PORT); 0 takes a free one, named in the log's first lines",
+    )
     serve.add_argument(
         "--workers",
         type=_positive,
@@ -134,6 +139,15 @@ def _migrate(url: str) -> None:
     log.info("schema at head")
 
 
+def _port(value: str) -> int:
+    # 0 is the kernel's choice of a free port: a test harness that picks one first and
+    # passes it on races every other process picking ports until the server binds it.
+    n = int(value)
+    if not 0 <= n < 65536:
+        raise argparse.ArgumentTypeError("must be 0 (any free port) to 65535")
+    return n
+
+
 def _positive(value: str) -> int:
     n = int(value)
     if n < 1:
@@ -168,7 +182,7 @@ def _serve(
     from app.auth.cli import keys_configured
 
     host = host or settings.host
-    port = port or settings.port
+    port = settings.port if port is None else port
     if not keys_configured(settings, url):
         if host not in ("127.0.0.1", "localhost", "::1"):
             log.warning("no API keys configured: refusing to bind beyond loopback", requested=host)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
-from tests.process.conftest import Server
+from tests.process.conftest import READY_TIMEOUT_S, REPO, Server
 
 
 async def test_serve_answers_over_tcp_and_logs_json(start_server: Callable[..., Server]) -> None:
@@ -86,3 +92,45 @@ async def test_sigkill_during_appends_loses_no_acknowledged_write(
     # Every acknowledged write is there, with its seq; the log is gap-free.
     assert all(stored.get(k) == v for k, v in acked.items())
     assert [m["seq"] for m in log] == list(range(1, len(log) + 1))
+
+
+def test_port_zero_takes_a_free_port_and_names_it_in_the_log(
+    database_url: str, tmp_path: Path
+) -> None:
+    # What a harness beside other tests uses (the TypeScript client's): a port picked
+    # first and passed on can be taken by another server before this one binds it.
+    log_path = tmp_path / "serve.log"
+    env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, "CONTEXTD_LOG_FORMAT": "json"}
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", "0", "--workers", "1"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            port = _wait_for_port(proc, log_path)
+            assert port != 8080
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def test_a_port_out_of_range_is_refused_naming_the_option() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--port", "70000"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--port" in done.stderr and "65535" in done.stderr
+
+
+def _wait_for_port(proc: subprocess.Popen[bytes], log_path: Path) -> int:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {log_path.read_text()[-3000:]}")
+        found = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", log_path.read_text())
+        if found:
+            return int(found.group(1))
+        time.sleep(0.1)
+    raise TimeoutError(log_path.read_text()[-3000:])

@@ -8,23 +8,11 @@
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { PACKAGE, REPO, python } from "./openapi.mjs";
 
 const READY_TIMEOUT_MS = 120_000; // a start on a loaded 2-core machine can take tens of seconds
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function admin(url, sql) {
   const code = [
@@ -54,11 +42,13 @@ if (server) {
   delete env.CONTEXTD_DATABASE_URL;
 }
 
-const port = await freePort();
-const baseUrl = `http://127.0.0.1:${port}`;
+// Port 0: the server binds a free port itself and names it in its log. A port picked
+// here and passed on is free only until someone else binds it, and the Python suite,
+// which runs beside these tests, starts servers on ports it picks all the while: its
+// server would then answer our /readyz and these tests.
 const logPath = path.join(tmp, "contextd.log");
 const contextd = process.env.CONTEXTD_BIN || path.join(REPO, ".venv/bin/contextd");
-const child = spawn(contextd, ["serve", "--host", "127.0.0.1", "--port", String(port), "--workers", "1"], {
+const child = spawn(contextd, ["serve", "--host", "127.0.0.1", "--port", "0", "--workers", "1"], {
   cwd: tmp,
   env,
   stdio: ["ignore", openSync(logPath, "w"), openSync(logPath, "a")],
@@ -85,12 +75,17 @@ async function cleanup() {
 let code = 1;
 try {
   const deadline = Date.now() + READY_TIMEOUT_MS;
+  let baseUrl;
   for (;;) {
     if (exited) throw new Error(`contextd exited:\n${readFileSync(logPath, "utf8").slice(-3000)}`);
-    try {
-      if ((await fetch(`${baseUrl}/readyz`)).status === 200) break;
-    } catch {
-      // not listening yet
+    const listening = /Uvicorn running on (http:\/\/127\.0\.0\.1:\d+)/.exec(readFileSync(logPath, "utf8"));
+    if (listening) {
+      baseUrl = listening[1];
+      try {
+        if ((await fetch(`${baseUrl}/readyz`)).status === 200) break;
+      } catch {
+        // not answering yet
+      }
     }
     if (Date.now() > deadline) throw new Error(`contextd not ready:\n${readFileSync(logPath, "utf8").slice(-3000)}`);
     await new Promise((r) => setTimeout(r, 100));
