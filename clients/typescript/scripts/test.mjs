@@ -100,6 +100,11 @@ try {
     env: { ...process.env, CONTEXTD_TEST_URL: baseUrl },
   });
   code = run.status ?? 1;
+  await new Promise((r) => setTimeout(r, 50)); // lets a pending exit event in
+  if (exited) {
+    console.error(`contextd exited during the tests:\n${readFileSync(logPath, "utf8").slice(-3000)}`);
+    code = 1;
+  }
 } catch (error) {
   console.error(error);
 } finally {
