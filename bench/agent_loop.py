@@ -43,7 +43,10 @@ does not fit the budget; the same calls for every method), per method:
   a preview or cut counts as held, at its size in the payload);
 - stable: input tokens identical to the previous payload's prefix (leading
   messages equal), measured by comparing payloads, on trimming calls and on
-  all calls; cost: input cost relative to no caching, cached tokens at 0.1x;
+  all calls; token prefix: the same plus the tokens at the head of the first
+  changed message that the message it replaced began with (what a prefix cache
+  of tokens, such as OpenAI's, reuses; Anthropic's breakpoints are per message);
+  cost: input cost relative to no caching, cached tokens at 0.1x;
 - instructions kept: planted instructions visible in the payload (not the one
   that is the latest user message);
 - tool-group violations: payloads (of all calls) the API would reject;
@@ -329,6 +332,7 @@ class Tally:
     trim_calls: int = 0
     trim_input: int = 0
     trim_stable: int = 0
+    trim_within: int = 0
     ids_needed: int = 0
     ids_held: int = 0
     recent: int = 0
@@ -384,6 +388,35 @@ def shared(
     return stable, None if len(payload) >= len(previous) else len(payload)
 
 
+def within(previous: Mapping[str, Any], message: Mapping[str, Any]) -> int:
+    """Tokens at the head of `message` that `previous` (the message it replaced at the
+    same place) starts with: a prefix cache of tokens, such as OpenAI's, reuses them
+    where the first changed message only lost its tail (a preview keeps the head of
+    the output it replaced; a summary may keep its first sections)."""
+    fields = set(previous) | set(message)
+    if any(previous.get(k) != message.get(k) for k in fields - {"content", "tool_calls"}):
+        return 0
+    a, b = _content_text(previous.get("content")), _content_text(message.get("content"))
+    head = COUNTER.count_message(
+        {k: v for k, v in message.items() if k not in ("content", "tool_calls")}
+    )
+    if a == b:
+        return head + COUNTER.count_text(a)
+    n = common_chars(a, b)
+    # The token that spans the first difference is not shared.
+    return head + max(0, COUNTER.count_text(a[:n]) - 1) if n else head
+
+
+def common_chars(a: str, b: str) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def _content_text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
 def measure(
     t: Tally,
     call: Call,
@@ -395,7 +428,8 @@ def measure(
     """Add one payload (`counts`: tokens of each of its messages) to `t`; update `stream`.
     Returns what the payload shares with the previous one (`shared`)."""
     tokens = sum(counts) + PRIMING
-    stable, first_changed = shared(stream.payload, payload, counts)
+    previous = stream.payload
+    stable, first_changed = shared(previous, payload, counts)
     stream.payload, stream.counts = payload, counts
     t.calls += 1
     t.input_tokens += tokens
@@ -410,6 +444,9 @@ def measure(
     t.trim_calls += 1
     t.trim_input += tokens
     t.trim_stable += stable
+    if previous is not None and first_changed is not None and first_changed < len(payload):
+        if first_changed < len(previous):
+            t.trim_within += within(previous[first_changed], payload[first_changed])
     t.ids_needed += len(call.ids)
     t.ids_held += grounded(call.ids, payload)
     t.recent += recent_tokens(call.upto, held)
@@ -737,6 +774,7 @@ def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) ->
         "grounding",
         "recent / budget",
         "stable, trimming",
+        "token prefix, trimming",
         "stable, all",
         "cost, trimming",
         "instructions kept",
@@ -760,6 +798,7 @@ def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) ->
                         f"{pct(t.ids_held, t.ids_needed)} of {t.ids_needed:,}",
                         pct(t.recent, t.budget),
                         pct(t.trim_stable, t.trim_input),
+                        pct(t.trim_stable + t.trim_within, t.trim_input),
                         pct(t.stable_tokens, t.input_tokens),
                         cost(t.trim_input, t.trim_stable),
                         f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",

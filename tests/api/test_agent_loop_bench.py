@@ -18,6 +18,7 @@ from bench.agent_loop import (
     Stream,
     Tally,
     Tokens,
+    common_chars,
     grounded,
     held_by_seq,
     identifiers,
@@ -28,6 +29,7 @@ from bench.agent_loop import (
     recent_tokens,
     run,
     shared,
+    within,
     write_misses,
 )
 from bench.context_quality import Case
@@ -207,6 +209,19 @@ def test_shared_counts_the_leading_messages_and_names_the_first_that_differs() -
     assert shared([a, b], [a, b, c], [3, 4, 5]) == (7, None)  # it only grew
     assert shared([a, b], [a, c], [3, 5]) == (3, 1)
     assert shared([a, b, c], [a, b], [3, 4]) == (7, 2)  # its third message left
+
+
+def test_within_counts_the_head_a_changed_message_kept() -> None:
+    text = "Facts:\n- the API is at /v2\n- tests pass\n(messages up to #10)"
+    old = {"role": "system", "content": text}
+    new = {"role": "system", "content": text.replace("#10", "#20")}
+    head = COUNTER.count_message({"role": "system"})
+    kept = within(old, new)
+    assert head < kept < COUNTER.count_message(new)
+    assert kept == head + COUNTER.count_text(text[: text.index("10)")]) - 1
+    assert within(old, old) == COUNTER.count_message(old)
+    assert within(old, {"role": "user", "content": text}) == 0  # another message
+    assert common_chars("abc", "abd") == 2 and common_chars("ab", "abc") == 2
 
 
 def test_held_by_seq_refuses_a_payload_that_does_not_line_up() -> None:
