@@ -113,7 +113,7 @@ async def state(s: AsyncSession, tenant: str, sid: str) -> dict[str, Any]:
     jobs = await repo.recent_jobs(s, tenant, sid)
     row = await get_session(s, tenant, sid)
     compacted = (
-        summary_message(row.summary_text, row.last_compaction_seq) if row.summary_text else None
+        summary_message(row.summary_text) if row.summary_text else None
     )
     return {
         "compacted_context": compacted,

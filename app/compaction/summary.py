@@ -230,17 +230,25 @@ def headings_for(lang: str) -> dict[str, str]:
     return HEADINGS["zh"] if lang == "zh" else HEADINGS["en"]
 
 
+# A compaction rewrites the summary near the front of every payload, and a provider's
+# prefix cache of tokens (OpenAI's) keeps what a rewrite leaves unchanged at its head.
+# So the sections that change least lead (the user's words change only when a user
+# message is compacted), those that grow at every compaction follow, and the range
+# covered, new at every compaction, is the last line.
+RENDER_ORDER = (
+    "user_messages", "pinned", "carried_anchors", "user_prefs", "decisions", "open_todos",
+    "facts", "timeline", "artifacts",
+)  # fmt: skip
+
+
 def render_summary(summary: StructuredSummary, lang: str, *, through_seq: int | None = None) -> str:
-    """The text of the summary-class system message, headed in the conversation's language."""
+    """The text of the summary-class system message, headed in the conversation's language,
+    with the range it covers at its end."""
     h = headings_for(lang)
     title = h["title"]
-    if through_seq is not None:
-        sep = "（" if lang == "zh" else " ("
-        end = "）" if lang == "zh" else ")"
-        title += sep + h["through"].format(seq=through_seq) + end
     colon = "：" if lang == "zh" else ":"
     lines = [f"[{title}]"]
-    for name in (*SECTIONS, "artifacts", "user_messages", "pinned", "carried_anchors"):
+    for name in RENDER_ORDER:
         items: tuple[str, ...] = getattr(summary, name)
         if not items:
             continue
@@ -249,4 +257,8 @@ def render_summary(summary: StructuredSummary, lang: str, *, through_seq: int | 
             continue
         lines.append(f"{h[name]}{colon}")
         lines.extend("- " + item.strip().replace("\n", "\n  ") for item in items)
+    if through_seq is not None:
+        sep = "（" if lang == "zh" else "("
+        end = "）" if lang == "zh" else ")"
+        lines.append(sep + h["through"].format(seq=through_seq) + end)
     return "\n".join(lines)

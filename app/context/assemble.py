@@ -49,11 +49,10 @@ log = logging.getLogger(__name__)
 FALLBACK_STRATEGY = "key_messages"
 
 
-def summary_message(text: str, through_seq: int) -> dict[str, Any]:
-    return {
-        "role": "system",
-        "content": f"Summary of the conversation so far (messages 1–{through_seq}):\n{text}",
-    }
+def summary_message(text: str) -> dict[str, Any]:
+    # No range in this head: a compaction changes it, and what follows the first change
+    # misses a provider's prefix cache. render_summary ends the text with it.
+    return {"role": "system", "content": f"Summary of the conversation so far:\n{text}"}
 
 
 def mode_banner(mode: str) -> dict[str, Any]:
@@ -222,7 +221,7 @@ def _fit_summary(
     warnings: list[str],
 ) -> None:
     if summary is not None:
-        msg = summary_message(summary.text, summary.through_seq)
+        msg = summary_message(summary.text)
         cost = counts.message_tokens(counter, msg, cache)
         if cost <= pre.left or strategy.summary_required:
             pre.summary_msg, pre.summary_cost = msg, cost

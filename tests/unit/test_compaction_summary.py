@@ -76,13 +76,37 @@ def test_render_in_english_and_chinese() -> None:
         facts=("multi\nline",), user_prefs=("不要删除数据",), pinned=("pinned text",)
     )
     en = render_summary(s, "en", through_seq=42)
-    assert en.startswith("[Summary of the earlier conversation (messages up to #42)]")
+    assert en.startswith("[Summary of the earlier conversation]\n")
+    assert en.endswith("\n(messages up to #42)")
     assert "Facts:\n- multi\n  line" in en
     assert "Pinned messages (verbatim):\n- pinned text" in en
     assert "Decisions" not in en  # empty sections are left out
     zh = render_summary(s, "zh", through_seq=42)
-    assert zh.startswith("[此前对话摘要（截至第 42 条消息）]")
+    assert zh.startswith("[此前对话摘要]\n")
+    assert zh.endswith("\n（截至第 42 条消息）")
     assert "用户偏好与约束：\n- 不要删除数据" in zh
+
+
+def test_a_rolled_summary_keeps_the_previous_render_up_to_its_first_growing_section() -> None:
+    # What a prefix cache of tokens keeps across a compaction: the user's words and the
+    # other rarely changed sections lead, the range covered comes last.
+    before = StructuredSummary(
+        user_messages=("Never touch prod.",), user_prefs=("keep answers short",),
+        decisions=("use PostgreSQL",), facts=("the API is at /v2",), timeline=("read a.py",),
+    )  # fmt: skip
+    after = merge_summaries(
+        before, StructuredSummary(facts=("the tests pass",), timeline=("ran pytest",))
+    )
+    old, new = (
+        render_summary(before, "en", through_seq=10),
+        render_summary(after, "en", through_seq=20),
+    )
+    n = next((i for i, (x, y) in enumerate(zip(old, new, strict=False)) if x != y), len(old))
+    shared = old[:n]
+    for unchanged in ("Never touch prod.", "keep answers short", "use PostgreSQL", "/v2"):
+        assert unchanged in shared
+    assert new.index("The user's own messages") < new.index("Decisions:") < new.index("Facts:")
+    assert old.endswith("(messages up to #10)") and new.endswith("(messages up to #20)")
 
 
 def test_roundtrip_through_dict() -> None:

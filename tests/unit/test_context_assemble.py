@@ -27,7 +27,7 @@ def test_payload_order_system_banner_dynamic_summary_history() -> None:
     )
     contents = [m["content"] for m in result.messages]
     assert contents[:4] == ["Be brief.", "Active mode: agent", "Goal: ship it.", "Doc: x"]
-    assert contents[4].startswith("Summary of the conversation so far (messages 1–10):")
+    assert contents[4] == "Summary of the conversation so far:\nEarlier: we chose Postgres."
     assert contents[5:] == ["hi", "hello"]
     assert result.summary.included and result.summary.through_seq == 10
     b = result.usage.breakdown

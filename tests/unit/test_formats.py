@@ -41,7 +41,7 @@ def body_of(
 HISTORY: list[dict[str, Any]] = [
     {"role": "system", "content": "Be brief."},
     {"role": "system", "content": "Active mode: agent"},
-    {"role": "system", "content": "Summary of the conversation so far (messages 1–4):\n..."},
+    {"role": "system", "content": "Summary of the conversation so far:\n...\n(messages up to #4)"},
     {
         "role": "user",
         "content": [

@@ -1,7 +1,7 @@
 """`summary`: the compacted summary, the user's messages, and a window of the newest steps.
 
 The pipeline renders the summary (a summary-class system message, "Summary of
-the conversation so far (messages 1–N): …") right before the history; this
+the conversation so far: … (messages up to #N)") right before the history; this
 strategy makes it required, so it is kept even when the mandatory history then
 goes over budget, where the other strategies give the summary up first.
 
