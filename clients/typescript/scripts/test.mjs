@@ -102,8 +102,15 @@ try {
   code = run.status ?? 1;
   await new Promise((r) => setTimeout(r, 50)); // lets a pending exit event in
   if (exited) {
-    console.error(`contextd exited during the tests:\n${readFileSync(logPath, "utf8").slice(-3000)}`);
+    console.error("contextd exited during the tests");
     code = 1;
+  }
+  if (code !== 0) {
+    // What the server saw is the half of a failure the test's own message lacks.
+    const lines = readFileSync(logPath, "utf8").split("\n");
+    const trouble = lines.filter((l) => /"level": "(warning|error|critical)"|Traceback|Error/.test(l));
+    console.error(`contextd's warnings and errors (last 40):\n${trouble.slice(-40).join("\n")}`);
+    console.error(`contextd's log, its last lines:\n${lines.slice(-20).join("\n")}`);
   }
 } catch (error) {
   console.error(error);
