@@ -228,9 +228,7 @@ class CompactionRunner:
             counter=counter,
             system_texts=[row.system_prompt] if row.system_prompt else (),
         )
-        summary_tokens = counter.count_message(
-            summary_message(outcome.rendered_text)
-        )
+        summary_tokens = counter.count_message(summary_message(outcome.rendered_text))
         compacted = row.system_tokens + row.tools_tokens + summary_tokens + plan.preserved_tokens
         meta = build_metadata(
             plan,

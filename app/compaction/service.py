@@ -112,9 +112,7 @@ async def state(s: AsyncSession, tenant: str, sid: str) -> dict[str, Any]:
     # read after it. The other order could show a success with the old watermark.
     jobs = await repo.recent_jobs(s, tenant, sid)
     row = await get_session(s, tenant, sid)
-    compacted = (
-        summary_message(row.summary_text) if row.summary_text else None
-    )
+    compacted = summary_message(row.summary_text) if row.summary_text else None
     return {
         "compacted_context": compacted,
         "summary": {
