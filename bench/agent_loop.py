@@ -87,10 +87,12 @@ if __package__ in (None, ""):  # `python bench/agent_loop.py` from anywhere
 
 import httpx
 
-from app.context import available_strategies
+from app.context import available_strategies, formats
 from app.context.types import DEFAULT_STRATEGY
 from app.conversation import content_text
 from app.models.job import ACTIVE
+from bench.anthropic_cache import Billed, Cache, marked, one_at
+from bench.anthropic_cache import blocks as cache_blocks
 from bench.common import (
     DATASET,
     load_average,
@@ -333,6 +335,14 @@ class Tally:
     trim_input: int = 0
     trim_stable: int = 0
     trim_within: int = 0
+    # Anthropic's bill on trimming calls (bench/anthropic_cache.py): as contextd marks
+    # the payload, and with the one breakpoint it used to put at the stable prefix's end.
+    anthropic_read: int = 0
+    anthropic_written: int = 0
+    anthropic_uncached: int = 0
+    one_read: int = 0
+    one_written: int = 0
+    one_uncached: int = 0
     ids_needed: int = 0
     ids_held: int = 0
     recent: int = 0
@@ -369,6 +379,8 @@ class Stream:
     counts: list[int] = field(default_factory=list)
     prefix_id: str | None = None
     summary_through: int | None = None
+    anthropic: Cache = field(default_factory=lambda: Cache(COUNTER.count_text))
+    anthropic_one: Cache = field(default_factory=lambda: Cache(COUNTER.count_text))
 
 
 def shared(
@@ -455,6 +467,26 @@ def measure(
     t.instructions += len(present)
     t.instructions_kept += sum(ins.visible_in(payload) for ins in present)
     return stable, first_changed
+
+
+def bill_anthropic(t: Tally, call: Call, got: Mapping[str, Any], stream: Stream) -> None:
+    """What Anthropic would bill for the payload in `format=anthropic`, rendered from the
+    answer as the server renders it, with contextd's breakpoints and with one at the
+    stable prefix's end; both streams' caches keep their entries."""
+    request = cache_blocks(formats.render(got, "anthropic"))
+    usage = got["usage"].get("stable_prefix_messages") or 0
+    stable = usage if usage > 0 else formats.default_stable_prefix(got["messages"])
+    head = {"messages": got["messages"][:stable], "tools": got["tools"]}
+    stable_blocks = len(cache_blocks(formats.render(head, "anthropic", stable_prefix=0)))
+    marks = stream.anthropic.send(request, marked(request))
+    one = stream.anthropic_one.send(request, one_at(request, stable_blocks))
+    if call.trimming:
+        t.anthropic_read += marks.read
+        t.anthropic_written += marks.written
+        t.anthropic_uncached += marks.uncached
+        t.one_read += one.read
+        t.one_written += one.written
+        t.one_uncached += one.uncached
 
 
 def write_call(
@@ -670,6 +702,7 @@ async def run_entry(
                     held = held_by_seq(case, got, tokens)
                     counts = [tokens(m) for m in payload]
                     compared = measure(totals.tally(key), call, payload, counts, held, stream)
+                    bill_anthropic(totals.tally(key), call, got, stream)
                     if args.calls is not None:
                         before = stream.summary_through
                         write_call(args.calls, key, call, counts, compared, got, before)
@@ -761,6 +794,12 @@ def with_all(tallies: Mapping[Key, Tally], budgets: Sequence[int]) -> dict[Key, 
     return out
 
 
+def anthropic_cost(t: Tally) -> str:
+    now = Billed(t.anthropic_read, t.anthropic_written, t.anthropic_uncached)
+    one = Billed(t.one_read, t.one_written, t.one_uncached)
+    return f"{now.cost():.2f} ({one.cost():.2f})" if now.total else "–"
+
+
 def method_label(name: str) -> str:
     return f"{name} (default)" if name == DEFAULT_STRATEGY else name
 
@@ -777,6 +816,7 @@ def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) ->
         "token prefix, trimming",
         "stable, all",
         "cost, trimming",
+        "Anthropic cost, trimming (one breakpoint)",
         "instructions kept",
         "tool-group violations",
         "latest user",
@@ -801,6 +841,7 @@ def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) ->
                         pct(t.trim_stable + t.trim_within, t.trim_input),
                         pct(t.stable_tokens, t.input_tokens),
                         cost(t.trim_input, t.trim_stable),
+                        anthropic_cost(t),
                         f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
                         t.violations,
                         pct(t.latest_user, t.with_user),
