@@ -206,8 +206,8 @@ class ContextQuery(BaseModel):
         "openai",
         description=(
             "openai (default): Chat Completions `messages`; responses: Responses API "
-            "`input` items; anthropic: Messages API `system` + `messages` with a "
-            "cache_control breakpoint"
+            "`input` items; anthropic: Messages API `system` + `messages` with "
+            "cache_control breakpoints"
         ),
     )
     previous_prefix_id: str | None = Field(

@@ -149,7 +149,10 @@ def assert_same_content(
     assert any(b["type"] == "text" and b["text"] == PINNED for b in blocks)
     images = [b["source"]["type"] for b in blocks if b["type"] == "image"]
     assert images and set(images) == {"base64", "url"}
-    assert len(breakpoints(claude)) == 1
+    # The system prompt, the system (summary included), the stable prefix, the payload.
+    marked = breakpoints(claude)
+    assert marked[:2] == [claude["system"][0], claude["system"][-1]]
+    assert marked[-1] is claude["messages"][-1]["content"][-1] and len(marked) in (3, 4)
     assert_responses_content(sent, responses["input"])
 
 
@@ -201,10 +204,16 @@ async def test_post_context_takes_format_and_dynamic_context(
     assert [b["text"] for b in body["system"]] == ["Be terse.", "Goal: ship."]
     # The history starts with an assistant message: a user placeholder goes first.
     assert body["messages"][0]["content"][0]["text"] == "(conversation continues)"
-    # The breakpoint ends the prefix before the newest step (the last call and its result).
+    # Breakpoints end the system prompt, the system, the prefix before the newest step
+    # (the last call and its result) and the payload.
+    mark = {"cache_control": {"type": "ephemeral"}}
     assert breakpoints(body) == [
-        {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}
+        {"type": "text", "text": "Be terse.", **mark},
+        {"type": "text", "text": "Goal: ship.", **mark},
+        {"type": "text", "text": "hi", **mark},
+        body["messages"][-1]["content"][-1],
     ]
+    assert body["messages"][-1]["content"][-1]["tool_use_id"] == "c1"
 
 
 @pytest.mark.parametrize("where", ["get", "post"])

@@ -117,20 +117,32 @@ def test_anthropic_merges_roles_and_pairs_tool_calls() -> None:
     assert out["tools"][1]["input_schema"] == {"type": "object"}
 
 
-def test_anthropic_breakpoint_ends_the_stable_prefix() -> None:
-    # Default: everything before the newest step (here the final user message).
+def test_anthropic_breakpoints_end_the_prompt_the_system_the_stable_prefix_and_the_payload() -> (
+    None
+):
+    mark = {"cache_control": {"type": "ephemeral"}}
+    # Default stable prefix: everything before the newest step (here the final user message).
     out = formats.render(body_of(HISTORY), "anthropic")
-    marked = breakpoints(out)
-    assert marked == [{"type": "tool_result", "tool_use_id": "c3", "content": [
-        {"type": "text", "text": "x = 1"}], "cache_control": {"type": "ephemeral"}}]  # fmt: skip
-    # An explicit prefix of the three system messages marks the last system block.
+    assert breakpoints(out) == [
+        {"type": "text", "text": "Be brief.", **mark},  # the system prompt (tools before it)
+        {"type": "text", "text": HISTORY[2]["content"], **mark},  # the system, summary included
+        {"type": "tool_result", "tool_use_id": "c3", "content": [
+            {"type": "text", "text": "x = 1"}], **mark},  # the stable prefix
+        {"type": "text", "text": "And now?", **mark},  # the payload: the next call reads it
+    ]  # fmt: skip
+    # A stable prefix of the three system messages ends where the system does.
     out = formats.render(body_of(HISTORY), "anthropic", stable_prefix=3)
-    assert breakpoints(out) == [out["system"][2]]
-    assert formats.render(body_of(HISTORY), "anthropic", stable_prefix=0)["system"][2] == {
-        "type": "text",
-        "text": HISTORY[2]["content"],
-    }
-    assert breakpoints(formats.render(body_of(HISTORY), "anthropic", stable_prefix=0)) == []
+    assert breakpoints(out) == [
+        out["system"][0],
+        out["system"][2],
+        out["messages"][-1]["content"][-1],
+    ]
+    assert breakpoints(formats.render(body_of(HISTORY), "anthropic", stable_prefix=0)) == (
+        breakpoints(out)
+    )
+    # No system message: the stable prefix and the payload only.
+    no_system = formats.render(body_of(HISTORY[3:]), "anthropic")
+    assert [b["type"] for b in breakpoints(no_system)] == ["tool_result", "text"]
 
 
 def test_anthropic_placeholder_only_when_history_starts_with_assistant() -> None:
@@ -146,7 +158,12 @@ def test_anthropic_placeholder_only_when_history_starts_with_assistant() -> None
         "content": [{"type": "text", "text": anthropic.PLACEHOLDER}],
     }
     plain = formats.render(body_of(messages[2:], []), "anthropic")
-    assert plain["messages"] == [{"role": "user", "content": [{"type": "text", "text": "go on"}]}]
+    assert plain["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "go on", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
     assert plain["system"] == []
 
 
@@ -211,7 +228,8 @@ def test_anthropic_breakpoint_follows_the_reported_stable_prefix() -> None:
     when positive; 0 (a first call, a trim) falls back to the newest-step rule."""
     body = {**body_of(HISTORY), "usage": {"stable_prefix_messages": 3}}
     out = formats.render(body, "anthropic")
-    assert breakpoints(out) == [out["system"][2]] and out["usage"] == body["usage"]
+    in_history = [b for b in breakpoints(out) if b not in out["system"]]
+    assert in_history == [out["messages"][-1]["content"][-1]] and out["usage"] == body["usage"]
     body["usage"] = {"stable_prefix_messages": 0}
     fallback = formats.render(body, "anthropic")
-    assert breakpoints(fallback)[0]["type"] == "tool_result"
+    assert [b["type"] for b in breakpoints(fallback)[2:]] == ["tool_result", "text"]

@@ -11,8 +11,8 @@ count still describes the Chat Completions payload the budget was fitted to.
 - `responses`: `input` (items for `responses.create(input=…)`) and `tools`
   in the Responses shape; `messages` is not returned. See `responses.py`.
 - `anthropic`: `system`, `messages` and `tools` for `messages.create(…)`,
-  with a `cache_control` breakpoint at the end of the stable prefix. See
-  `anthropic.py`.
+  with `cache_control` breakpoints at the end of the system prompt, of the
+  system, of the stable prefix and of the payload. See `anthropic.py`.
 """
 
 from __future__ import annotations

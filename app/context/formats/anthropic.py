@@ -17,8 +17,15 @@
   blocks); a message left with no block disappears.
 - The first message must be user-role: only when the history starts with an
   assistant message is a user placeholder `PLACEHOLDER` inserted before it.
-- One `cache_control: {"type": "ephemeral"}` breakpoint on the last block that
-  comes from the stable prefix (the first `stable_prefix` Chat messages).
+- `cache_control: {"type": "ephemeral"}` breakpoints (at most four, the API's
+  limit), on the last block of: the system prompt (the first system message:
+  tools and instructions, the longest-lived prefix), the leading system messages
+  (the summary among them), the stable prefix (the first `stable_prefix` Chat
+  messages), and the payload. Anthropic writes a cache entry only at a
+  breakpoint and reads one only at a block boundary near a breakpoint, so the
+  tail's breakpoint lets the next call, which repeats this payload and adds its
+  step, read all of it; the others are what a trim or a compaction, which
+  change the history or the summary, still find.
 - Tool ids are mapped into Anthropic's alphabet `[A-Za-z0-9_-]` (other
   characters become `_`) identically in `tool_use` and `tool_result`.
 """
@@ -26,7 +33,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +69,7 @@ def convert(
     turns = _turns(messages, lead, iter(tool_errors))
     if turns and turns[0].role != "user":
         turns.insert(0, _Turn("user", [(-1, _text(PLACEHOLDER))]))
-    _mark_breakpoint(system, turns, stable_prefix)
+    _mark_breakpoints(system, turns, stable_prefix)
     return {
         "system": [block for _, block in system],
         "messages": [{"role": t.role, "content": [block for _, block in t.blocks]} for t in turns],
@@ -99,17 +106,31 @@ def _turns(
     return turns
 
 
-def _mark_breakpoint(
+def _mark_breakpoints(
     system: list[tuple[int, dict[str, Any]]], turns: list[_Turn], stable_prefix: int
 ) -> None:
-    if stable_prefix <= 0:
+    blocks = [*system, *(b for t in turns for b in t.blocks)]
+    if not blocks:
         return
-    last: dict[str, Any] | None = None
-    for source, block in [*system, *(b for t in turns for b in t.blocks)]:
-        if source < stable_prefix:
-            last = block
-    if last is not None:
-        last["cache_control"] = dict(CACHE_CONTROL)
+    ends = [
+        _last_from(system, lambda source: source == 0),  # the system prompt
+        _last_from(system, lambda source: True),  # every leading system message
+        _last_from(blocks, lambda source: source < stable_prefix) if stable_prefix > 0 else None,
+        blocks[-1][1],  # the payload
+    ]
+    for block in ends:
+        if block is not None:
+            block["cache_control"] = dict(CACHE_CONTROL)
+
+
+def _last_from(
+    blocks: Sequence[tuple[int, dict[str, Any]]], keep: Callable[[int], bool]
+) -> dict[str, Any] | None:
+    found = None
+    for source, block in blocks:
+        if source >= 0 and keep(source):
+            found = block
+    return found
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -2587,7 +2587,7 @@ export interface operations {
     get_context_sessions__session_id__context_get: {
         parameters: {
             query?: {
-                /** @description openai (default): Chat Completions `messages`; responses: Responses API `input` items; anthropic: Messages API `system` + `messages` with a cache_control breakpoint */
+                /** @description openai (default): Chat Completions `messages`; responses: Responses API `input` items; anthropic: Messages API `system` + `messages` with cache_control breakpoints */
                 format?: "openai" | "responses" | "anthropic";
                 /** @description the input budget (default: the session's) */
                 max_tokens?: number | null;
