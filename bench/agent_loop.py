@@ -91,7 +91,7 @@ from app.context import available_strategies, formats
 from app.context.types import DEFAULT_STRATEGY
 from app.conversation import content_text
 from app.models.job import ACTIVE
-from bench.anthropic_cache import Billed, Cache, marked, one_at
+from bench.anthropic_cache import Billed, Cache, Counter, marked, one_at
 from bench.anthropic_cache import blocks as cache_blocks
 from bench.common import (
     DATASET,
@@ -379,8 +379,8 @@ class Stream:
     counts: list[int] = field(default_factory=list)
     prefix_id: str | None = None
     summary_through: int | None = None
-    anthropic: Cache = field(default_factory=lambda: Cache(COUNTER.count_text))
-    anthropic_one: Cache = field(default_factory=lambda: Cache(COUNTER.count_text))
+    anthropic: Cache = field(default_factory=Cache)
+    anthropic_one: Cache = field(default_factory=Cache)
 
 
 def shared(
@@ -469,17 +469,21 @@ def measure(
     return stable, first_changed
 
 
+BLOCK_TOKENS = Counter(COUNTER.count_text)
+
+
 def bill_anthropic(t: Tally, call: Call, got: Mapping[str, Any], stream: Stream) -> None:
     """What Anthropic would bill for the payload in `format=anthropic`, rendered from the
     answer as the server renders it, with contextd's breakpoints and with one at the
     stable prefix's end; both streams' caches keep their entries."""
     request = cache_blocks(formats.render(got, "anthropic"))
+    prepared = BLOCK_TOKENS.prepare(request)
     usage = got["usage"].get("stable_prefix_messages") or 0
     stable = usage if usage > 0 else formats.default_stable_prefix(got["messages"])
     head = {"messages": got["messages"][:stable], "tools": got["tools"]}
     stable_blocks = len(cache_blocks(formats.render(head, "anthropic", stable_prefix=0)))
-    marks = stream.anthropic.send(request, marked(request))
-    one = stream.anthropic_one.send(request, one_at(request, stable_blocks))
+    marks = stream.anthropic.send(prepared, marked(request))
+    one = stream.anthropic_one.send(prepared, one_at(request, stable_blocks))
     if call.trimming:
         t.anthropic_read += marks.read
         t.anthropic_written += marks.written

@@ -64,21 +64,21 @@ def blocks(rendered: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 @dataclass
-class Cache:
-    """One stream's entries (one session, method and budget)."""
+class Prepared:
+    """A request's prefixes (a digest per block boundary) and the tokens up to each."""
+
+    prefixes: list[bytes]
+    ends: list[int]
+
+
+@dataclass
+class Counter:
+    """Tokens per block text, memoised: consecutive payloads repeat most blocks."""
 
     count: Count
-    entries: set[bytes] = field(default_factory=set)
     _memo: dict[str, int] = field(default_factory=dict)
 
-    def _tokens(self, text: str) -> int:
-        n = self._memo.get(text)
-        if n is None:
-            n = self._memo[text] = self.count(text)
-        return n
-
-    def send(self, request: Sequence[tuple[str, dict[str, Any]]], marks: Sequence[int]) -> Billed:
-        """Bill one request whose blocks at `marks` carry breakpoints; keep its entries."""
+    def prepare(self, request: Sequence[tuple[str, dict[str, Any]]]) -> Prepared:
         digest = hashlib.sha256()
         prefixes: list[bytes] = []
         ends: list[int] = []
@@ -88,8 +88,24 @@ class Cache:
             text = json.dumps(plain, sort_keys=True, ensure_ascii=False)
             digest.update(f"{where}\0{text}\0".encode())
             prefixes.append(digest.copy().digest())
-            total += self._tokens(text)
+            n = self._memo.get(text)
+            if n is None:
+                n = self._memo[text] = self.count(text)
+            total += n
             ends.append(total)
+        return Prepared(prefixes, ends)
+
+
+@dataclass
+class Cache:
+    """One stream's entries (one session, method and budget)."""
+
+    entries: set[bytes] = field(default_factory=set)
+
+    def send(self, request: Prepared, marks: Sequence[int]) -> Billed:
+        """Bill one request whose blocks at `marks` carry breakpoints; keep its entries."""
+        prefixes, ends = request.prefixes, request.ends
+        total = ends[-1] if ends else 0
         marks = sorted(set(marks))
         read = 0
         for mark in marks:

@@ -6,7 +6,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bench.anthropic_cache import LOOKBACK, MIN_CACHEABLE, Cache, blocks, marked, one_at
+from bench.anthropic_cache import (
+    LOOKBACK,
+    MIN_CACHEABLE,
+    Billed,
+    Cache,
+    Counter,
+    blocks,
+    marked,
+    one_at,
+)
 
 
 def request(*texts: str, mark: tuple[int, ...] = ()) -> list[tuple[str, dict[str, Any]]]:
@@ -16,8 +25,17 @@ def request(*texts: str, mark: tuple[int, ...] = ()) -> list[tuple[str, dict[str
     return blocks({"tools": [], "system": [], "messages": [{"role": "user", "content": content}]})
 
 
-def tokens(text: str) -> int:
-    return len(text)
+COUNT = Counter(len)
+
+
+class Sender:
+    """A stream's cache, sent requests as the bench sends them."""
+
+    def __init__(self) -> None:
+        self.cache = Cache()
+
+    def send(self, request: list[tuple[str, dict[str, Any]]], marks: list[int]) -> Billed:
+        return self.cache.send(COUNT.prepare(request), marks)
 
 
 def size(text: str) -> int:
@@ -29,7 +47,7 @@ BIG = "x" * MIN_CACHEABLE
 
 
 def test_a_breakpoint_on_the_tail_lets_the_next_call_read_all_of_this_one() -> None:
-    cache = Cache(tokens)
+    cache = Sender()
     first = request(BIG, "a" * 100, mark=(1,))
     billed = cache.send(first, marked(first))
     assert (billed.read, billed.uncached) == (0, 0) and billed.written == billed.total
@@ -40,7 +58,7 @@ def test_a_breakpoint_on_the_tail_lets_the_next_call_read_all_of_this_one() -> N
 
 
 def test_one_breakpoint_at_the_stable_prefix_leaves_each_new_step_uncached_once_more() -> None:
-    cache = Cache(tokens)
+    cache = Sender()
     first = request(BIG, "a" * 100)
     assert cache.send(first, one_at(first, 1)).written > 0  # the stable prefix: BIG only
     second = request(BIG, "a" * 100, "b" * 50)
@@ -50,7 +68,7 @@ def test_one_breakpoint_at_the_stable_prefix_leaves_each_new_step_uncached_once_
 
 
 def test_an_entry_further_back_than_the_lookback_is_not_found() -> None:
-    cache = Cache(tokens)
+    cache = Sender()
     head = request(BIG)
     cache.send(head, [0])
     near = request(BIG, *["s"] * LOOKBACK)
@@ -60,7 +78,7 @@ def test_an_entry_further_back_than_the_lookback_is_not_found() -> None:
 
 
 def test_a_prefix_shorter_than_the_minimum_is_never_written() -> None:
-    cache = Cache(tokens)
+    cache = Sender()
     short = request("x" * (MIN_CACHEABLE - 100), mark=(0,))
     billed = cache.send(short, marked(short))
     assert billed.written == 0 and billed.uncached == billed.total
