@@ -87,6 +87,7 @@ if __package__ in (None, ""):  # `python bench/agent_loop.py` from anywhere
 
 import httpx
 
+from app.compaction.runner import CompactionRunner
 from app.context import available_strategies, formats
 from app.context.types import DEFAULT_STRATEGY
 from app.conversation import content_text
@@ -629,13 +630,21 @@ def check(r: httpx.Response, *statuses: int) -> Any:
     return r.json()
 
 
-async def settle(c: httpx.AsyncClient, sid: str) -> None:
-    """Wait until the session has no compaction pending or running."""
+async def settle(c: httpx.AsyncClient, sid: str, runner: CompactionRunner) -> None:
+    """Run the compaction jobs the appends queued until the session has none left.
+
+    The server runs no compaction on its own here: a job it ran in the background could
+    finish between two methods' payloads for one call, which made the compaction-on
+    figures differ from run to run by up to three points. Run here, a job ends in the
+    agent's model call, after every method took its payload, as a real model's would.
+    """
     for _ in range(6000):
+        while await runner.run_once():
+            pass
         jobs = check(await c.get(f"/sessions/{sid}/compaction"), 200)["jobs"]
         if not any(j["status"] in ACTIVE for j in jobs):
             return
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # a job given back to the queue: claimed again next
     raise RuntimeError(f"{sid}: compaction still running after two minutes")
 
 
@@ -650,7 +659,11 @@ class Totals:
 
 
 async def run_entry(
-    c: httpx.AsyncClient, entry: Entry, args: argparse.Namespace, totals: Totals
+    c: httpx.AsyncClient,
+    entry: Entry,
+    args: argparse.Namespace,
+    totals: Totals,
+    runner: CompactionRunner,
 ) -> None:
     case = entry.case
     long = entry.group == "long agent runs"
@@ -733,7 +746,7 @@ async def run_entry(
         # the next step is appended.
         for (mode, _), sid in sessions.items():
             if mode == "on":
-                await settle(c, sid)
+                await settle(c, sid, runner)
     for (mode, _), sid in sessions.items():
         if mode == "on":
             state = check(await c.get(f"/sessions/{sid}/compaction"), 200)
@@ -754,6 +767,7 @@ async def run(args: argparse.Namespace, database_url: str, entries: list[Entry])
         llm_api_key=None,
         api_keys=None,
         compaction_workers=1,
+        run_compactions_in_process=False,  # settle() runs the jobs
     )
     totals = Totals()
     app = create_app(settings, database_url=database_url)
@@ -764,7 +778,7 @@ async def run(args: argparse.Namespace, database_url: str, entries: list[Entry])
             transport=transport, base_url="http://bench", timeout=120
         ) as c:
             for n, entry in enumerate(entries):
-                await run_entry(c, entry, args, totals)
+                await run_entry(c, entry, args, totals, app.state.compactions)
                 print(
                     f"[{time.perf_counter() - started:.0f}s] {n + 1}/{len(entries)} "
                     f"{entry.case.id}",
