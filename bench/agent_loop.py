@@ -741,6 +741,9 @@ async def run_entry(
                 counts = system + [case.counts[i] for i in trimmed.kept]
                 held = {i: case.counts[i] for i in trimmed.kept}
                 measure(totals.tally(key), call, trimmed.payload, counts, held, stream)
+                # Rendered as contextd renders a payload it has no previous one for.
+                plain = {"messages": trimmed.payload, "tools": [], "usage": {}}
+                bill_anthropic(totals.tally(key), call, plain, stream)
         totals.calls[entry.group] = totals.calls.get(entry.group, 0) + 1
         # The agent's model call runs now: a compaction the appends triggered ends before
         # the next step is appended.
