@@ -336,6 +336,8 @@ class Tally:
     trim_input: int = 0
     trim_stable: int = 0
     trim_within: int = 0
+    # What OpenAI would bill as cached on trimming calls (openai_cached).
+    trim_openai: int = 0
     # Anthropic's bill on trimming calls (bench/anthropic_cache.py): as contextd marks
     # the payload, and with the one breakpoint it used to put at the stable prefix's end.
     anthropic_read: int = 0
@@ -426,6 +428,18 @@ def common_chars(a: str, b: str) -> int:
     )
 
 
+OPENAI_MIN_CACHED = 1024
+OPENAI_CACHE_STEP = 128
+
+
+def openai_cached(prefix: int) -> int:
+    """The cached tokens OpenAI bills for a shared prefix of `prefix` tokens: none under
+    1,024, else 1,024 and then whole steps of 128 (its prompt-caching documentation)."""
+    if prefix < OPENAI_MIN_CACHED:
+        return 0
+    return prefix - (prefix - OPENAI_MIN_CACHED) % OPENAI_CACHE_STEP
+
+
 def _content_text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
@@ -457,9 +471,12 @@ def measure(
     t.trim_calls += 1
     t.trim_input += tokens
     t.trim_stable += stable
+    head = 0
     if previous is not None and first_changed is not None and first_changed < len(payload):
         if first_changed < len(previous):
-            t.trim_within += within(previous[first_changed], payload[first_changed])
+            head = within(previous[first_changed], payload[first_changed])
+    t.trim_within += head
+    t.trim_openai += openai_cached(stable + head)
     t.ids_needed += len(call.ids)
     t.ids_held += grounded(call.ids, payload)
     t.recent += recent_tokens(call.upto, held)
@@ -837,6 +854,7 @@ def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) ->
         "token prefix, trimming",
         "stable, all",
         "cost, trimming",
+        "OpenAI cost, trimming",
         "Anthropic cost, trimming (one breakpoint)",
         "instructions kept",
         "tool-group violations",
@@ -862,6 +880,7 @@ def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) ->
                         pct(t.trim_stable + t.trim_within, t.trim_input),
                         pct(t.stable_tokens, t.input_tokens),
                         cost(t.trim_input, t.trim_stable),
+                        cost(t.trim_input, t.trim_openai),
                         anthropic_cost(t),
                         f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
                         t.violations,

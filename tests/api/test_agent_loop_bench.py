@@ -26,6 +26,7 @@ from bench.agent_loop import (
     measure,
     naive_window,
     needed,
+    openai_cached,
     recent_tokens,
     run,
     shared,
@@ -222,6 +223,12 @@ def test_within_counts_the_head_a_changed_message_kept() -> None:
     assert within(old, old) == COUNTER.count_message(old)
     assert within(old, {"role": "user", "content": text}) == 0  # another message
     assert common_chars("abc", "abd") == 2 and common_chars("ab", "abc") == 2
+
+
+def test_openai_bills_a_prefix_from_1024_tokens_in_steps_of_128() -> None:
+    assert [openai_cached(n) for n in (0, 1023, 1024, 1151, 1152, 5000)] == [
+        0, 0, 1024, 1024, 1152, 4992,
+    ]  # fmt: skip
 
 
 def test_held_by_seq_refuses_a_payload_that_does_not_line_up() -> None:
