@@ -187,7 +187,9 @@ def _serve(
         if host not in ("127.0.0.1", "localhost", "::1"):
             log.warning("no API keys configured: refusing to bind beyond loopback", requested=host)
             host = "127.0.0.1"
-        log.warning("no API keys configured; listening on loopback only", host=host, port=port)
+        # Port 0 is named once bound (uvicorn's "running on" line, or "listening").
+        where = {"host": host, **({"port": port} if port else {})}
+        log.warning("no API keys configured; listening on loopback only", **where)
     # Agents reuse idle connections between model calls; a 5 s keep-alive races with them.
     options: dict[str, Any] = {"log_config": None, "access_log": False, "timeout_keep_alive": 30}
     if workers == 1:

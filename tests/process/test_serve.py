@@ -110,6 +110,8 @@ def test_port_zero_takes_a_free_port_and_names_it_in_the_log(
             port = _wait_for_port(proc, log_path)
             assert port != 8080
             assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
+            lines = [json.loads(x) for x in log_path.read_text().splitlines() if x.startswith("{")]
+            assert all(line.get("port") != 0 for line in lines)  # no log names port 0
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
