@@ -24,6 +24,10 @@
  * calls, then the tool results) are appended as one batch. The same two hooks go into
  * `streamText` and the `Agent` class's settings.
  *
+ * On Anthropic the payload carries contextd's prompt-cache breakpoints
+ * (`markCacheBreakpoints`, `providerOptions.anthropic.cacheControl`; `cacheControl:
+ * false` leaves them out).
+ *
  * Messages are stored as OpenAI chat messages (what contextd assembles payloads from);
  * when that would lose something (reasoning, JSON tool output, files) the AI SDK
  * message itself is kept in `metadata.ai_sdk`, and `history()` gives it back.
@@ -57,6 +61,11 @@ export type ContextdMemoryOptions = {
   context?: Omit<ContextOptions, "system" | "tools" | "format">;
   /** Store the call's input before the first step (default true); false when the caller appends it. */
   storeInput?: boolean;
+  /**
+   * Mark Anthropic's cache breakpoints on the payload (default true; other providers
+   * ignore `providerOptions.anthropic`): see `markCacheBreakpoints`.
+   */
+  cacheControl?: boolean;
 };
 
 export class ContextdMemory {
@@ -107,7 +116,11 @@ export class ContextdMemory {
       system: this.options.system,
       tools: tools && tools.length ? tools : undefined,
     });
-    return fromChat((payload.messages ?? []) as Chat[]);
+    const chat = (payload.messages ?? []) as Chat[];
+    const messages = fromChat(chat);
+    if (this.options.cacheControl === false) return messages;
+    const shared = payload.usage?.stable_prefix_messages ?? 0;
+    return markCacheBreakpoints(messages, shared > 0 ? shared : defaultStablePrefix(chat));
   }
 
   /**
@@ -267,6 +280,41 @@ export function fromChat(messages: readonly Chat[]): ModelMessage[] {
     }
   }
   return out;
+}
+
+const EPHEMERAL = { type: "ephemeral" } as const;
+
+/**
+ * Anthropic's prompt-cache breakpoints where contextd's `format=anthropic` puts them: on
+ * the system prompt (the first message, when a system one), on the last of the leading
+ * system messages (the summary among them), on the last message of the stable prefix
+ * (`stablePrefix` messages, those the previous payload also had) and on the last
+ * message. Anthropic writes a cache entry only at a breakpoint, so without the last
+ * one each new step is paid uncached twice; with none (the AI SDK sets none by itself)
+ * nothing is cached. Four at most, the API's limit. `messages` is `fromChat`'s output
+ * (one message per chat message), changed in place and returned.
+ */
+export function markCacheBreakpoints(messages: ModelMessage[], stablePrefix: number): ModelMessage[] {
+  if (messages.length === 0) return messages;
+  let lead = 0;
+  while (lead < messages.length && messages[lead]!.role === "system") lead++;
+  const marks = new Set<number>([messages.length - 1]);
+  if (lead > 0) marks.add(0).add(lead - 1);
+  if (stablePrefix > 0) marks.add(Math.min(stablePrefix, messages.length) - 1);
+  for (const i of marks) {
+    const m = messages[i]!;
+    const options = (m.providerOptions ?? {}) as Record<string, Record<string, unknown>>;
+    m.providerOptions = { ...options, anthropic: { ...(options.anthropic ?? {}), cacheControl: EPHEMERAL } } as typeof m.providerOptions;
+  }
+  return messages;
+}
+
+/** The messages before the newest step (contextd's rule when no previous payload is known). */
+export function defaultStablePrefix(messages: readonly Chat[]): number {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i]!.role === "user" || messages[i]!.role === "assistant") return i;
+  }
+  return messages.length;
 }
 
 /** The AI SDK messages stored messages stand for (the kept originals where there are). */
