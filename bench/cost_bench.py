@@ -24,8 +24,9 @@ whose whole history does not fit the budget; the same calls for every method):
   (leading messages equal in both, counted with the exact o200k counter),
   measured by comparing the payloads, never read from contextd's counter;
 - cost: input cost relative to no caching, cached tokens billed at 0.1x
-  (Anthropic cache reads; OpenAI bills 0.25-0.5x and caches from 1,024 tokens
-  in 128-token steps, which this ignores);
+  (Anthropic cache reads; OpenAI bills 0.1-0.5x by model and caches from 1,024
+  tokens in 128-token steps, which this ignores; bench/agent_loop.py bills each
+  provider by its own rules, Anthropic's breakpoints and 1.25x writes included);
 - kept: planted mid-run instructions visible in the payloads of trimming calls
   (not counting the one that is the latest user message, which every method
   must send); tool-group violations: payloads the API would reject;
