@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import AsyncIterator
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 
 import pytest
 from contextd_client import AsyncContextdClient
 from contextd_client.langchain import ContextdChatMessageHistory, ContextdMiddleware
 from langchain.agents import create_agent
+from langchain_anthropic import ChatAnthropic
+from langchain_anthropic.middleware import AnthropicPromptCachingMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
@@ -101,3 +106,58 @@ async def test_the_middleware_feeds_a_tool_using_agent_from_contextd(
     assert roles[0] == ["system", "user"]
     assert llm.calls[0].body["messages"][0]["content"] == "Use read_file."
     assert roles[2] == ["system", "user", "assistant", "tool", "assistant", "user"]
+
+
+class _FakeMessagesAPI(BaseHTTPRequestHandler):
+    """Anthropic's Messages API as far as one answer goes; keeps each request's body."""
+
+    bodies: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers["content-length"])
+        self.bodies.append(json.loads(self.rfile.read(length)))
+        answer = json.dumps({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": "Done."}], "stop_reason": "end_turn",
+            "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 2},
+        }).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+async def test_on_anthropic_the_caching_middleware_marks_contextds_payload(
+    ctx: AsyncContextdClient, sid: str
+) -> None:
+    # langchain-anthropic's middleware sets Anthropic's top-level cache_control (a
+    # breakpoint on the request's last block) on the payload ContextdMiddleware put in
+    # place, so the next call reads this one's payload (docs/guide.md).
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeMessagesAPI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        await ctx.put_session(sid, system_prompt="You read files.")
+        await ctx.append(
+            sid, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello."}]
+        )
+        model = ChatAnthropic(
+            model="claude-contextd-test", base_url=f"http://127.0.0.1:{server.server_port}",
+            api_key="test-key", max_retries=0,
+        )  # fmt: skip
+        middleware = [ContextdMiddleware(sid, async_client=ctx), AnthropicPromptCachingMiddleware()]
+        agent: Any = create_agent(model, [], middleware=middleware)
+        out = await agent.ainvoke({"messages": [{"role": "user", "content": "What now?"}]})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert out["messages"][-1].content == "Done."
+    sent = _FakeMessagesAPI.bodies[-1]
+    assert sent["cache_control"]["type"] == "ephemeral"
+    assert sent["system"] == "You read files."  # the session's prompt, from the payload
+    assert [(m["role"], m["content"]) for m in sent["messages"]] == [
+        ("user", "hi"), ("assistant", "Hello."), ("user", "What now?"),
+    ]  # fmt: skip
