@@ -411,13 +411,13 @@ def within(previous: Mapping[str, Any], message: Mapping[str, Any]) -> int:
     fields = set(previous) | set(message)
     if any(previous.get(k) != message.get(k) for k in fields - {"content", "tool_calls"}):
         return 0
-    a, b = _content_text(previous.get("content")), _content_text(message.get("content"))
     head = COUNTER.count_message(
         {k: v for k, v in message.items() if k not in ("content", "tool_calls")}
     )
-    if a == b:
+    a = content_text(previous)
+    if previous.get("content") == message.get("content"):
         return head + COUNTER.count_text(a)
-    n = common_chars(a, b)
+    n = common_chars(a, content_text(message))
     # The token that spans the first difference is not shared.
     return head + max(0, COUNTER.count_text(a[:n]) - 1) if n else head
 
@@ -438,10 +438,6 @@ def openai_cached(prefix: int) -> int:
     if prefix < OPENAI_MIN_CACHED:
         return 0
     return prefix - (prefix - OPENAI_MIN_CACHED) % OPENAI_CACHE_STEP
-
-
-def _content_text(content: Any) -> str:
-    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
 def measure(
