@@ -1,5 +1,5 @@
 /**
- * A tool-using LangGraph agent (createReactAgent) whose history lives in contextd.
+ * A tool-using LangChain v1 agent (createAgent) whose history lives in contextd.
  *
  *     contextd serve &                      # or CONTEXTD_URL=... for another server
  *     npm run example:langchain
@@ -10,11 +10,11 @@
 import { randomUUID } from "node:crypto";
 import { HumanMessage } from "@langchain/core/messages";
 import { tool } from "@langchain/core/tools";
-import { createReactAgent } from "@langchain/langgraph/prebuilt";
 import { ChatOpenAI } from "@langchain/openai";
+import { createAgent } from "langchain";
 import { z } from "zod";
 import { ContextdClient } from "../src/index.js";
-import { ContextdChatMessageHistory, contextdHooks } from "../src/langchain.js";
+import { contextdMiddleware } from "../src/langchain-agent.js";
 import { startModel } from "./scripted-model.js";
 
 const FILES: Record<string, string> = { "notes.txt": "Ship the TypeScript client on Friday.\nThen rest." };
@@ -31,11 +31,10 @@ try {
   const sessionId = `example-langchain-${randomUUID()}`;
   // The system prompt lives in the session, so contextd budgets for it.
   await contextd.putSession(sessionId, { system_prompt: "You are a helpful assistant with a file reader." });
-  const history = new ContextdChatMessageHistory(sessionId, { client: contextd });
-  const agent = createReactAgent({
-    llm: new ChatOpenAI({ model: model.name, apiKey: model.apiKey, configuration: { baseURL: model.baseUrl } }),
+  const agent = createAgent({
+    model: new ChatOpenAI({ model: model.name, apiKey: model.apiKey, configuration: { baseURL: model.baseUrl } }),
     tools: [readFile],
-    ...contextdHooks(history), // store each step, feed the model contextd's payload
+    middleware: [contextdMiddleware(sessionId, { client: contextd })], // store each step, feed the model contextd's payload
   });
   const result = await agent.invoke({ messages: [new HumanMessage("What does notes.txt say?")] });
   console.log(`answer: ${String(result.messages[result.messages.length - 1]?.content)}`);

@@ -1,7 +1,8 @@
 /**
  * contextd-client: a typed TypeScript client for contextd, the context service for LLM
  * agents. Adapters, each behind an optional peer dependency: `contextd-client/ai`
- * (Vercel AI SDK), `contextd-client/agents` (OpenAI Agents SDK), `contextd-client/langchain`.
+ * (Vercel AI SDK), `contextd-client/agents` (OpenAI Agents SDK), `contextd-client/langchain`
+ * (chat history, LangGraph hooks) and `contextd-client/langchain-agent` (LangChain v1 middleware).
  */
 export { ContextdClient, DEFAULT_URL, newMessageId, withIds } from "./client.js";
 export type { ClientOptions, Identified } from "./client.js";

@@ -78,10 +78,13 @@ export class ContextdChatMessageHistory extends BaseListChatMessageHistory {
     }
   }
 
-  /** contextd's fitted payload for the next model call, as LangChain messages. */
-  async payload(): Promise<BaseMessage[]> {
+  /**
+   * contextd's fitted payload for the next model call, as LangChain messages (with
+   * `idPrefix`, ids `${idPrefix}0`, `${idPrefix}1`, ...).
+   */
+  async payload(idPrefix?: string): Promise<BaseMessage[]> {
     const context = await this.client.context(this.sessionId, this.options.context ?? {});
-    return fromChat((context.messages ?? []) as Chat[]);
+    return fromChat((context.messages ?? []) as Chat[], idPrefix);
   }
 
   async addMessage(message: BaseMessage): Promise<void> {
@@ -156,14 +159,18 @@ function toChat(message: BaseMessage): Chat {
   return chat;
 }
 
-/** LangChain messages for chat messages (a contextd payload). */
-export function fromChat(messages: readonly Chat[]): BaseMessage[] {
-  return messages.map((m) => {
-    if (m.role === "system") return new SystemMessage(textOf(m.content));
-    if (m.role === "user") return new HumanMessage({ content: (m.content ?? "") as string });
-    if (m.role === "tool") return new ToolMessage({ content: textOf(m.content), tool_call_id: String(m.tool_call_id ?? "") });
+/**
+ * LangChain messages for chat messages (a contextd payload). With `idPrefix`, message
+ * `i` gets the id `${idPrefix}${i}` (set at construction, so a checkpointer keeps it).
+ */
+export function fromChat(messages: readonly Chat[], idPrefix?: string): BaseMessage[] {
+  return messages.map((m, i) => {
+    const id = idPrefix === undefined ? {} : { id: `${idPrefix}${i}` };
+    if (m.role === "system") return new SystemMessage({ content: textOf(m.content), ...id });
+    if (m.role === "user") return new HumanMessage({ content: (m.content ?? "") as string, ...id });
+    if (m.role === "tool") return new ToolMessage({ content: textOf(m.content), tool_call_id: String(m.tool_call_id ?? ""), ...id });
     const tool_calls = (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, args: parseArgs(c.function.arguments), type: "tool_call" as const }));
-    return new AIMessage({ content: m.content === null || m.content === undefined ? "" : textOf(m.content), tool_calls });
+    return new AIMessage({ content: m.content === null || m.content === undefined ? "" : textOf(m.content), tool_calls, ...id });
   });
 }
 

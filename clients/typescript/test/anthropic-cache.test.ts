@@ -3,8 +3,12 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 import { createAnthropic } from "@ai-sdk/anthropic";
+import { ChatAnthropic } from "@langchain/anthropic";
+import { HumanMessage } from "@langchain/core/messages";
 import { generateText, type ModelMessage } from "ai";
+import { anthropicPromptCachingMiddleware, createAgent } from "langchain";
 import { ContextdMemory, markCacheBreakpoints } from "../src/ai.js";
+import { contextdMiddleware } from "../src/langchain-agent.js";
 import { client, sessionId } from "./support/server.js";
 
 /** Anthropic's Messages API as far as one answer goes: keeps each request's body. */
@@ -91,4 +95,28 @@ test("AI SDK on Anthropic: contextd's payload reaches the API with its cache bre
 
   const withoutMarks = new ContextdMemory({ sessionId: id, client: ctx, cacheControl: false });
   assert.deepEqual(marked(await withoutMarks.messages()), []);
+});
+
+test("LangChain.js on Anthropic: langchain's prompt-caching middleware after contextd's marks the payload", async () => {
+  const ctx = client();
+  const id = sessionId("anthropic-lc");
+  await ctx.putSession(id, { system_prompt: "You read files." });
+  await ctx.append(id, [
+    { role: "user", content: "hi" },
+    { role: "assistant", content: "Hello." },
+  ]);
+  const model = new ChatAnthropic({ model: "claude-test", apiKey: "test", anthropicApiUrl: anthropic.baseUrl.replace(/\/v1$/, ""), maxRetries: 0 });
+  const agent = createAgent({ model, tools: [], middleware: [contextdMiddleware(id, { client: ctx }), anthropicPromptCachingMiddleware()] });
+  const result = await agent.invoke({ messages: [new HumanMessage("What now?")] });
+  assert.equal(result.messages.at(-1)!.content, "Done.");
+  const sent = anthropic.bodies.at(-1) as unknown as Sent & { cache_control?: unknown };
+  // A top-level breakpoint: Anthropic puts it on the last block, the payload's end.
+  assert.deepEqual(sent.cache_control, { type: "ephemeral", ttl: "5m" });
+  const system = typeof sent.system === "string" ? sent.system : sent.system?.map((b) => b.text).join("");
+  assert.equal(system, "You read files.");
+  assert.deepEqual(sent.messages.map((m) => m.role), ["user", "assistant", "user"]);
+  const texts = sent.messages.map((m) => (typeof m.content === "string" ? m.content : m.content.map((b) => b.text).join("")));
+  assert.deepEqual(texts, ["hi", "Hello.", "What now?"]);
+  const log = await ctx.allMessages(id);
+  assert.deepEqual(log.map((m) => [m.role, m.content]), [["user", "hi"], ["assistant", "Hello."], ["user", "What now?"], ["assistant", "Done."]]);
 });

@@ -6,11 +6,13 @@ import { createReactAgent } from "@langchain/langgraph/prebuilt";
 import { ChatOpenAI } from "@langchain/openai";
 import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled } from "@openai/agents";
 import { generateText, stepCountIs } from "ai";
+import { createAgent } from "langchain";
 import OpenAI from "openai";
 import { ContextdClient, RECALL_TOOL_NAME, runRecall } from "../src/index.js";
 import { ContextdMemory } from "../src/ai.js";
 import { ContextdSession } from "../src/agents.js";
 import { ContextdChatMessageHistory, contextdHooks, recallTool } from "../src/langchain.js";
+import { contextdMiddleware } from "../src/langchain-agent.js";
 import { ScriptedModel, text, type ChatRequest } from "../examples/scripted-model.js";
 import { client, sessionId } from "./support/server.js";
 
@@ -127,4 +129,19 @@ test("recall with LangGraph: recallTool() runs against the session", async () =>
   const result = await agent.invoke({ messages: [new HumanMessage(`Recall ${CODE}`)] });
   checkRun(model.calls.slice(before));
   assert.match(String(result.messages.at(-1)!.content), /^The file says: seq 3 \(tool\)/);
+});
+
+test("recall with createAgent: contextdMiddleware({ recall: true }) gives the agent the tool", async () => {
+  const ctx = client();
+  const id = sessionId("recall-lc-agent");
+  await seedForgotten(ctx, id);
+  const chat = new ChatOpenAI({ model: "scripted", apiKey: "none", configuration: { baseURL: model.baseUrl }, maxRetries: 0 });
+  const middleware = contextdMiddleware(id, { client: ctx, recall: true, context: { max_tokens: BUDGET } });
+  const agent = createAgent({ model: chat, tools: [], middleware: [middleware] });
+  const before = model.calls.length;
+  const result = await agent.invoke({ messages: [new HumanMessage(`Recall ${CODE}`)] });
+  checkRun(model.calls.slice(before));
+  assert.match(String(result.messages.at(-1)!.content), /^The file says: seq 3 \(tool\)/);
+  const logged = (await ctx.allMessages(id)).filter((m) => m.role === "tool").map((m) => text(m.content));
+  assert.ok(logged.at(-1)!.includes(FORGOTTEN), "the recall answers are in the log like any tool result");
 });
