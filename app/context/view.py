@@ -7,8 +7,9 @@ Every unit has two forms:
 - `Form.COMPACT`: what is left when the budget is short (observation masking):
   every tool output over `MASK_TOKENS` becomes a preview (size, head, tail, the
   path of the full message), a long assistant text is cut to a few lines and its
-  key lines while its tool calls stay whole, a long user text is cut to head and
-  key lines. Pinned messages are never compacted further than FULL.
+  key lines while its tool calls stay whole (none of the text is left when the calls
+  alone fill `MASK_TOKENS`: the calls say what the step did), a long user text is cut
+  to head and key lines. Pinned messages are never compacted further than FULL.
 
 Costs come from each message's cached `token_count`; only messages that are
 transformed (previews, cuts, dropped unknown fields) are counted, once, and
@@ -50,9 +51,11 @@ class Limits:
     @classmethod
     def from_preview_limit(cls, session_id: str, preview_tokens: int) -> Limits:
         # Observation masking: in the compact form the agent's own steps keep their
-        # tool calls (paths, commands, ids) and give up their texts to a few lines, so
-        # that many more of its actions fit than whole outputs would. The user's words
-        # are cut less: they scale with the preview limit and stay readable.
+        # tool calls (paths, commands, ids) and give up their texts to a few lines, or
+        # wholly when the calls alone fill the masked size (docs/agent-loop.md has what
+        # keeping some of the text's names there did), so that many more of its actions
+        # fit than whole outputs would. The user's words are cut less: they scale with
+        # the preview limit and stay readable.
         user_cut = max(MASK_TOKENS, min(256, preview_tokens // 4))
         return cls(session_id, preview_tokens, MASK_TOKENS, 2 * user_cut, user_cut)
 
