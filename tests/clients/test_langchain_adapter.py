@@ -17,6 +17,7 @@ from langchain_anthropic.middleware import AnthropicPromptCachingMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
 
 from tests.fakellm import FakeLLM
 
@@ -105,6 +106,29 @@ async def test_the_middleware_feeds_a_tool_using_agent_from_contextd(
     roles = [[m["role"] for m in c.body["messages"]] for c in llm.calls]
     assert roles[0] == ["system", "user"]
     assert llm.calls[0].body["messages"][0]["content"] == "Use read_file."
+    assert roles[2] == ["system", "user", "assistant", "tool", "assistant", "user"]
+
+
+async def test_the_middleware_on_a_checkpointed_thread_stores_each_message_once(
+    ctx: AsyncContextdClient, llm: FakeLLM, sid: str
+) -> None:
+    # The thread's state is contextd's last payload plus the answer: its next turn must
+    # store only the new input, the payload's messages never again.
+    await ctx.put_session(sid, model="gpt-4o-mini", system_prompt="Use read_file.")
+    agent: Any = create_agent(
+        chat_model(llm),
+        [read_file],
+        middleware=[ContextdMiddleware(sid, async_client=ctx)],
+        checkpointer=InMemorySaver(),
+    )
+    thread = {"configurable": {"thread_id": sid}}
+    await agent.ainvoke({"messages": [{"role": "user", "content": "Count notes.txt"}]}, thread)
+    second = await agent.ainvoke({"messages": [{"role": "user", "content": "And todo.md"}]}, thread)
+    assert second["messages"][-1].content == "Done. The tool said: 1 lines in todo.md"
+    log = (await ctx.messages(sid)).messages
+    assert [m.role for m in log] == ["user", "assistant", "tool", "assistant"] * 2
+    assert [m.content for m in log if m.role == "user"] == ["Count notes.txt", "And todo.md"]
+    roles = [[m["role"] for m in c.body["messages"]] for c in llm.calls]
     assert roles[2] == ["system", "user", "assistant", "tool", "assistant", "user"]
 
 
