@@ -142,7 +142,13 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
     return AssembledContext(
         messages=messages,
         tools=pre.tools,
-        usage=Usage(breakdown.total, limit, counter.mode, breakdown, _recent_tokens(view, sel)),
+        usage=Usage(
+            breakdown.total,
+            limit,
+            counter.mode,
+            breakdown,
+            _recent_tokens(view, sel, request.history_complete_from),
+        ),
         kept_seqs=decisions.kept_seqs(decided),
         dropped_count=dropped,
         summary=SummaryState(pre.summary_msg is not None, summary.through_seq if summary else None),
@@ -289,14 +295,24 @@ def _messages(pre: _Prelude, view: HistoryView, sel: Selection) -> tuple[dict[st
     return tuple(messages)
 
 
-def _recent_tokens(view: HistoryView, sel: Selection) -> int:
-    """The tokens of the newest contiguous run of units the payload holds, in their sent form."""
+def _recent_tokens(view: HistoryView, sel: Selection, complete_from: int | None) -> int:
+    """The tokens of the newest contiguous run of units the payload holds, in their sent form.
+
+    The run also ends where the units read skip seqs the read did not reach (below
+    `complete_from`): a replayed layout reads only the old units it keeps, and the ones
+    it left out between them are not in the view at all.
+    """
     total = 0
+    newer: int | None = None  # the first seq of the unit after this one
     for unit in reversed(view.units):
         picked = sel.picks.get(unit.index)
         if picked is None:
             break
+        after = unit.messages[-1].seq + 1
+        if newer is not None and complete_from is not None and after < min(newer, complete_from):
+            break
         total += unit.cost(picked[0])
+        newer = unit.first_seq
     return total
 
 

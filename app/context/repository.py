@@ -42,7 +42,7 @@ Windows = LRU[tuple[str, str], KnownRows]
 class _Reader:
     """One window read: which rows' bodies are already known, and what was read."""
 
-    __slots__ = ("known", "missing", "params", "rows", "windows")
+    __slots__ = ("known", "missing", "params", "rows", "start", "windows")
 
     def __init__(self, session: SessionRow, windows: Windows) -> None:
         self.windows = windows
@@ -58,6 +58,8 @@ class _Reader:
         }
         self.rows: dict[int, LoggedMessage] = {}
         self.missing: dict[int, Sequence[Any]] = {}
+        # The window's first seq: every row from it to the session's last was read.
+        self.start: int | None = None
 
     def add(self, r: Sequence[Any]) -> LoggedMessage | None:
         """Keeps a row read with `_COLUMNS`; None if read already or its body is still due."""
@@ -161,6 +163,12 @@ class LogRead:
     def keep(self) -> None:
         self._reader.keep()
 
+    @property
+    def complete_from(self) -> int | None:
+        """The first seq from which every row of the log was read (the window's start);
+        None before `window()`, or when the window read nothing."""
+        return self._reader.start
+
     async def window(self, db: Driver, read_tokens: int) -> None:
         await _read_window(db, self._session, self._reader, read_tokens)
 
@@ -211,6 +219,7 @@ async def _read_window(db: Driver, session: SessionRow, reader: _Reader, read_to
         if part == _RECENT and (start is None or r[0] < start):
             start = r[0]
         reader.add(r)
+    reader.start = start
     await reader.fetch_missing(db)
     await _complete_groups(db, reader, start, lead_in)
 

@@ -88,7 +88,7 @@ async def build(
     stored, replaced = layouts.stored(streams, call.key)
     in_force = stored if stored is not None and stored.holds_for(row) else None
     layout = in_force or Layout.untrimmed(row)
-    history, missing = await _read_history(db, row, layout, call.raw_budget, caches)
+    history, complete_from, missing = await _read_history(db, row, layout, call.raw_budget, caches)
     stable = stability.StableStrategy(
         get_strategy(call.strategy),
         # None: too much of what the layout needs lies beyond the window, trim afresh.
@@ -113,6 +113,7 @@ async def build(
             preview_limit_tokens=call.preview_limit,
             strategy=stable,
             history_from_seq=row.last_compaction_seq + 1,
+            history_complete_from=complete_from,
             caches=caches,
         )
     )
@@ -207,9 +208,10 @@ class _Stream:
 
 async def _read_history(
     db: Driver, row: SessionRow, layout: Layout, raw_budget: int, caches: Caches
-) -> tuple[Sequence[LoggedMessage], list[int] | None]:
-    """The window of the log, plus what `layout` needs beyond it; and the seqs that were
-    missing from the window (None: too many to fetch one by one)."""
+) -> tuple[Sequence[LoggedMessage], int | None, list[int] | None]:
+    """The window of the log, plus what `layout` needs beyond it; the seq from which every
+    row was read; and the seqs that were missing from the window (None: too many to
+    fetch one by one)."""
     read = repo.LogRead(row, caches.windows)
     await read.window(db, HISTORY_READ_FACTOR * raw_budget)
     history = read.messages()
@@ -218,7 +220,7 @@ async def _read_history(
         await read.seqs(db, missing)
         history = read.messages()
     read.keep()
-    return history, missing
+    return history, read.complete_from, missing
 
 
 def _shared_prefix(

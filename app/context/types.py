@@ -85,6 +85,11 @@ class AssemblyRequest:
     preview_limit_tokens: int = DEFAULT_PREVIEW_LIMIT_TOKENS
     strategy: str | Strategy = DEFAULT_STRATEGY
     history_from_seq: int | None = None
+    # Every seq from this one on was read (the repository's window): a seq missing from
+    # `history` there is a message that is no unit (a system or excluded one), while
+    # below it a missing seq may be a unit the read did not reach. None: `history` is
+    # every candidate there is.
+    history_complete_from: int | None = None
     # What earlier calls worked out (app/context/caches.py); None: nothing kept.
     caches: Caches | None = None
 

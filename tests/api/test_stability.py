@@ -335,3 +335,32 @@ async def test_a_new_summary_starts_a_new_selection(
     later = await payload(cclient, sid, after["prefix_id"])
     assert is_prefix(after["messages"], later["messages"])
     assert later["usage"]["stable_prefix_messages"] == len(after["messages"])
+
+
+async def test_recent_tokens_stop_at_units_a_replay_did_not_read(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """A replayed layout reads only the old units it keeps (the user's messages here),
+    not the ones it left out between them: the newest run still ends at the first unit
+    left out, on the call that trimmed and on the calls that replay it."""
+    log: list[dict[str, Any]] = []
+    for t in range(8):
+        log.append(user(f"Turn {t}: fix src/app/models.py", **({"pinned": True} if t == 0 else {})))
+        for s in range(2):
+            ids = [f"c{t}_{s}_{k}" for k in range(3)]
+            log.append({**call(ids[0]), "tool_calls": [call(i)["tool_calls"][0] for i in ids]})
+            for k, i in enumerate(ids):
+                log.append(result(i, f"line {k} of the output of {i}\n" * (220 if k == 0 else 8)))
+        log.append({"role": "assistant", "content": f"Done with turn {t}."})
+    await append(client, sid, log)
+    counter = get_counter("gpt-4o")
+    answers = [await payload(client, sid, max_tokens=1000) for _ in range(3)]
+    for body in answers:
+        assert body["kept_seqs"] == answers[0]["kept_seqs"]
+        kept = body["kept_seqs"]
+        run = 1
+        while run < len(kept) and kept[-run - 1] == kept[-run] - 1:
+            run += 1
+        assert run < len(kept)  # older user messages are kept apart from the newest run
+        newest = body["messages"][-run:]
+        assert body["usage"]["recent_tokens"] == sum(map(counter.count_message, newest))
