@@ -37,7 +37,9 @@ sent whole keep `FULL_FLOOR` of their tokens; the hard units and every user
 message stay as the strategy chose them. A FIFO
 strategy (`sliding_window`) keeps no older prefix at all: its history is the
 newest contiguous run plus the hard units on every call, and a replay that no
-longer is (a new user message took the turn anchor's place) trims instead.
+longer is (a new user message took the turn anchor's place) trims instead. The
+strategy's `trim` makes the selection: by default its selection at the mark, while
+`sliding_window` cuts its run down to the mark but not below it.
 
 So the strategy decides *what* a trim keeps, this layer decides *when*. The
 state lives in PostgreSQL: every replica replays the same layout, a restart
@@ -168,7 +170,7 @@ class StableStrategy(Strategy):
             target = budget - math.ceil((1 - self.ratio) * self.limit)
             if sum(u.cost(Form.FULL) for u in view.hard()) > target:
                 target = budget
-            sel = self.inner.select(view, target)
+            sel = self.inner.trim(view, target, budget)
             if not self.force and not self.fifo:
                 sel = keep_masked(view, self.layout, sel, target) or sel
             self.trimmed = layout_of(view, sel, self.session)

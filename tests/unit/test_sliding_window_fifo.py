@@ -17,7 +17,7 @@ from app.context.stability import StableStrategy
 from app.context.strategies import get_strategy
 from app.conversation import LoggedMessage, split_groups
 from app.models import SessionRow
-from tests.unit.context_helpers import COUNTER, logged, user
+from tests.unit.context_helpers import COUNTER, assistant, logged, tool, user
 from tests.unit.test_context_invariants import histories
 
 
@@ -83,3 +83,25 @@ def test_a_fresh_session_of_alternating_turns_keeps_the_newest_not_the_oldest() 
     kept = list(result.kept_seqs)
     assert kept[-1] == 31 and len(kept) > 3
     assert kept == list(range(kept[0], 32))
+
+
+def test_a_trim_keeps_the_output_just_read_when_it_fits_the_budget() -> None:
+    """The defect report: the newest tool group fits the budget but not the low-water
+    mark; the trim cut to the mark and sent the agent's last sentence without the
+    output it was about (seqs [3, 6], 24 tokens of a 2,400 budget)."""
+    history = [
+        logged(1, user("Earlier question: " + "context words " * 400)),
+        logged(2, {"role": "assistant", "content": "Earlier answer."}),
+        logged(3, user("Why does the build fail?")),
+        logged(4, assistant(None, "c1", "c2")),
+        logged(5, tool("c1", "error: undefined reference to foo_bar in module 12\n" * 70)),
+        logged(6, tool("c2", "error: undefined reference to foo_baz in module 13\n" * 70)),
+        logged(7, {"role": "assistant", "content": "The linker cannot find foo_bar."}),
+    ]
+    result, stored = _call(history, None, 2400)
+    assert list(result.kept_seqs) == [3, 4, 5, 6, 7]
+    assert 0.7 * 2400 < result.usage.input_tokens <= 2400
+    # The next step appends to it while it fits: the trim did not cut below the mark.
+    more = [*history, logged(8, user("And now?"))]
+    again, _ = _call(more, stored, 2400)
+    assert list(again.kept_seqs) == [3, 4, 5, 6, 7, 8]

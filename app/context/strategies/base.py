@@ -104,6 +104,12 @@ class Strategy(ABC):
     @abstractmethod
     def select(self, view: HistoryView, budget: int) -> Selection: ...
 
+    def trim(self, view: HistoryView, target: int, budget: int) -> Selection:
+        """A trim's selection (app/context/stability.py): cut to the low-water mark
+        `target` so the following calls have room to append; `budget` is the room there
+        is. By default the strategy's own selection within `target`."""
+        return self.select(view, target)
+
 
 _BUILTIN: dict[str, type[Strategy]] = {}
 _plugins: dict[str, type[Strategy]] | None = None

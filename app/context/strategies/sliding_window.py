@@ -23,6 +23,30 @@ class SlidingWindow(Strategy):
         self.start_on_user = start_on_user
 
     def select(self, view: HistoryView, budget: int) -> Selection:
+        sel, window = self._window(view, budget)
+        self._start_on_user(view, sel, window)
+        return sel
+
+    def trim(self, view: HistoryView, target: int, budget: int) -> Selection:
+        """The newest run cut down to the low-water mark, and not below it: the oldest
+        units leave while what stays still reaches `target`. A cut at the mark itself
+        would leave out a large unit just taken (a tool output read a step ago) that fits
+        the budget, for room the cache would like (SPEC §3 "Recency before stability")."""
+        sel, window = self._window(view, budget)
+        cost = sel.cost(view)
+        while window:
+            oldest = window[-1]
+            if cost - oldest.cost(Form.FULL) < target:
+                break
+            del sel.picks[oldest.index]
+            cost -= oldest.cost(Form.FULL)
+            window.pop()
+        self._start_on_user(view, sel, window)
+        return sel
+
+    @staticmethod
+    def _window(view: HistoryView, budget: int) -> tuple[Selection, list[Unit]]:
+        """The mandatory units, then the newest units that fit, whole (newest first)."""
         sel = Selection()
         left = budget - sel.take_mandatory(view, budget)
         window: list[Unit] = []
@@ -34,12 +58,15 @@ class SlidingWindow(Strategy):
             sel.pick(unit, Form.FULL, "window")
             left -= unit.cost(Form.FULL)
             window.append(unit)
-        if self.start_on_user:
-            users = [i for i in sel.picks if view.units[i].kind == "user"]
-            if users:
-                first_user = min(users)
-                for unit in window:
-                    if unit.index < first_user:
-                        del sel.picks[unit.index]
-                        sel.rules[unit.index] = "start_on_user"
-        return sel
+        return sel, window
+
+    def _start_on_user(self, view: HistoryView, sel: Selection, window: list[Unit]) -> None:
+        if not self.start_on_user:
+            return
+        users = [i for i in sel.picks if view.units[i].kind == "user"]
+        if users:
+            first_user = min(users)
+            for unit in window:
+                if unit.index < first_user:
+                    del sel.picks[unit.index]
+                    sel.rules[unit.index] = "start_on_user"
