@@ -248,6 +248,9 @@ class CompactionRunner:
                 "summary": outcome.summary.to_dict(),
                 "summary_text": outcome.rendered_text,
                 "summary_tokens": summary_tokens,
+                "summary_carries_pinned": bool(
+                    outcome.summary.pinned or outcome.summary.carried_anchors
+                ),
                 "compaction_metadata": meta,
                 # A skipped flush leaves the previous candidates in place.
                 "memory_flush_candidates": row.memory_flush_candidates

@@ -9,7 +9,9 @@ Dynamic items and then the summary are included while they fit; the strategy
 gets what is left. When even the mandatory history (pinned units, the latest
 user message) does not fit there, it outranks the summary and then the
 dynamic items (last first), which are given up, with a warning, to make room;
-a strategy with `summary_required` keeps its summary. If that is still not
+a strategy with `summary_required` keeps its summary, and so does every strategy
+when the summary carries pinned messages (they are mandatory wherever they are
+kept). If that is still not
 enough, the payload is sent with `over_budget: true` and a warning saying
 what did not fit.
 
@@ -229,7 +231,7 @@ def _fit_summary(
     if summary is not None:
         msg = summary_message(summary.text)
         cost = counts.message_tokens(counter, msg, cache)
-        if cost <= pre.left or strategy.summary_required:
+        if cost <= pre.left or strategy.summary_required or summary.required:
             pre.summary_msg, pre.summary_cost = msg, cost
             pre.left -= cost
         else:
@@ -268,7 +270,8 @@ def _make_room(
 ) -> None:
     """Frees `deficit` tokens for the mandatory history the strategy could not fit."""
     # Mandatory history outranks the summary, then dynamic items (last first).
-    if pre.summary_msg is not None and not strategy.summary_required and deficit > 0:
+    required = strategy.summary_required or (summary is not None and summary.required)
+    if pre.summary_msg is not None and not required and deficit > 0:
         warnings.append(
             f"summary (through seq {summary.through_seq if summary else 0}) "
             "left out to make room for the mandatory history"

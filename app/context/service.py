@@ -97,7 +97,11 @@ async def build(
         call.raw_budget - call.raw_reserve,
         settings.trim_target_ratio,
     )
-    summary = SummaryBlock(row.summary_text, row.last_compaction_seq) if row.summary_text else None
+    summary = (
+        SummaryBlock(row.summary_text, row.last_compaction_seq, row.summary_carries_pinned)
+        if row.summary_text
+        else None
+    )
     result = assemble(
         AssemblyRequest(
             history=history,

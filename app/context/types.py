@@ -46,10 +46,13 @@ class TokenCounter(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SummaryBlock:
-    """The session's compacted summary: represents every seq up to `through_seq`."""
+    """The session's compacted summary: represents every seq up to `through_seq`.
+    `required`: it carries pinned messages or session anchors verbatim, so it is sent
+    whatever the budget (over budget if need be), as pinned messages are."""
 
     text: str
     through_seq: int
+    required: bool = False
 
 
 # A dynamic-context item: a string becomes one system message; a mapping is an

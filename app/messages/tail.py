@@ -110,6 +110,7 @@ async def clear(
     row.summary = None
     row.summary_text = None
     row.summary_tokens = 0
+    row.summary_carries_pinned = False
     row.compaction_metadata = None
     row.memory_flush_candidates = []
     row.compacted_history_tokens = 0

@@ -54,6 +54,9 @@ class SessionRow(Base):
     summary: Mapped[dict[str, Any] | None] = mapped_column()
     summary_text: Mapped[str | None] = mapped_column(Text)
     summary_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # The summary holds pinned messages or session anchors verbatim: a payload keeps it
+    # whatever the budget, as it keeps pinned messages (SPEC §1, §3).
+    summary_carries_pinned: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     compaction_metadata: Mapped[dict[str, Any] | None] = mapped_column()
     memory_flush_candidates: Mapped[list[Any]] = mapped_column(server_default=text("'[]'::jsonb"))
     # Effective-history tokens right after the last compaction: the regrowth guard's base.

@@ -796,3 +796,44 @@ async def test_a_summary_of_a_range_larger_than_the_window_still_fits_the_window
     # At most the cap's share of the window plus the user's words under theirs.
     assert usage["breakdown"]["summary"] <= 0.5 * usage["budget"], usage
     assert "must stay green" in payload_text(ctx)
+
+
+async def test_a_summary_carrying_a_pinned_message_is_sent_whatever_the_budget(
+    cclient: httpx.AsyncClient, sid: str
+) -> None:
+    """A pinned message compacted into the summary lives there verbatim: a budget too
+    small for the summary sends it over budget rather than leave the pinned words out
+    (SPEC §3: pinned messages are present in every payload)."""
+    pinned = "PINNED RULE: never touch prod"
+    await cclient.put(f"/sessions/{sid}", json=SMALL)
+    msgs: list[dict[str, Any]] = [user(pinned, pinned=True)]
+    for i in range(12):
+        msgs += [
+            user(f"Turn {i}: please inspect src/service_{i}.py and report line counts."),
+            call(f"t{i}", args=f'{{"path": "src/service_{i}.py"}}'),
+            result(f"t{i}", f"{120 + i} lines in src/service_{i}.py\n" + "code line\n" * 20),
+            {"role": "assistant", "content": f"src/service_{i}.py has {120 + i} lines."},
+        ]
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    assert r.status_code == 201, r.text
+    job = await compact(cclient, sid, force=True)
+    assert job["status"] in ("success", "degraded"), job
+    assert (await state(cclient, sid))["last_compaction_seq"] > 1
+    for strategy in ("key_messages", "sliding_window", "summary"):
+        r = await cclient.get(
+            f"/sessions/{sid}/context", params={"max_tokens": 300, "strategy": strategy}
+        )
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["summary"]["included"], (strategy, body["warnings"])
+        assert pinned in payload_text(body), strategy
+        assert body["over_budget"] == (body["usage"]["input_tokens"] > 300)
+    # A roomy budget sends it as before, within budget.
+    roomy = (await cclient.get(f"/sessions/{sid}/context", params={"max_tokens": 3000})).json()
+    assert pinned in payload_text(roomy) and not roomy["over_budget"]
+    # Clearing the log forgets what the summary carried.
+    assert (await cclient.post(f"/sessions/{sid}/clear")).status_code in (200, 204)
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": [user("hi")]})
+    assert r.status_code == 201, r.text
+    small = (await cclient.get(f"/sessions/{sid}/context", params={"max_tokens": 300})).json()
+    assert not small["summary"]["included"] and not small["over_budget"]
