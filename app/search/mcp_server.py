@@ -16,6 +16,7 @@ of its API on any Host, with keys when it listens beyond loopback (SPEC §8), an
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import FastAPI
@@ -26,7 +27,7 @@ from pydantic import Field
 
 from app.budget import budget_of
 from app.errors import ContextdError
-from app.limits import SEARCH_LIMIT_MAX, SESSION_ID_PATTERN
+from app.limits import BIGINT_MAX, SEARCH_LIMIT_MAX, SESSION_ID_PATTERN
 from app.models import DEFAULT_TENANT
 from app.search import service
 from app.search.mcp import PATH
@@ -36,6 +37,18 @@ from app.sessions import service as sessions
 # The rule of every session id in a URL (app/limits.py): what cannot be a session is
 # refused before any lookup, as on the HTTP routes.
 SessionArg = Annotated[str, Field(description="the session id", pattern=SESSION_ID_PATTERN)]
+# Seqs and offsets within what the log can hold, as the HTTP routes bound them: a larger
+# one is refused by name, not sent to PostgreSQL (bigint) to fail there.
+Seq = Annotated[int, Field(ge=1, le=BIGINT_MAX)]
+Offset = Annotated[int | None, Field(ge=0, le=BIGINT_MAX)]
+Line = Annotated[int | None, Field(ge=1, le=BIGINT_MAX)]
+
+
+def _json_value(value: Any) -> Any:
+    """Timestamps as the HTTP API writes them (ISO 8601)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
 
 
 def build(app: FastAPI) -> MCPServer:
@@ -60,7 +73,7 @@ def build(app: FastAPI) -> MCPServer:
         query: Annotated[str, Field(description="words, identifiers or a phrase")],
         ctx: Context,
         limit: Annotated[int, Field(ge=1, le=SEARCH_LIMIT_MAX)] = 5,
-        before_seq: Annotated[int | None, Field(ge=1)] = None,
+        before_seq: Annotated[int | None, Field(ge=1, le=BIGINT_MAX)] = None,
         roles: list[str] | None = None,
     ) -> str:
         try:
@@ -68,7 +81,7 @@ def build(app: FastAPI) -> MCPServer:
                 app.state.database,
                 tenant_of(ctx),
                 session_id,
-                service.check_query(query),
+                service.check_query(query, field="query"),
                 limit=limit,
                 before_seq=before_seq,
                 roles=service.check_roles(roles),
@@ -80,12 +93,12 @@ def build(app: FastAPI) -> MCPServer:
     @server.tool(name="read_message", description=READ_DESCRIPTION)
     async def read_message(
         session_id: SessionArg,
-        seq: Annotated[int, Field(ge=1)],
+        seq: Seq,
         ctx: Context,
-        char_start: Annotated[int | None, Field(ge=0)] = None,
-        char_end: Annotated[int | None, Field(ge=0)] = None,
-        line_start: Annotated[int | None, Field(ge=1)] = None,
-        line_end: Annotated[int | None, Field(ge=1)] = None,
+        char_start: Offset = None,
+        char_end: Offset = None,
+        line_start: Line = None,
+        line_end: Line = None,
     ) -> str:
         try:
             out = await service.read(
@@ -100,7 +113,7 @@ def build(app: FastAPI) -> MCPServer:
             )
         except ContextdError as exc:
             raise ToolError(str(exc)) from exc
-        return json.dumps(out, ensure_ascii=False, default=str)
+        return json.dumps(out, ensure_ascii=False, default=_json_value)
 
     @server.tool(name="budget", description="The session's budget status (tokens now, limits).")
     async def budget(session_id: SessionArg, ctx: Context) -> str:

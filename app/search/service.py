@@ -72,12 +72,12 @@ class Found:
         }
 
 
-def check_query(q: str | None) -> str:
-    """The query, or a 422 naming `q`."""
+def check_query(q: str | None, field: str = "q") -> str:
+    """The query, or a 422 naming `field` (`q` over HTTP, `query` over MCP)."""
     if q is None or not q.strip():
-        raise invalid("q", "must not be empty")
+        raise invalid(field, "must not be empty")
     if len(q) > MAX_QUERY_CHARS:
-        raise invalid("q", f"at most {MAX_QUERY_CHARS} characters")
+        raise invalid(field, f"at most {MAX_QUERY_CHARS} characters")
     return q
 
 

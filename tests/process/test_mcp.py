@@ -71,7 +71,18 @@ async def test_search_read_and_budget_over_mcp_with_tenants(
         budget = json.loads(text_of(await alpha.call_tool("budget", {"session_id": sid})))
         assert budget["status"] == "ok" and budget["current_tokens"] > 0
         empty = await alpha.call_tool("search", {"session_id": sid, "query": ""})
-        assert empty.is_error and "q" in text_of(empty)
+        assert empty.is_error and "query: must not be empty" in text_of(empty)
+        whole = json.loads(
+            text_of(await alpha.call_tool("read_message", {"session_id": sid, "seq": 1}))
+        )
+        async with httpx.AsyncClient(
+            base_url=server.base_url, headers={"Authorization": f"Bearer {ALPHA}"}
+        ) as http:
+            over_http = (await http.get(f"/sessions/{sid}/messages/1")).json()
+        assert whole["created_at"] == over_http["created_at"]  # ISO 8601, as over HTTP
+        # A seq past what the log can hold is refused by name, not sent to PostgreSQL.
+        huge = await alpha.call_tool("read_message", {"session_id": sid, "seq": 2**63})
+        assert huge.is_error and "seq" in text_of(huge), text_of(huge)
 
     async with mcp_client(server, BETA) as beta:
         probes: list[tuple[str, dict[str, Any]]] = [
