@@ -239,6 +239,20 @@ class ContextUsage(BaseModel):
         description="tokens of the newest contiguous run of the history the payload holds "
         "(what the agent just did; a trim keeps it before any older prefix)",
     )
+    uncalibrated_input_tokens: int = Field(
+        description="input_tokens before the session's calibration: report it back with "
+        "the provider's count (POST /sessions/{id}/usage)"
+    )
+    calibration_factor: float = Field(
+        description="the factor the counts were scaled by (1 for exact tokenizers)"
+    )
+
+
+class LeftOut(BaseModel):
+    model_config = _OPEN
+
+    left_out_count: int = Field(description="messages of the history the payload leaves out")
+    left_out: list[list[int]] = Field(description="their seqs, as [first, last] ranges")
 
 
 class Decision(BaseModel):
@@ -266,6 +280,9 @@ class ContextPayload(BaseModel):
     warnings: list[Any]
     decisions: list[Decision]
     prefix_id: str | None = Field(None, description="send back as previous_prefix_id")
+    recall: LeftOut | None = Field(
+        None, description="with recall on: what the payload leaves out, which the note names"
+    )
     messages: list[dict[str, Any]] | None = None
     input: list[dict[str, Any]] | None = None
     system: list[dict[str, Any]] | str | None = None

@@ -127,3 +127,27 @@ async def test_a_lease_fences_writes_while_held(ctx: AsyncContextdClient, sid: s
         await ctx.append(sid, [{"role": "user", "content": "late"}], lock_token=old_token)
     await ctx.release_lease(sid, newer.lock_token)
     assert (await ctx.get_session(sid)).last_seq == 2
+
+
+async def test_report_usage_calibrates_an_estimated_session(
+    ctx: AsyncContextdClient, sid: str
+) -> None:
+    await ctx.put_session(sid, model="claude-sonnet-4", system_prompt="Be careful.")
+    await ctx.append(sid, [{"role": "user", "content": "Refactor src/mod.py, please. " * 40}])
+    payload = await ctx.context(sid, max_tokens=1200)
+    usage = payload.usage
+    assert usage.tokenizer_mode == "estimate" and usage.calibration_factor == 1.0
+    assert usage.uncalibrated_input_tokens == usage.input_tokens
+    assert payload.recall is None
+    # The provider billed a half more than the estimate (cache reads reported apart).
+    actual = usage.input_tokens * 3 // 2
+    report = await ctx.report_usage(
+        sid,
+        input_tokens=actual - 20,
+        cache_read_input_tokens=20,
+        uncalibrated_input_tokens=usage.input_tokens,
+    )
+    assert report.calibration["samples"] == 1 and report.calibration["factor"] > 1.4
+    again = (await ctx.context(sid, max_tokens=1200)).usage
+    assert again.calibration_factor == report.calibration["factor"]
+    assert again.input_tokens > again.uncalibrated_input_tokens  # type: ignore[operator]

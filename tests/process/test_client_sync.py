@@ -86,6 +86,13 @@ def sync_client_calls(server: Server) -> None:
         c.append(sid, [say("assistant", 0), say("user", 1)])
         second = c.context(sid, max_tokens=WIDE)
         assert second.usage.stable_prefix_tokens == measured(first.messages, second.messages) > 0
+        # An exact tokenizer records the provider's count and keeps factor 1.
+        report = c.report_usage(
+            sid,
+            input_tokens=second.usage.input_tokens,
+            uncalibrated_input_tokens=second.usage.uncalibrated_input_tokens or 1,
+        )
+        assert report.calibration["samples"] == 1 and report.calibration["factor"] == 1.0
 
 
 async def sync_middleware_run(server: Server) -> None:

@@ -223,6 +223,13 @@ def preview_budget(session_id: str, messages: Sequence[Mapping[str, Any]]) -> Ca
     return _call("POST", path, _model(m.BudgetPreview), body=body, idempotent=True)
 
 
+def report_usage(session_id: str, usage: Mapping[str, Any]) -> Call[m.UsageReport]:
+    body = {k: v for k, v in usage.items() if v is not None}
+    path = f"/sessions/{_sid(session_id)}/usage"
+    # Not idempotent: a report sent twice weighs twice in the calibration.
+    return _call("POST", path, _model(m.UsageReport), body=body)
+
+
 # compaction and events ---------------------------------------------------------------
 
 

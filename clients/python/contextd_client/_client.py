@@ -262,6 +262,30 @@ class ContextdClient:
         """The budget after appending `messages`, and whether they fit; writes nothing."""
         return self._send(_api.preview_budget(session_id, messages))
 
+    def report_usage(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int,
+        uncalibrated_input_tokens: int,
+        cache_creation_input_tokens: int = 0,
+        cache_read_input_tokens: int = 0,
+        lock_token: str | None = None,
+    ) -> m.UsageReport:
+        """Report what the provider billed for a payload contextd assembled: calibrates
+        the session's counts where they are estimates (`tokenizer_mode: "estimate"`).
+        `input_tokens`: every input token of the call (OpenAI's `prompt_tokens`, or
+        Anthropic's `input_tokens`, with its cache tokens given apart);
+        `uncalibrated_input_tokens`: the payload's `usage.uncalibrated_input_tokens`."""
+        usage = dict(
+            input_tokens=input_tokens,
+            uncalibrated_input_tokens=uncalibrated_input_tokens,
+            cache_creation_input_tokens=cache_creation_input_tokens,
+            cache_read_input_tokens=cache_read_input_tokens,
+            lock_token=lock_token,
+        )
+        return self._send(_api.report_usage(session_id, usage))
+
     # compaction, events
 
     def compact(

@@ -37,6 +37,7 @@ __all__ = [
     "SessionStats",
     "TailDeleteResult",
     "TokenCount",
+    "UsageReport",
 ]
 
 # The fields of a chat message that a model accepts; everything else is contextd's.
@@ -196,6 +197,9 @@ class ContextUsage(_Model):
     stable_prefix_tokens: int | None = None
     stable_prefix_messages: int | None = None
     recent_tokens: int | None = None
+    # Report it back with the provider's count (`report_usage`) to calibrate estimates.
+    uncalibrated_input_tokens: int | None = None
+    calibration_factor: float | None = None
     # The server sends `prefix_id` beside `usage`, not in it; `Context` copies it here
     # so both spellings read the same value.
     prefix_id: str | None = None
@@ -231,6 +235,8 @@ class Context(_Model):
     warnings: list[Any] = Field(default_factory=list)
     # Names this payload; the clients send it back as the stream's `previous_prefix_id`.
     prefix_id: str | None = None
+    # With recall on: `{"left_out_count": n, "left_out": [[first, last], ...]}`.
+    recall: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _usage_names_the_prefix(self) -> Context:
@@ -244,6 +250,13 @@ class BudgetPreview(_Model):
     current: Budget
     added_tokens: int
     fits: bool
+
+
+class UsageReport(_Model):
+    """The session's calibration after a usage report (`factor`, the last report's
+    error before and after, ...)."""
+
+    calibration: dict[str, Any]
 
 
 class CompactResult(_Model):

@@ -856,6 +856,8 @@ export interface components {
              * @description send back as previous_prefix_id
              */
             prefix_id?: string | null;
+            /** @description with recall on: what the payload leaves out, which the note names */
+            recall?: components["schemas"]["LeftOut"] | null;
             /** Strategy */
             strategy: string;
             /** Summary */
@@ -884,6 +886,11 @@ export interface components {
             };
             /** Budget */
             budget: number;
+            /**
+             * Calibration Factor
+             * @description the factor the counts were scaled by (1 for exact tokenizers)
+             */
+            calibration_factor: number;
             /** Input Tokens */
             input_tokens: number;
             /**
@@ -903,6 +910,11 @@ export interface components {
             status: string;
             /** Tokenizer Mode */
             tokenizer_mode: string;
+            /**
+             * Uncalibrated Input Tokens
+             * @description input_tokens before the session's calibration: report it back with the provider's count (POST /sessions/{id}/usage)
+             */
+            uncalibrated_input_tokens: number;
         } & {
             [key: string]: unknown;
         };
@@ -1020,6 +1032,21 @@ export interface components {
             lock_token: string;
             /** Owner */
             owner: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** LeftOut */
+        LeftOut: {
+            /**
+             * Left Out
+             * @description their seqs, as [first, last] ranges
+             */
+            left_out: number[][];
+            /**
+             * Left Out Count
+             * @description messages of the history the payload leaves out
+             */
+            left_out_count: number;
         } & {
             [key: string]: unknown;
         };
