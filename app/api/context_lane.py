@@ -22,15 +22,19 @@ from app.api import lanes
 from app.api.context import router
 from app.api.schemas import ContextQuery
 from app.context import params, service
+from app.errors import invalid
 
 PATH = "/sessions/{session_id}/context"
 
 
 def query_params(raw: bytes) -> params.ContextParams:
     """The GET parameters from a query string, decoded as Starlette decodes one
-    (latin-1, then percent-decoding as UTF-8); the last of a repeated one counts, and
-    unknown ones are ignored, as by FastAPI."""
+    (latin-1, then percent-decoding as UTF-8); the last of a repeated one counts, and an
+    unknown one is a 422 naming it."""
     values = dict(parse_qsl(raw.decode("latin-1"), keep_blank_values=True))
+    unknown = sorted(set(values) - set(ContextQuery.model_fields))
+    if unknown:
+        raise invalid(unknown[0][:64], "is not a parameter of a context request")
     try:
         query = ContextQuery.model_validate(values)
     except ValidationError as exc:
@@ -45,6 +49,7 @@ def query_params(raw: bytes) -> params.ContextParams:
         query.format,
         query.previous_prefix_id,
         query.recall,
+        query.preview_limit_tokens,
     )
 
 

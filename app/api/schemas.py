@@ -193,8 +193,10 @@ class ContextIn(BaseModel):
 
 class ContextQuery(BaseModel):
     """The query of `GET /sessions/{id}/context`: documented by the route, and read
-    with this model by its entrance (app/api/context_lane.py), as FastAPI would read it:
-    unknown parameters are ignored, a repeated one counts once (its last value)."""
+    with this model by its entrance (app/api/context_lane.py). A repeated parameter
+    counts once (its last value); an unknown one is a 422 naming it, as an unknown
+    field of the POST body is: a misspelt `max_token` would otherwise quietly fit the
+    payload to the session's whole budget."""
 
     max_tokens: int | None = Field(
         None, ge=1, le=TOKENS_MAX, description="the input budget (default: the session's)"
@@ -202,6 +204,12 @@ class ContextQuery(BaseModel):
     strategy: str | None = Field(None, max_length=STRATEGY_NAME_MAX)
     mode: Mode | None = None
     reserve_output_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
+    preview_limit_tokens: int | None = Field(
+        None,
+        ge=PREVIEW_TOKENS_MIN,
+        le=TOKENS_MAX,
+        description="tool outputs over this many tokens are sent as previews",
+    )
     format: Format = Field(
         "openai",
         description=(

@@ -60,6 +60,7 @@ def from_query(
     format: str,
     previous_prefix_id: str | None,
     recall: bool | None = None,
+    preview_limit_tokens: int | None = None,
 ) -> ContextParams:
     """The GET parameters, once their types and bounds are checked (app/api/schemas.py
     `ContextQuery`)."""
@@ -67,6 +68,7 @@ def from_query(
         strategy=strategy,
         max_tokens=max_tokens,
         reserve_output_tokens=reserve_output_tokens if max_tokens else None,
+        preview_limit_tokens=preview_limit_tokens,
         mode=mode,
     )
     return ContextParams(
@@ -74,6 +76,7 @@ def from_query(
         strategy=strategy,
         mode=mode,
         reserve_output_tokens=reserve_output_tokens,
+        preview_limit_tokens=preview_limit_tokens,
         format=format,
         previous_prefix_id=previous_prefix_id,
         recall=recall,

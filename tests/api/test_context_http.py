@@ -133,6 +133,10 @@ async def test_big_tool_output_becomes_a_preview_readable_in_pieces(
     assert piece["content"] == "row 0:" and piece["range"]["total"] == len(big)
     r = await client.get(f"/sessions/{sid}/messages/3", params={"char_start": 5, "line_start": 1})
     assert r.status_code == 422
+    # The preview limit is a GET parameter as it is a POST field.
+    small = await client.get(f"/sessions/{sid}/context", params={"preview_limit_tokens": 100})
+    tool_msg = next(m for m in small.json()["messages"] if m["role"] == "tool")
+    assert get_counter("gpt-4o").count_text(tool_msg["content"]) <= 100
 
 
 async def test_post_context_with_per_call_parts(client: httpx.AsyncClient, sid: str) -> None:
@@ -185,6 +189,10 @@ async def test_post_context_with_per_call_parts(client: httpx.AsyncClient, sid: 
             "dynamic_context[0].role",
         ),
         ("POST", {"surprise": 1}, "surprise"),
+        # A misspelt parameter used to be ignored: the payload then fitted the session's
+        # whole budget.
+        ("GET", {"max_token": 1000}, "max_token"),
+        ("GET", {"preview_limit_tokens": 10}, "preview_limit_tokens"),
     ],
 )
 async def test_bad_context_requests_are_422(

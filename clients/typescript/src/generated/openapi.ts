@@ -2619,6 +2619,8 @@ export interface operations {
                 /** @description the input budget (default: the session's) */
                 max_tokens?: number | null;
                 mode?: ("chat" | "agent" | "run") | null;
+                /** @description tool outputs over this many tokens are sent as previews */
+                preview_limit_tokens?: number | null;
                 /** @description the `prefix_id` of this stream's previous payload: makes `usage.stable_prefix_tokens` exact (without it the previous call is assumed to lack only the newest step) */
                 previous_prefix_id?: string | null;
                 /** @description the recall tool among `tools`, and a system note on what the payload leaves out (default: the session's `recall` setting) */
