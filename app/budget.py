@@ -110,7 +110,7 @@ def compute(current_tokens: int, c: CompactionSettings, tokenizer_mode: str) -> 
 
 
 def override_problems(c: CompactionSettings) -> list[str]:
-    return check_compaction(c)
+    return check_compaction(c, session=True)
 
 
 class Budgeted(Protocol):

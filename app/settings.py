@@ -60,24 +60,31 @@ class CompactionSettings(BaseSettings):
         return self.context_limit - self.reserved_output_tokens - self.safety_margin_tokens
 
 
-def check_compaction(c: CompactionSettings) -> list[str]:
-    """Cross-field rules of SPEC §4, shared by start-up validation and session overrides."""
+def check_compaction(c: CompactionSettings, *, session: bool = False) -> list[str]:
+    """Cross-field rules of SPEC §4, shared by start-up validation and session overrides;
+    each problem names what the operator set (`COMPACTION_WARN_RATIO`) or, for a
+    session's override, the session's fields (`compaction.warn_ratio`)."""
+
+    def name(key: str) -> str:
+        if not session:
+            return f"COMPACTION_{key.upper()}"
+        return key if key == "context_limit" else f"compaction.{key}"
+
     problems = []
     if not 0 < c.warn_ratio < c.compact_ratio < 1:
         problems.append(
-            f"need 0 < warn_ratio < compact_ratio < 1 (COMPACTION_WARN_RATIO={c.warn_ratio}, "
-            f"COMPACTION_COMPACT_RATIO={c.compact_ratio})"
+            f"need 0 < warn_ratio < compact_ratio < 1 ({name('warn_ratio')}={c.warn_ratio}, "
+            f"{name('compact_ratio')}={c.compact_ratio})"
         )
     if c.usable_budget <= 0:
         problems.append(
-            "usable budget must be > 0: COMPACTION_CONTEXT_LIMIT "
-            f"({c.context_limit}) - COMPACTION_RESERVED_OUTPUT_TOKENS "
-            f"({c.reserved_output_tokens}) - COMPACTION_SAFETY_MARGIN_TOKENS "
-            f"({c.safety_margin_tokens}) = {c.usable_budget}"
+            f"usable budget must be > 0: {name('context_limit')} ({c.context_limit}) - "
+            f"{name('reserved_output_tokens')} ({c.reserved_output_tokens}) - "
+            f"{name('safety_margin_tokens')} ({c.safety_margin_tokens}) = {c.usable_budget}"
         )
     if not 0 <= c.summary_temperature <= 1:
         problems.append(
-            f"COMPACTION_SUMMARY_TEMPERATURE must be in [0, 1], got {c.summary_temperature}"
+            f"{name('summary_temperature')} must be in [0, 1], got {c.summary_temperature}"
         )
     return problems
 

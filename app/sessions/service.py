@@ -16,7 +16,7 @@ from app.models import SessionRow
 from app.sessions import repository as repo
 from app.sessions.recount import recount_log
 from app.sessions.schemas import SessionSettingsIn
-from app.settings import CompactionSettings, Settings
+from app.settings import CompactionSettings, Settings, check_compaction
 from app.tokens import calibration, get_counter, known_context_limit
 
 SETTING_FIELDS = (
@@ -101,18 +101,25 @@ def _validate_changes(changes: dict[str, Any], row: SessionRow, settings: Settin
         unknown = sorted(set(overrides) - set(CompactionSettings.model_fields))
         if unknown:
             raise invalid(f"compaction.{unknown[0]}", "is not a compaction setting")
+        merged = {**settings.compaction.model_dump(), **overrides}
         try:
-            CompactionSettings(**{**settings.compaction.model_dump(), **overrides})
+            CompactionSettings(**merged)
         except ValidationError as exc:
-            raise ValidationFailed(
-                [
-                    {
-                        "loc": "compaction" + "".join(f".{p}" for p in e["loc"]),
-                        "msg": e["msg"],
-                    }
-                    for e in exc.errors()
-                ]
-            ) from None
+            errors = [
+                {"loc": "compaction" + "".join(f".{p}" for p in e["loc"]), "msg": e["msg"]}
+                for e in exc.errors()
+                if e["loc"]
+            ]
+            # The cross-field rules, named as the session spells them (the model's own
+            # message names the server's environment variables).
+            errors += [
+                {"loc": "compaction", "msg": problem}
+                for problem in check_compaction(
+                    CompactionSettings.model_construct(**merged), session=True
+                )
+                if not errors
+            ]
+            raise ValidationFailed(errors or [{"loc": "compaction", "msg": "invalid"}]) from None
 
 
 def _check_limits(row: SessionRow, settings: Settings) -> None:

@@ -130,7 +130,12 @@ async def test_bad_settings_name_the_field(client: httpx.AsyncClient, sid: str) 
         assert r.status_code == 422, (body, r.text)
         locs = [e["loc"] for e in r.json()["errors"]]
         assert any(x == loc or x.startswith(loc) for x in locs), (body, locs)
+        # A session's override is named as the session spells it, not as the server's
+        # environment variables do.
+        assert "COMPACTION_" not in r.json()["detail"], r.json()["detail"]
     assert (await client.get(f"/sessions/{sid}")).status_code == 404
+    r = await client.put(f"/sessions/{sid}", json={"compaction": {"warn_ratio": 0.95}})
+    assert "compaction.warn_ratio=0.95" in r.json()["detail"], r.json()["detail"]
 
 
 async def test_model_switch_recounts_the_log(client: httpx.AsyncClient, sid: str) -> None:
