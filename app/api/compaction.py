@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.api.answers import CompactionDryRun, CompactionJob, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
@@ -18,11 +18,12 @@ router = APIRouter(tags=["compaction"])
 class CompactIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lock_token: LockToken | None = None
-    wait: bool = False
-    force: bool = Field(
+    # Strict: JSON's true or false, as every other flag of the API (`"yes"` is a 422).
+    wait: StrictBool = False
+    force: StrictBool = Field(
         False, description="skip the no-thrash guards (too little to free, not regrown)"
     )
-    dry_run: bool = Field(False, description="answer what would be compacted; write nothing")
+    dry_run: StrictBool = Field(False, description="answer what would be compacted; write nothing")
     timeout_s: float | None = Field(
         None, gt=0, le=COMPACT_WAIT_MAX_S, description="how long `wait` waits"
     )

@@ -378,6 +378,9 @@ async def test_compact_without_the_live_token_is_refused(
     r = await cclient.post(f"/sessions/{sid}/compact", json={})
     assert r.status_code == 409 and r.json()["code"] == "lock_required"
     assert (await state(cclient, sid))["jobs"] == []
+    # A flag is JSON's true or false: "yes" is refused by name before anything else.
+    r = await cclient.post(f"/sessions/{sid}/compact", json={"wait": "yes"})
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"].endswith("wait"), r.text
 
 
 async def test_dry_run_answers_without_writing(
