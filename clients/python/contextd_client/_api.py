@@ -198,7 +198,15 @@ def clear(session_id: str, lock_token: str | None) -> Call[m.ClearResult]:
 # context and budget -------------------------------------------------------------------
 
 
-QUERY_PARAMS = ("max_tokens", "strategy", "mode", "format", "reserve_output_tokens", "recall")
+QUERY_PARAMS = (
+    "max_tokens",
+    "strategy",
+    "mode",
+    "format",
+    "reserve_output_tokens",
+    "preview_limit_tokens",
+    "recall",
+)
 MAX_QUERY_PREFIX_ID = 2048
 
 

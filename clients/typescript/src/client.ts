@@ -18,7 +18,7 @@ export const DEFAULT_URL = "http://127.0.0.1:8080";
 const TAIL_PAGE = 100; // the server's default page size; a longer tail takes several pages
 // A prefix_id grows with the payload's head; a long one goes in a body, not a URL.
 const MAX_QUERY_PREFIX_ID = 2048;
-const QUERY_PARAMS = new Set(["max_tokens", "strategy", "mode", "format", "reserve_output_tokens", "recall"]);
+const QUERY_PARAMS = new Set(["max_tokens", "strategy", "mode", "format", "reserve_output_tokens", "preview_limit_tokens", "recall"]);
 
 export type ClientOptions = {
   /** Defaults to `$CONTEXTD_URL`, then http://127.0.0.1:8080. */

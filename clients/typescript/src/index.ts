@@ -17,6 +17,7 @@ export {
   SEARCH_LIMIT,
   formatMessage,
   formatSearch,
+  pyRepr,
   recallTool,
   runRecall,
 } from "./recall.js";

@@ -69,11 +69,11 @@ export class ContextdChatMessageHistory extends BaseListChatMessageHistory {
   }
 
   async getMessages(): Promise<BaseMessage[]> {
-    if (this.options.fitted) return this.payload();
     try {
+      if (this.options.fitted) return await this.payload();
       return fromStored(await this.client.allMessages(this.sessionId));
     } catch (error) {
-      if (error instanceof NotFound) return [];
+      if (error instanceof NotFound) return []; // no session yet: nothing said so far
       throw error;
     }
   }

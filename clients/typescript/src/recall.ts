@@ -119,7 +119,29 @@ function int(value: unknown): number | undefined {
   return Number.isInteger(n) ? n : undefined;
 }
 
-// Python's repr of a string, as the Python client's answers quote the query.
-function quote(text: string): string {
-  return `'${text.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
+// What Python's str.isprintable() refuses (space aside): controls, format characters,
+// surrogates, private use, unassigned, and separators other than the space.
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/u;
+const ESCAPES: Record<string, string> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+
+/**
+ * Python's `repr` of a string, as the Python client's answers quote the query: single
+ * quotes unless the text has one and no double quote; backslashes, the quote, line
+ * breaks, tabs and unprintable characters escaped (`\x00`, `\u200b`, `\U000e0001`).
+ */
+export function pyRepr(text: string): string {
+  const q = text.includes("'") && !text.includes('"') ? '"' : "'";
+  let out = "";
+  for (const ch of text) {
+    const code = ch.codePointAt(0)!;
+    if (ch in ESCAPES) out += ESCAPES[ch];
+    else if (ch === q) out += `\\${q}`;
+    else if (ch !== " " && UNPRINTABLE.test(ch)) {
+      const hex = code.toString(16);
+      out += code < 0x100 ? `\\x${hex.padStart(2, "0")}` : code < 0x10000 ? `\\u${hex.padStart(4, "0")}` : `\\U${hex.padStart(8, "0")}`;
+    } else out += ch;
+  }
+  return q + out + q;
 }
+
+const quote = pyRepr;

@@ -52,6 +52,21 @@ test("the history gives back exactly the messages it was given, stored once per 
   assert.deepEqual(await history.getMessages(), []);
 });
 
+test("a fitted history of a session not created yet is empty, and the first turn creates it", async () => {
+  const id = sessionId("lc-new");
+  const prompt = ChatPromptTemplate.fromMessages([new MessagesPlaceholder("history"), ["human", "{input}"]]);
+  const chain = new RunnableWithMessageHistory({
+    runnable: prompt.pipe(chat()),
+    getMessageHistory: (sid: string) => new ContextdChatMessageHistory(sid, { client: client(), fitted: true }),
+    inputMessagesKey: "input",
+    historyMessagesKey: "history",
+  });
+  assert.deepEqual(await new ContextdChatMessageHistory(id, { client: client(), fitted: true }).getMessages(), []);
+  const answer = await chain.invoke({ input: "hello" }, { configurable: { sessionId: id } });
+  assert.equal(answer.content, "Hello.");
+  assert.deepEqual((await client().allMessages(id)).map((m) => m.role), ["user", "assistant"]);
+});
+
 test("RunnableWithMessageHistory: the model reads contextd's payload, input and answer are stored once", async () => {
   const ctx = new RecordingClient({ baseUrl: contextdUrl() });
   const id = sessionId("lc");

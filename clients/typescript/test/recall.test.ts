@@ -9,6 +9,7 @@ import { generateText, stepCountIs } from "ai";
 import { createAgent } from "langchain";
 import OpenAI from "openai";
 import { ContextdClient, RECALL_TOOL_NAME, runRecall } from "../src/index.js";
+import { pyRepr } from "../src/recall.js";
 import { ContextdMemory } from "../src/ai.js";
 import { ContextdSession } from "../src/agents.js";
 import { ContextdChatMessageHistory, contextdHooks, recallTool } from "../src/langchain.js";
@@ -144,4 +145,23 @@ test("recall with createAgent: contextdMiddleware({ recall: true }) gives the ag
   assert.match(String(result.messages.at(-1)!.content), /^The file says: seq 3 \(tool\)/);
   const logged = (await ctx.allMessages(id)).filter((m) => m.role === "tool").map((m) => text(m.content));
   assert.ok(logged.at(-1)!.includes(FORGOTTEN), "the recall answers are in the log like any tool result");
+});
+
+test("a query is quoted as Python's repr quotes it, as the Python client's answers do", () => {
+  // [text, repr(text)] from Python 3.11.
+  const cases: [string, string][] = [
+    ["zzz\nyyy", "'zzz\\nyyy'"],
+    ["tab\there", "'tab\\there'"],
+    ["it's", "\"it's\""],
+    ['say "hi"', "'say \"hi\"'"],
+    ["both ' and \"", "'both \\' and \"'"],
+    ["back\\slash", "'back\\\\slash'"],
+    ["nul\u0000x", "'nul\\x00x'"],
+    ["\u007f", "'\\x7f'"],
+    ["é中文", "'é中文'"],
+    ["\u200b zero", "'\\u200b zero'"],
+    ["\u2028line", "'\\u2028line'"],
+    ["😀", "'😀'"],
+  ];
+  for (const [text, expected] of cases) assert.equal(pyRepr(text), expected, JSON.stringify(text));
 });
