@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from app.observability.logging import configure_logging
 
-    configure_logging(settings.log_format, settings.log_level)
+    # The demo prints its own lines only: not even the embedded server's start.
+    level = "WARNING" if args.command == "demo" else settings.log_level
+    configure_logging(settings.log_format, level)
     from app.embedded_pg import EmbeddedUnavailable, owned_database
 
     if args.command == "serve":
@@ -113,9 +115,6 @@ def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
         _migrate(url)
         return _serve(settings, url, args.host, args.port, args.workers or default_workers())
     if args.command == "demo":
-        from app.observability.logging import configure_logging
-
-        configure_logging(settings.log_format, "WARNING")  # the demo's own lines only
         _migrate(url)
         from app.demo import DEFAULT_QUESTION, run_demo
 

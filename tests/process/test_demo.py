@@ -35,3 +35,5 @@ def test_the_demo_runs_the_example_agent_with_no_key(database_url: str) -> None:
         ["seq", "4", "assistant"],
     ], out
     assert "budget: ok" in out
+    # The demo's own lines only: no log line of the service's start among them.
+    assert not [line for line in out.splitlines() if line.startswith("{")], out
