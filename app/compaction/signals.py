@@ -94,8 +94,12 @@ _KINDS: tuple[_Kind, ...] = (
         # Digits and letters in one run: somewhere a digit stands next to a letter.
         re.compile(r"[0-9](?:(?<=[a-f][0-9])|(?=[a-f]))"),
     ),
-    _Kind(  # ticket ids: ABC-123
-        _having("-"), re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b"), re.compile(r"-\d")
+    _Kind(  # ids of dashed parts with a letter and a digit: ABC-123, RUN-ID-770, ORD-2024-00017
+        _having("-"),
+        re.compile(
+            r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+(?![\w-])"
+        ),
+        re.compile(r"-[A-Za-z0-9]"),
     ),
     _Kind(  # phones, dates
         _having("-"),

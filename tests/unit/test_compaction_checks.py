@@ -79,6 +79,12 @@ def test_identifiers_are_extracted() -> None:
     ]
 
 
+def test_an_id_of_dashed_parts_is_kept_whole() -> None:
+    # The tail of one (`ID-770`, `123`) is no help to the step that reuses the whole.
+    text = "found RUN-ID-770, ORD-2024-00017 and build-abc-123; a state-of-the-art fix"
+    assert extract_identifiers(text) == ["RUN-ID-770", "ORD-2024-00017", "build-abc-123"]
+
+
 def test_json_structure_is_not_an_identifier_and_its_values_are() -> None:
     # A closing quote taken for an opening one paired `"a": {"` into `: {` and hid the
     # next value; tool results and arguments are JSON, so this was most of them.
