@@ -18,6 +18,9 @@ from app.settings import ConfigError, Settings, load_settings
 
 log = structlog.get_logger("contextd")
 
+# A tenant's name, as `contextd keys create --tenant` takes it.
+TENANT_MAX = 128
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="contextd", description="Context service for LLM agents")
@@ -44,19 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     worker = sub.add_parser("worker", help="run compaction jobs in this process")
     worker.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=None,
         help="port of its /healthz, /readyz and /metrics (default CONTEXTD_WORKER_PORT)",
     )
     keys = sub.add_parser("keys", help="manage API keys (stored hashed)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key for a tenant; prints it once")
-    create.add_argument("--tenant", required=True)
+    create.add_argument("--tenant", required=True, type=_tenant)
     create.add_argument("--name", default=None)
     revoke = keys_sub.add_parser("revoke", help="revoke a key by its id or the key itself")
     revoke.add_argument("key")
     listing = keys_sub.add_parser("list", help="list keys (ids, tenants, never the keys)")
-    listing.add_argument("--tenant", default=None)
+    listing.add_argument("--tenant", default=None, type=_tenant)
     args = parser.parse_args(argv)
 
     try:
@@ -81,7 +84,15 @@ def main(argv: list[str] | None = None) -> int:
             except EmbeddedUnavailable as exc:
                 print(f"contextd: {exc}", file=sys.stderr)
                 return 2
-            return _run(args, settings, url)
+            try:
+                return _run(args, settings, url)
+            except _NoDatabase as exc:
+                where = settings.database_url or "the embedded PostgreSQL"
+                print(
+                    f"contextd: cannot use the database ({_redacted(where)}): {exc}",
+                    file=sys.stderr,
+                )
+                return 2
     except _Stopped as stopped:
         # Cleaned up: now end as the signal asked, as uvicorn meant to.
         signal.signal(stopped.signum, signal.SIG_DFL)
@@ -131,27 +142,65 @@ def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
     return 2
 
 
+class _NoDatabase(Exception):
+    """The database could not be reached or refused us: said in one line, not a traceback."""
+
+
 def _migrate(url: str) -> None:
+    import asyncpg
+    from sqlalchemy.exc import DBAPIError
+
     from app.db import run_migrations
 
-    run_migrations(url)
+    try:
+        run_migrations(url)
+    except DBAPIError as exc:  # the driver's error, wrapped
+        raise _NoDatabase(str(exc.orig).split("\n")[0]) from exc
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise _NoDatabase(f"{type(exc).__name__}: {exc}") from exc
     log.info("schema at head")
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, fit for a message."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL (the embedded server's name): as it is
+        return url
+
+
+def _whole(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
 
 
 def _port(value: str) -> int:
     # 0 is the kernel's choice of a free port: a test harness that picks one first and
     # passes it on races every other process picking ports until the server binds it.
-    n = int(value)
+    n = _whole(value)
     if not 0 <= n < 65536:
         raise argparse.ArgumentTypeError("must be 0 (any free port) to 65535")
     return n
 
 
 def _positive(value: str) -> int:
-    n = int(value)
+    n = _whole(value)
     if n < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return n
+
+
+def _tenant(value: str) -> str:
+    # An empty name would be read as no tenant, that is `default`: another tenant's data.
+    if not value.strip() or value != value.strip() or len(value) > TENANT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"a tenant is a name of 1 to {TENANT_MAX} characters without surrounding spaces"
+        )
+    return value
 
 
 def default_workers() -> int:

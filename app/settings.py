@@ -9,15 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class CompactionSettings(BaseSettings):
     """Budget and compaction knobs (SPEC §4). A session may override any of them."""
 
+    # allow_inf_nan: `inf` seconds or ratios pass every bound and then break arithmetic
+    # far from here (an infinite job lease stopped every compaction).
     model_config = SettingsConfigDict(
-        env_prefix="COMPACTION_", extra="ignore", env_ignore_empty=True
+        env_prefix="COMPACTION_", extra="ignore", env_ignore_empty=True, allow_inf_nan=False
     )
 
     context_limit: int = Field(128_000, gt=0)
@@ -89,15 +91,20 @@ def check_compaction(c: CompactionSettings, *, session: bool = False) -> list[st
     return problems
 
 
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+asyncpg://")
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CONTEXTD_", extra="ignore", env_ignore_empty=True)
+    model_config = SettingsConfigDict(
+        env_prefix="CONTEXTD_", extra="ignore", env_ignore_empty=True, allow_inf_nan=False
+    )
 
     database_url: str | None = None
     data_dir: Path = Path(".contextd")
     host: str = "127.0.0.1"
     port: int = Field(8080, gt=0, lt=65536)
     log_format: str = Field("auto", pattern="^(auto|json|console)$")
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     default_model: str = "gpt-4o"
 
     llm_base_url: str | None = None
@@ -112,6 +119,18 @@ class Settings(BaseSettings):
     llm_json_mode: Literal["auto", "json_schema", "json_object", "off"] = "auto"
 
     api_keys: SecretStr | None = None
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(_POSTGRES_SCHEMES):
+            raise ValueError("must be a PostgreSQL URL: postgresql://user@host:5432/database")
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     # Input limits (SPEC §8): each answers with a clear 413/422.
     max_body_bytes: int = Field(8 * 1024 * 1024, gt=0)

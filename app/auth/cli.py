@@ -6,12 +6,14 @@ import argparse
 import asyncio
 
 from app import db as database
-from app.auth.keys import any_key, create_key, list_keys, revoke_key
+from app.auth.keys import any_key, create_key, list_keys, parse_env_keys, revoke_key
 from app.settings import Settings
 
 
 def keys_configured(settings: Settings, url: str) -> bool:
-    if settings.api_keys is not None and settings.api_keys.get_secret_value().strip():
+    # The keys the server will accept, not the variable's text: `CONTEXTD_API_KEYS=","`
+    # holds none, and a server that took it for keys bound every interface, open.
+    if settings.api_keys is not None and parse_env_keys(settings.api_keys.get_secret_value()):
         return True
 
     async def check() -> bool:

