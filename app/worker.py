@@ -20,7 +20,10 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db as database
+from app.api.errors import install_error_handlers
 from app.api.health import router as health_router
+from app.auth.keys import Keyring, parse_env_keys
+from app.auth.middleware import Authenticate
 from app.compaction import repository as repo
 from app.compaction.client import model_client
 from app.compaction.runner import CompactionRunner
@@ -34,11 +37,19 @@ def run_worker(settings: Settings, url: str, port: int | None = None) -> int:
     return asyncio.run(_main(settings, url, settings.worker_port if port is None else port))
 
 
-def probe_app(engine: AsyncEngine) -> FastAPI:
-    """The worker's HTTP side: health, readiness (database and schema) and metrics."""
+def probe_app(engine: AsyncEngine, settings: Settings) -> FastAPI:
+    """The worker's HTTP side: health, readiness (database and schema) and metrics,
+    behind the server's keys (SPEC §8: only the health probes are open) and answering
+    errors as problem+json, as the server does."""
     app = FastAPI(title="contextd worker", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
     app.include_router(health_router)
+    install_error_handlers(app)
+    keyring = Keyring(
+        parse_env_keys(settings.api_keys.get_secret_value()) if settings.api_keys else {}
+    )
+    keyring.engine = engine
+    app.add_middleware(Authenticate, keyring=keyring)
     return app
 
 
@@ -78,7 +89,11 @@ async def _main(settings: Settings, url: str, port: int) -> int:
         loop.add_signal_handler(sig, stop.set)
     probes = _ProbeServer(
         uvicorn.Config(
-            probe_app(engine), log_config=None, access_log=False, lifespan="off", workers=1
+            probe_app(engine, settings),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            workers=1,
         )
     )
     probe_task = asyncio.create_task(probes.serve(sockets=[sock]), name="worker-probes")

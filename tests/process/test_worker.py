@@ -157,6 +157,29 @@ async def test_worker_serves_probes_and_a_server_in_auto_mode_leaves_it_the_jobs
             server.stop()
 
 
+async def test_with_keys_the_workers_metrics_want_one_too(
+    make_database: Callable[[], str],
+) -> None:
+    """SPEC §8: every endpoint but the health probes needs a key, the worker's too."""
+    key = "worker-probe-key-0123456789"
+    worker = Server(make_database(), {"CONTEXTD_API_KEYS": f"{key}:ops"}, "worker")
+    try:
+        worker.wait_ready(timeout=READY_S)
+        async with httpx.AsyncClient(base_url=worker.base_url, timeout=5) as w:
+            assert (await w.get("/healthz")).status_code == 200
+            assert (await w.get("/readyz")).status_code == 200
+            refused = await w.get("/metrics")
+            assert refused.status_code == 401
+            assert refused.headers["content-type"] == "application/problem+json"
+            keyed = await w.get("/metrics", headers={"Authorization": f"Bearer {key}"})
+            assert keyed.status_code == 200 and "contextd_" in keyed.text
+            missing = await w.get("/nope", headers={"Authorization": f"Bearer {key}"})
+            assert missing.status_code == 404
+            assert missing.headers["content-type"] == "application/problem+json"
+    finally:
+        worker.stop()
+
+
 def test_worker_refuses_a_port_in_use(make_database: Callable[[], str]) -> None:
     url = make_database()
     with socket.socket() as busy:
