@@ -162,11 +162,36 @@ def find_example(start: Path | None = None) -> Path | None:
     return None
 
 
+def _demo_key(settings: Settings) -> str | None:
+    """The key the demo's agent sends: the caller's `CONTEXTD_API_KEY`, else the first of
+    `CONTEXTD_API_KEYS` (`key:tenant,...`); None when neither names one."""
+    given = os.environ.get("CONTEXTD_API_KEY", "").strip()
+    if given:
+        return given
+    raw = settings.api_keys.get_secret_value() if settings.api_keys else ""
+    for item in raw.split(","):
+        key = item.strip().rpartition(":")[0] if ":" in item else item.strip()
+        if key.strip():
+            return key.strip()
+    return None
+
+
 def run_demo(settings: Settings, url: str, question: str = DEFAULT_QUESTION) -> int:
     example = find_example()
     if example is None:
         print("contextd demo: examples/agent_loop.py not found; run it from a checkout")
         return 2
+    key = _demo_key(settings)
+    if key is None:
+        from app.auth.cli import keys_configured
+
+        if keys_configured(settings, url):
+            print(
+                "contextd demo: this database has API keys: give the demo one in CONTEXTD_API_KEY",
+                file=sys.stderr,
+            )
+            return 2
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     session = f"demo-{uuid.uuid4().hex[:8]}"
     with ScriptedModel() as model, _Service(settings, url) as service:
         print(f"contextd on {service.base_url}, scripted model on {model.base_url}")
@@ -179,6 +204,8 @@ def run_demo(settings: Settings, url: str, question: str = DEFAULT_QUESTION) -> 
             "MODEL": "gpt-4o-mini",  # names the tokenizer contextd counts with
         }
         env.pop("CONTEXTD_API_KEY", None)
+        if key:
+            env["CONTEXTD_API_KEY"] = key
         done = subprocess.run(
             [sys.executable, str(example), "--session", session, question],
             env=env,
@@ -192,12 +219,16 @@ def run_demo(settings: Settings, url: str, question: str = DEFAULT_QUESTION) -> 
         if done.returncode != 0:
             print(done.stderr, file=sys.stderr)
             return done.returncode
-        log = httpx.get(f"{service.base_url}/sessions/{session}/messages", timeout=30).json()
+        log = httpx.get(
+            f"{service.base_url}/sessions/{session}/messages", headers=headers, timeout=30
+        ).json()
         print(f"the model was called {len(model.requests)} times; contextd's log of {session}:")
         for m in log["messages"]:
             text = m.get("content") or json.dumps(m.get("tool_calls"))
             print(f"  seq {m['seq']} {m['role']:<9} {str(text).splitlines()[0][:70]}")
-        budget = httpx.get(f"{service.base_url}/sessions/{session}/budget", timeout=30).json()
+        budget = httpx.get(
+            f"{service.base_url}/sessions/{session}/budget", headers=headers, timeout=30
+        ).json()
         print(
             f"budget: {budget['status']}, {budget['current_tokens']} of "
             f"{budget['usable_budget']} usable tokens"

@@ -37,3 +37,18 @@ def test_the_demo_runs_the_example_agent_with_no_key(database_url: str) -> None:
     assert "budget: ok" in out
     # The demo's own lines only: no log line of the service's start among them.
     assert not [line for line in out.splitlines() if line.startswith("{")], out
+
+
+def test_the_demo_runs_on_a_server_with_keys(database_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CONTEXTD_"))}
+    env |= {
+        "CONTEXTD_DATABASE_URL": database_url,
+        "CONTEXTD_LOG_FORMAT": "json",
+        "CONTEXTD_API_KEYS": "demo-key-0123456789:demo",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "demo"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "answer: The tool said:" in done.stdout and "budget: ok" in done.stdout
