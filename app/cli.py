@@ -14,12 +14,10 @@ from typing import Any
 
 import structlog
 
+from app import cli_args
 from app.settings import ConfigError, Settings, load_settings
 
 log = structlog.get_logger("contextd")
-
-# A tenant's name, as `contextd keys create --tenant` takes it.
-TENANT_MAX = 128
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,13 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default=None, help="bind address (default CONTEXTD_HOST)")
     serve.add_argument(
         "--port",
-        type=_port,
+        type=cli_args.port,
         default=None,
         help="port (default CONTEXTD_PORT); 0 takes a free one, named in the log's first lines",
     )
     serve.add_argument(
         "--workers",
-        type=_positive,
+        type=cli_args.positive,
         default=None,
         help="server processes sharing the port (default: the cores this process may use)",
     )
@@ -47,19 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     worker = sub.add_parser("worker", help="run compaction jobs in this process")
     worker.add_argument(
         "--port",
-        type=_port,
+        type=cli_args.port,
         default=None,
         help="port of its /healthz, /readyz and /metrics (default CONTEXTD_WORKER_PORT)",
     )
     keys = sub.add_parser("keys", help="manage API keys (stored hashed)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key for a tenant; prints it once")
-    create.add_argument("--tenant", required=True, type=_tenant)
+    create.add_argument("--tenant", required=True, type=cli_args.tenant)
     create.add_argument("--name", default=None)
     revoke = keys_sub.add_parser("revoke", help="revoke a key by its id or the key itself")
     revoke.add_argument("key")
     listing = keys_sub.add_parser("list", help="list keys (ids, tenants, never the keys)")
-    listing.add_argument("--tenant", default=None, type=_tenant)
+    listing.add_argument("--tenant", default=None, type=cli_args.tenant)
     args = parser.parse_args(argv)
 
     try:
@@ -89,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             except _NoDatabase as exc:
                 where = settings.database_url or "the embedded PostgreSQL"
                 print(
-                    f"contextd: cannot use the database ({_redacted(where)}): {exc}",
+                    f"contextd: cannot use the database ({cli_args.redacted(where)}): {exc}",
                     file=sys.stderr,
                 )
                 return 2
@@ -159,48 +157,6 @@ def _migrate(url: str) -> None:
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise _NoDatabase(f"{type(exc).__name__}: {exc}") from exc
     log.info("schema at head")
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password, fit for a message."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL (the embedded server's name): as it is
-        return url
-
-
-def _whole(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-
-
-def _port(value: str) -> int:
-    # 0 is the kernel's choice of a free port: a test harness that picks one first and
-    # passes it on races every other process picking ports until the server binds it.
-    n = _whole(value)
-    if not 0 <= n < 65536:
-        raise argparse.ArgumentTypeError("must be 0 (any free port) to 65535")
-    return n
-
-
-def _positive(value: str) -> int:
-    n = _whole(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return n
-
-
-def _tenant(value: str) -> str:
-    # An empty name would be read as no tenant, that is `default`: another tenant's data.
-    if not value.strip() or value != value.strip() or len(value) > TENANT_MAX:
-        raise argparse.ArgumentTypeError(
-            f"a tenant is a name of 1 to {TENANT_MAX} characters without surrounding spaces"
-        )
-    return value
 
 
 def default_workers() -> int:
