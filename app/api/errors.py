@@ -85,6 +85,11 @@ def request_error(request: Request, error: dict[str, Any]) -> dict[str, str]:
             "msg": "holds a lone UTF-16 surrogate escape (\\ud800-\\udfff), which is not "
             "valid Unicode",
         }
+    if kind == "too_long" and isinstance(error.get("input"), str):
+        # A bound on a checked string (`StoredStr`) reads "at most N items after
+        # validation": pydantic applies it to the validator's result, not to a str.
+        limit = error.get("ctx", {}).get("max_length")
+        return {"loc": format_loc(loc), "msg": f"at most {limit} characters"}
     if loc == ("path", "session_id"):
         return {"loc": "session_id", "msg": SESSION_ID_RULE}
     if loc == ("body",) and not _json_content_type(request):

@@ -413,3 +413,23 @@ async def test_a_context_calls_own_tools_and_dynamic_context_are_checked(
         f"/sessions/{sid}/context", content=fine, headers={"content-type": "application/json"}
     )
     assert r.status_code == 200, r.text[:500]
+
+
+async def test_a_checked_string_over_its_bound_is_named_in_characters(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    """Strings checked for NUL and lone surrogates (`StoredStr`) are bounded too: the
+    refusal says characters, not pydantic's "items after validation"."""
+    await client.post(f"/sessions/{sid}/messages", json={"messages": [user("hi")]})
+    cases = [
+        ("GET", f"/sessions/{sid}/events", {"params": {"type": "x" * 101}}, "type"),
+        ("GET", "/ui/api/sessions", {"params": {"prefix": "x" * 129}}, "prefix"),
+        ("PUT", f"/sessions/{sid}", {"json": {"strategy": "x" * 200}}, "strategy"),
+    ]
+    for method, path, kwargs, field in cases:
+        r = await client.request(method, path, **kwargs)
+        assert r.status_code == 422, (path, r.text)
+        errors = r.json()["errors"]
+        assert any(e["loc"].endswith(field) for e in errors), errors
+        assert all("items" not in e["msg"] for e in errors), errors
+        assert any(e["msg"].startswith("at most ") and "characters" in e["msg"] for e in errors)
