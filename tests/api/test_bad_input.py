@@ -421,7 +421,7 @@ async def test_a_checked_string_over_its_bound_is_named_in_characters(
     """Strings checked for NUL and lone surrogates (`StoredStr`) are bounded too: the
     refusal says characters, not pydantic's "items after validation"."""
     await client.post(f"/sessions/{sid}/messages", json={"messages": [user("hi")]})
-    cases = [
+    cases: list[tuple[str, str, dict[str, Any], str]] = [
         ("GET", f"/sessions/{sid}/events", {"params": {"type": "x" * 101}}, "type"),
         ("GET", "/ui/api/sessions", {"params": {"prefix": "x" * 129}}, "prefix"),
         ("PUT", f"/sessions/{sid}", {"json": {"strategy": "x" * 200}}, "strategy"),
