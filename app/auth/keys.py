@@ -23,18 +23,21 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def parse_env_keys(raw: str) -> dict[str, str]:
-    """`key:tenant,key:tenant` → {sha256(key): tenant}. A key without a tenant joins `default`."""
-    out: dict[str, str] = {}
+def env_keys(raw: str) -> list[tuple[str, str]]:
+    """`key:tenant,key:tenant` → [(key, tenant)]. A key without a tenant joins `default`;
+    `:tenant` names no key (nothing a request could present) and is skipped."""
+    out: list[tuple[str, str]] = []
     for item in raw.split(","):
         item = item.strip()
-        if not item:
-            continue
         key, _, tenant = item.rpartition(":") if ":" in item else (item, "", "default")
-        if not key.strip():
-            continue  # `:tenant` names no key: nothing a request could present
-        out[hash_key(key)] = tenant.strip() or "default"
+        if key.strip():
+            out.append((key, tenant.strip() or "default"))
     return out
+
+
+def parse_env_keys(raw: str) -> dict[str, str]:
+    """`key:tenant,...` → {sha256(key): tenant}."""
+    return {hash_key(key): tenant for key, tenant in env_keys(raw)}
 
 
 @dataclass(frozen=True, slots=True)

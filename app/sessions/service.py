@@ -110,15 +110,14 @@ def _validate_changes(changes: dict[str, Any], row: SessionRow, settings: Settin
                 for e in exc.errors()
                 if e["loc"]
             ]
-            # The cross-field rules, named as the session spells them (the model's own
-            # message names the server's environment variables).
-            errors += [
-                {"loc": "compaction", "msg": problem}
-                for problem in check_compaction(
-                    CompactionSettings.model_construct(**merged), session=True
-                )
-                if not errors
-            ]
+            if not errors:
+                # Only the cross-field rules failed: named as the session spells them
+                # (the model's own message names the server's environment variables).
+                merged_settings = CompactionSettings.model_construct(**merged)
+                errors = [
+                    {"loc": "compaction", "msg": problem}
+                    for problem in check_compaction(merged_settings, session=True)
+                ]
             raise ValidationFailed(errors or [{"loc": "compaction", "msg": "invalid"}]) from None
 
 

@@ -25,13 +25,11 @@ def test_concurrent_starts_create_the_system_user_once(
     inside = threading.Semaphore(1)
     overlapped: list[bool] = []
 
-    def getpwnam(name: str) -> object:
-        if name not in users:
-            raise KeyError(name)
-        return object()
-
-    def useradd(name: str) -> None:
-        # As `useradd` does, slowly; a second caller while one is inside is the race.
+    def ensure_user_exists(name: str) -> None:
+        # As pgserver's does: a lookup, then `useradd` (slowly) when the user is missing;
+        # a second caller inside while one creates it is the race.
+        if name in users:
+            return
         if not inside.acquire(blocking=False):
             overlapped.append(True)
         calls.append(name)
@@ -40,8 +38,7 @@ def test_concurrent_starts_create_the_system_user_once(
         inside.release()
 
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    monkeypatch.setattr("pwd.getpwnam", getpwnam)
-    monkeypatch.setattr(pg_utils, "ensure_user_exists", useradd)
+    monkeypatch.setattr(pg_utils, "ensure_user_exists", ensure_user_exists)
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
 
     starts = [threading.Thread(target=embedded_pg._system_user_ready) for _ in range(4)]
