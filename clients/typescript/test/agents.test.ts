@@ -1,26 +1,17 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { before, test } from "node:test";
 import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool, type AgentInputItem } from "@openai/agents";
 import OpenAI from "openai";
 import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { ContextdSession } from "../src/agents.js";
-import { ScriptedModel } from "../examples/scripted-model.js";
 import { RecordingClient, seedLargeOutput, shape } from "./support/payloads.js";
-import { LossyProxy, type Seen } from "./support/proxy.js";
-import { client, contextdUrl, sessionId } from "./support/server.js";
+import type { Seen } from "./support/proxy.js";
+import { scriptedModelAndProxy } from "./support/scripted.js";
+import { client, sessionId } from "./support/server.js";
 
-const model = new ScriptedModel();
-let proxy: LossyProxy;
-before(async () => {
-  setTracingDisabled(true);
-  await model.start();
-  proxy = await new LossyProxy(contextdUrl()).start();
-});
-after(async () => {
-  await model.stop();
-  await proxy.stop();
-});
+const { model, proxy } = scriptedModelAndProxy();
+before(() => setTracingDisabled(true));
 
 const readFile = tool({
   name: "read_file",

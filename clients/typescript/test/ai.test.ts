@@ -1,25 +1,16 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { Experimental_Agent as Agent, generateText, stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { ContextdMemory } from "../src/ai.js";
-import { ScriptedModel } from "../examples/scripted-model.js";
 import { RecordingClient, seedLargeOutput, shape } from "./support/payloads.js";
-import { LossyProxy, type Seen } from "./support/proxy.js";
-import { client, contextdUrl, sessionId } from "./support/server.js";
+import type { Seen } from "./support/proxy.js";
+import { scriptedModelAndProxy } from "./support/scripted.js";
+import { client, sessionId } from "./support/server.js";
 
-const model = new ScriptedModel();
-let proxy: LossyProxy;
-before(async () => {
-  await model.start();
-  proxy = await new LossyProxy(contextdUrl()).start();
-});
-after(async () => {
-  await model.stop();
-  await proxy.stop();
-});
+const { model, proxy } = scriptedModelAndProxy();
 
 const tools = {
   read_file: tool({

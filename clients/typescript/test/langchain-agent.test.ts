@@ -1,35 +1,19 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { HumanMessage } from "@langchain/core/messages";
-import { tool } from "@langchain/core/tools";
 import { MemorySaver } from "@langchain/langgraph";
-import { ChatOpenAI } from "@langchain/openai";
 import { createAgent } from "langchain";
-import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { PAYLOAD_ID_PREFIX, contextdMiddleware } from "../src/langchain-agent.js";
-import { ScriptedModel } from "../examples/scripted-model.js";
 import { RecordingClient, seedLargeOutput, shape } from "./support/payloads.js";
-import { LossyProxy, type Seen } from "./support/proxy.js";
-import { client, contextdUrl, sessionId } from "./support/server.js";
+import type { Seen } from "./support/proxy.js";
+import { chatOn, readFile } from "./support/langchain.js";
+import { scriptedModelAndProxy } from "./support/scripted.js";
+import { client, sessionId } from "./support/server.js";
 
-const model = new ScriptedModel();
-let proxy: LossyProxy;
-before(async () => {
-  await model.start();
-  proxy = await new LossyProxy(contextdUrl()).start();
-});
-after(async () => {
-  await model.stop();
-  await proxy.stop();
-});
+const { model, proxy } = scriptedModelAndProxy();
 
-const chat = () => new ChatOpenAI({ model: "scripted", apiKey: "none", configuration: { baseURL: model.baseUrl }, maxRetries: 0 });
-const readFile = tool(async ({ path }) => `first line of ${path}\nsecond line`, {
-  name: "read_file",
-  description: "Read a file",
-  schema: z.object({ path: z.string() }),
-});
+const chat = () => chatOn(model);
 
 test("createAgent with contextdMiddleware: payload in, every step logged once through a lost answer", async () => {
   const ctx = new RecordingClient({ baseUrl: proxy.baseUrl, retry: new Retry({ backoff: 0.01 }) });

@@ -1,36 +1,20 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { ChatPromptTemplate, MessagesPlaceholder } from "@langchain/core/prompts";
 import { RunnableWithMessageHistory } from "@langchain/core/runnables";
-import { tool } from "@langchain/core/tools";
 import { createReactAgent } from "@langchain/langgraph/prebuilt";
-import { ChatOpenAI } from "@langchain/openai";
-import { z } from "zod";
 import { Retry } from "../src/index.js";
 import { ContextdChatMessageHistory, contextdHooks } from "../src/langchain.js";
-import { ScriptedModel } from "../examples/scripted-model.js";
 import { RecordingClient, seedLargeOutput, shape } from "./support/payloads.js";
-import { LossyProxy, type Seen } from "./support/proxy.js";
+import type { Seen } from "./support/proxy.js";
+import { chatOn, readFile } from "./support/langchain.js";
+import { scriptedModelAndProxy } from "./support/scripted.js";
 import { client, contextdUrl, sessionId } from "./support/server.js";
 
-const model = new ScriptedModel();
-let proxy: LossyProxy;
-before(async () => {
-  await model.start();
-  proxy = await new LossyProxy(contextdUrl()).start();
-});
-after(async () => {
-  await model.stop();
-  await proxy.stop();
-});
+const { model, proxy } = scriptedModelAndProxy();
 
-const chat = () => new ChatOpenAI({ model: "scripted", apiKey: "none", configuration: { baseURL: model.baseUrl }, maxRetries: 0 });
-const readFile = tool(async ({ path }) => `first line of ${path}\nsecond line`, {
-  name: "read_file",
-  description: "Read a file",
-  schema: z.object({ path: z.string() }),
-});
+const chat = () => chatOn(model);
 
 test("the history gives back exactly the messages it was given, stored once per id", async () => {
   const history = new ContextdChatMessageHistory(sessionId("lc"), { client: client() });
