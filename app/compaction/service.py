@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.budget import session_compaction
@@ -69,22 +70,37 @@ async def request(
     settings: Settings,
 ) -> tuple[dict[str, Any], bool]:
     """Returns (body, created). A dry run plans and answers without writing anything."""
+    if dry_run:
+        return await _dry_run(db, tenant, sid, force=force, settings=settings), False
     async with db.transaction() as s:
         locked = await sessions.get_for_update(s, tenant, sid)
         if locked is None:
             raise NotFound(f"session {sid!r} does not exist")
         row, lease_live = locked
         check_write(row, lease_live, lock_token)
-        if dry_run:
-            history = await repo.history_after(s, tenant, sid, row.last_compaction_seq)
-            plan = plan_session(history, row, session_compaction(row, settings), force=force)
-            report = plan.report()
-            would = "noop" if isinstance(plan, NoopReason) else "compact"
-            return {"dry_run": True, "would": would, **report}, False
         job, created = await repo.request_job(
             s, tenant, sid, trigger="manual", force=force, lock_token=lock_token
         )
         return {"job_id": job.id, "status": job.status}, created
+
+
+async def _dry_run(
+    db: Database, tenant: str, sid: str, *, force: bool, settings: Settings
+) -> dict[str, Any]:
+    """The plan a compaction would make now.
+
+    A read: no lease is needed (the console asks it of sessions an agent holds, which
+    is when "why still compact_needed?" matters) and no row lock is taken, so appends
+    do not wait on the planning of a long history. One snapshot, so the history read
+    starts at the watermark of the row read.
+    """
+    async with db.transaction() as s:
+        await s.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
+        row = await get_session(s, tenant, sid)
+        history = await repo.history_after(s, tenant, sid, row.last_compaction_seq)
+    plan = plan_session(history, row, session_compaction(row, settings), force=force)
+    would = "noop" if isinstance(plan, NoopReason) else "compact"
+    return {"dry_run": True, "would": would, **plan.report()}
 
 
 async def wait_for(

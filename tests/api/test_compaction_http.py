@@ -396,6 +396,23 @@ async def test_dry_run_answers_without_writing(
     assert s["jobs"] == [] and s["last_compaction_seq"] == 0 and llm.call_count == 0
 
 
+async def test_dry_run_of_a_leased_session_needs_no_token(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    """A dry run writes nothing: it answers under another's lease (the console asks it of
+    sessions an agent holds) while the real request still wants the token."""
+    await long_session(cclient, sid)
+    await cclient.post(f"/sessions/{sid}/lock", json={"owner": "agent-1", "ttl_s": 30})
+    r = await cclient.post(f"/sessions/{sid}/compact", json={"dry_run": True})
+    assert r.status_code == 200 and r.json()["would"] == "compact", r.text
+    r = await cclient.post(f"/sessions/{sid}/compact", json={})
+    assert r.status_code == 409 and r.json()["code"] == "lock_required", r.text
+    s = await state(cclient, sid)
+    assert s["jobs"] == [] and s["last_compaction_seq"] == 0 and llm.call_count == 0
+    missing = await cclient.post("/sessions/nobody-here/compact", json={"dry_run": True})
+    assert missing.status_code == 404, missing.text
+
+
 async def test_auto_compaction_runs_in_the_background(
     cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
 ) -> None:
