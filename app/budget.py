@@ -154,17 +154,21 @@ def session_compaction(row: Budgeted, settings: Settings) -> CompactionSettings:
 
 def budget_of(row: Budgeted, settings: Settings, extra_tokens: int = 0) -> Budget:
     """What the session would send now: system + tools + summary + effective history."""
-    current = (
+    counted = (
         row.system_tokens
         + row.tools_tokens
         + row.summary_tokens
         + (row.context_tokens - row.watermark_context_tokens)
-        + REPLY_PRIMING
         + extra_tokens
     )
+    current, mode = as_budgeted(row, settings, counted)
+    return compute(current, session_compaction(row, settings), mode)
+
+
+def as_budgeted(row: Budgeted, settings: Settings, counted: int) -> tuple[int, str]:
+    """`counted` tokens of the session's messages as its budget counts them (the reply's
+    priming added, an estimate scaled by the session's calibration: app/tokens/calibration.py),
+    and the tokenizer mode. The console's chart counts its past points the same way."""
     counter = get_counter(effective_model(row, settings))
-    # Estimated counts are scaled by the session's calibration (app/tokens/calibration.py).
-    current = calibration.calibrated(
-        current, calibration.factor_of(row.token_calibration, counter.mode)
-    )
-    return compute(current, session_compaction(row, settings), counter.mode)
+    factor = calibration.factor_of(row.token_calibration, counter.mode)
+    return calibration.calibrated(counted + REPLY_PRIMING, factor), counter.mode

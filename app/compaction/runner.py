@@ -237,6 +237,12 @@ class CompactionRunner:
             compacted_context_tokens=compacted,
             flush_skipped=candidates is None,
         )
+        # What the chart of the console needs to redraw this compaction's effect exactly:
+        # the turn anchor's tokens stay in the effective history below the new watermark,
+        # and what was freed is counted with the summary as the session stores it.
+        meta["turn_anchor_tokens"] = plan.anchor_tokens
+        meta["summary_message_tokens"] = summary_tokens
+        meta["tokens_freed"] = max(plan.range_tokens - summary_tokens, 0)
         MODEL_TOKENS.inc(outcome.prompt_tokens + outcome.completion_tokens)
         await self._store(
             job,
@@ -291,20 +297,22 @@ class CompactionRunner:
                 await record_event(db, job.tenant_id, job.session_id, "compaction.failed", meta)
                 COMPACTION_JOBS.labels("failed").inc()
                 return
+            # A degraded job says why on the job itself, as a failed one does.
+            why = meta.get("reason") if status == "degraded" else None
             if not await repo.finish_job(
-                db, job, self.worker_id, status, meta, watermark_after=plan.new_watermark
+                db, job, self.worker_id, status, meta, why, watermark_after=plan.new_watermark
             ):
                 raise JobTakenOver  # rolls the store back with it
             await record_event(db, job.tenant_id, job.session_id, f"compaction.{status}", meta)
         COMPACTION_JOBS.labels(status).inc()
-        TOKENS_FREED.inc(max(plan.range_tokens - int(values["summary_tokens"]), 0))
+        TOKENS_FREED.inc(int(meta.get("tokens_freed", 0)))
         COMPACTION_LAG.observe(max(time.time() - job.created_at.timestamp(), 0.0))
         log.info(
             "compacted",
             status=status,
             watermark=plan.new_watermark,
             summarized=plan.summarized_count,
-            freed=plan.range_tokens - int(values["summary_tokens"]),
+            freed=meta.get("tokens_freed"),
         )
         await self._maybe_chain(job, row)
 

@@ -11,11 +11,15 @@ from sqlalchemy import ColumnElement, and_, func, or_, select, text
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.budget import as_budgeted, budget_of
 from app.compaction.repository import WORKER_STALE_S
 from app.models import CompactionJobRow, MessageRow, SessionRow
+from app.settings import Settings
 
 # Outcomes that moved the watermark.
 STORED = ("success", "degraded")
+# Jobs a session's chart lists: the newest this many, and the newest this many stored.
+MAX_JOBS = 1000
 RECENT_EVENTS = 50
 
 
@@ -103,20 +107,25 @@ SAMPLES = text(
 )
 
 
-async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[str, Any]:
+async def token_series(
+    db: AsyncSession, row: SessionRow, points: int, settings: Settings
+) -> dict[str, Any]:
     """Effective tokens at (at most `points`) sampled seqs, and the compactions.
 
     Each sample is one probe of the messages primary key (first seq at or after a
     grid point), so a 100,000-message session costs `points` probes, not a scan.
     The history in effect at a message is what follows the watermark of the last
     compaction stored before the message was written; system and tools are
-    today's, the summary that compaction's.
+    today's, the summary that compaction's. Tokens are counted as the budget counts
+    them (`budget.as_budgeted`), so the last point is the session's `current_tokens`.
     """
     hi = row.last_seq
     samples = await _samples(db, row, points)
     compactions = await _compactions(db, row)
     base = row.system_tokens + row.tools_tokens
     series = _series(row, samples, compactions, base)
+    for p in series:
+        p["tokens"] = as_budgeted(row, settings, p["tokens"])[0]
     # Where each compaction shows on the seq axis: the first sample written after it.
     for c in compactions:
         c["at_seq"] = None
@@ -124,7 +133,7 @@ async def token_series(db: AsyncSession, row: SessionRow, points: int) -> dict[s
             c["at_seq"] = next((p["seq"] for p in series if p["at"] >= c["finished_at"]), hi)
     # Compactions stored after the last message change what the session holds but
     # no message's sample: the series ends on what the session holds now.
-    now = raw_tokens_of(row)
+    now = budget_of(row, settings).current_tokens
     if series and series[-1]["tokens"] != now:
         series.append({**series[-1], "at": None, "tokens": now, "now": True})
     return {
@@ -153,7 +162,14 @@ async def _samples(db: AsyncSession, row: SessionRow, points: int) -> list[Any]:
 
 
 async def _compactions(db: AsyncSession, row: SessionRow) -> list[dict[str, Any]]:
-    """The session's compaction jobs, oldest first (at most 1,000), as chart points."""
+    """The session's newest compaction jobs (at most `MAX_JOBS`) and its newest stored ones
+    (as many), oldest first, as chart points.
+
+    The stored ones decide the line: a session that ran more jobs than that (no-ops
+    asked again and again) still draws its latest compactions. Of the stored jobs, the
+    newest `compaction_count` are in effect; older ones were stored before the log was
+    cleared (a clear resets the count) and no longer describe any message.
+    """
     J = CompactionJobRow
     through = (
         select(MessageRow.context_tokens_through)
@@ -166,25 +182,35 @@ async def _compactions(db: AsyncSession, row: SessionRow) -> list[dict[str, Any]
         .limit(1)
         .scalar_subquery()
     )
-    # One statement: each job with the log's tokens through its watermark (a probe each).
-    jobs = (
-        await db.execute(
-            select(J, through)
-            .where(J.tenant_id == row.tenant_id, J.session_id == row.id)
-            .order_by(J.created_at)
-            .limit(1000)
-        )
-    ).all()
+    # Each job with the log's tokens through its watermark (a probe each).
+    mine = select(J, through).where(J.tenant_id == row.tenant_id, J.session_id == row.id)
+    newest = mine.order_by(J.created_at.desc()).limit(MAX_JOBS)
+    stored = newest.where(J.status.in_(STORED), J.watermark_after.is_not(None))
+    jobs = {j.id: (j, t) for j, t in (await db.execute(newest)).all()}
+    jobs.update({j.id: (j, t) for j, t in (await db.execute(stored)).all()})
+    ordered = sorted(jobs.values(), key=lambda jt: jt[0].created_at)
+    stored_jobs = [j for j, _ in ordered if _stored(j)]
+    count = min(row.compaction_count, len(stored_jobs))
+    in_effect = {j.id for j in stored_jobs[len(stored_jobs) - count :]}
     compactions = []
-    for j, wm_through in jobs:
-        if j.status not in STORED or j.watermark_after is None or j.finished_at is None:
+    for j, wm_through in ordered:
+        if not _stored(j) or j.id not in in_effect:
             compactions.append(_job_point(j, None, None))
             continue
-        summary_tokens = (j.result or {}).get("summary_tokens")
+        result = j.result or {}
+        # The summary message as the session stored it (jobs stored before that was kept
+        # give the summary's own count, a few tokens less).
+        summary_tokens = result.get("summary_message_tokens", result.get("summary_tokens"))
+        # The turn anchor stays in the effective history below the watermark.
+        history_below = int(wm_through or 0) - int(result.get("turn_anchor_tokens") or 0)
         compactions.append(
-            _job_point(j, int(wm_through or 0), int(summary_tokens) if summary_tokens else None)
+            _job_point(j, history_below, int(summary_tokens) if summary_tokens else None)
         )
     return compactions
+
+
+def _stored(j: CompactionJobRow) -> bool:
+    return j.status in STORED and j.watermark_after is not None and j.finished_at is not None
 
 
 def _series(
@@ -202,8 +228,9 @@ def _series(
         wm_through = in_effect["watermark_through"] if in_effect else 0
         summary = 0
         if in_effect is not None:
-            summary = in_effect["summary_tokens"] or (
-                row.summary_tokens if k == len(stored) - 1 else 0
+            # The newest compaction's summary is the one the session holds now.
+            summary = (
+                row.summary_tokens if k == len(stored) - 1 else in_effect["summary_tokens"] or 0
             )
         history = max(int(through) - int(wm_through), 0)
         series.append(
@@ -220,8 +247,8 @@ def _series(
 def _job_point(j: CompactionJobRow, through: int | None, summary: int | None) -> dict[str, Any]:
     result = j.result or {}
     range_tokens = result.get("range_tokens")
-    freed = None
-    if isinstance(range_tokens, int) and summary is not None:
+    freed = result.get("tokens_freed")  # as the metric counts it (jobs stored since it is kept)
+    if freed is None and isinstance(range_tokens, int) and summary is not None:
         freed = max(range_tokens - summary, 0)
     return {
         "job_id": j.id,

@@ -20,9 +20,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.lanes import Services
 from app.budget import budget_of, effective_model
 from app.console import queries
 from app.console.assets import ASSETS
+from app.context import service as context_service
+from app.context.params import ContextParams
 from app.errors import NotFound, invalid
 from app.jsonsafe import StoredStr, storable_problem
 from app.sessions import service as sessions
@@ -42,19 +45,19 @@ SECURITY_HEADERS = {
 }
 
 
-@router.get("/ui")
+@router.api_route("/ui", methods=["GET", "HEAD"])
 async def index_redirect() -> Response:
     return RedirectResponse("/ui/", status_code=307)
 
 
-@router.get("/ui/")
+@router.api_route("/ui/", methods=["GET", "HEAD"])
 async def index() -> Response:
     return FileResponse(
         str(STATIC / "index.html"), media_type="text/html; charset=utf-8", headers=SECURITY_HEADERS
     )
 
 
-@router.get("/ui/static/{name}")
+@router.api_route("/ui/static/{name}", methods=["GET", "HEAD"])
 async def asset(name: str) -> Response:
     media = ASSETS.get(name)
     if media is None:
@@ -122,13 +125,33 @@ async def series(
     session_id: SessionId,
     db: DatabaseDep,
     tenant: TenantDep,
+    settings: SettingsDep,
     points: Annotated[int, Query(ge=2, le=2000)] = 500,
 ) -> dict[str, Any]:
     """Tokens over seq, at most `points` samples, with each compaction marked."""
     async with db.reading() as s:
         row = await sessions.get_session(s, tenant, session_id)
-        out = await queries.token_series(s, row, points)
+        out = await queries.token_series(s, row, points, settings)
     return encoded(out)
+
+
+@router.get("/ui/api/sessions/{session_id}/context")
+async def current_payload(session_id: SessionId, request: Request, tenant: TenantDep) -> Response:
+    """The payload the session's default stream would send now, as `GET /context` answers
+    it, but only looked at: a trim it makes is not stored as the stream's layout and no
+    `context.compressed` event or metric is recorded, so watching a session changes
+    neither what its agent is sent next nor the trim figures an operator watches."""
+    services: Services = request.app.state.services
+    content = await context_service.payload_json(
+        services.database,
+        services.events,
+        tenant,
+        session_id,
+        ContextParams(observe=True),
+        services.settings,
+        services.caches,
+    )
+    return Response(content, media_type="application/json")
 
 
 @router.get("/ui/api/queue")

@@ -50,6 +50,9 @@ class ContextParams:
     previous_prefix_id: str | None = None
     # The recall tool and the note on what was left out; None: the session's setting.
     recall: bool | None = None
+    # A look, not a model call (the console): no trim is stored as the stream's layout,
+    # no event or metric is recorded. Not a parameter of the HTTP API.
+    observe: bool = False
 
 
 def from_query(

@@ -122,14 +122,15 @@ async def build(
         )
     )
     retrimmed = stable.trimmed is not None and (stored is None or stored.id != stable.trimmed.id)
-    if retrimmed and stable.trimmed is not None:
+    if retrimmed and stable.trimmed is not None and not params.observe:
         # The only write of a payload call: a trim fixes the stream's new layout.
         await layouts.store(db, row, call.key, stable.trimmed, replaced=layout)
     previous = [x for x in (layout, stored, replaced, Layout.untrimmed(row)) if x is not None]
     shared = _shared_prefix(stable, result, previous, row, counter, params.previous_prefix_id)
     note = _recall_note(stable, result, row, counter) if recalls else None
     body = _body(result, status, shared, call.factor, budget - params.reserve_output_tokens, note)
-    _record(events, tenant, sid, row, result, budget, retrimmed)
+    if not params.observe:
+        _record(events, tenant, sid, row, result, budget, retrimmed)
     # The hook where the Chat Completions payload becomes the requested provider format.
     errors = (
         formats.tool_error_flags(history, result.kept_seqs) if params.format == "anthropic" else ()

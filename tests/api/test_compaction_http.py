@@ -218,6 +218,8 @@ async def test_model_failures_degrade_to_an_extractive_summary(
     llm.behaviour = behaviour
     done = await compact(cclient, sid)
     assert done["status"] == "degraded", done
+    # Why, on the job itself as a failed job says it (the console reads it there).
+    assert done["reason"] and done["reason"] == done["compaction_metadata"]["reason"], done
     s = await state(cclient, sid)
     assert s["last_compaction_seq"] > 0  # the watermark still advances
     assert "never deploy on Fridays" in s["summary"]["text"]  # nothing the user said is gone

@@ -118,7 +118,7 @@ async def test_series_is_downsampled_and_tenant_scoped(keyed_app: FastAPI) -> No
         tokens = [p["log_tokens"] for p in body["points"]]
         assert tokens == sorted(tokens) and tokens[0] > 0
         full = (await c.get(f"/sessions/{sid}")).json()
-        assert body["points"][-1]["tokens"] == full["budget"]["current_tokens"] - 3  # reply priming
+        assert body["points"][-1]["tokens"] == full["budget"]["current_tokens"]
         assert body["compactions"] == []
         r = await c.get(f"/ui/api/sessions/{sid}/series", params={"points": 1})
         assert r.status_code == 422

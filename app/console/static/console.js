@@ -102,7 +102,10 @@ async function whoami() {
 function parseHash() {
   const raw = location.hash.replace(/^#\/?/, "");
   const [path, query] = raw.split("?");
-  const parts = path.split("/").map(decodeURIComponent);
+  // A malformed escape (a hand-edited or cut link) is kept as typed: the session is then
+  // "not found", where decodeURIComponent's URIError left the page on "Loading…".
+  const decode = (p) => { try { return decodeURIComponent(p); } catch { return p; } };
+  const parts = path.split("/").map(decode);
   return { parts, params: new URLSearchParams(query || "") };
 }
 
@@ -222,7 +225,7 @@ async function sessionPage(token, sid) {
   const session = await api(base); // 404 for another tenant's session, like the API
   const [compaction, context, series] = await Promise.all([
     api(`${base}/compaction`),
-    api(`${base}/context`).catch((err) => ({ error: err.message })),
+    api(`/ui/api/sessions/${encodeURIComponent(sid)}/context`).catch((err) => ({ error: err.message })),
     api(`/ui/api/sessions/${encodeURIComponent(sid)}/series?points=500`),
   ]);
   // Still over the threshold: the dry run says what a compaction could take, and
@@ -338,7 +341,9 @@ function historyCard(compaction, series) {
   const rows = jobs.map((j) => {
     const m = j.compaction_metadata || {};
     const details = [];
-    if (j.reason) details.push(h("div", { class: j.status === "failed" ? "error" : "muted" }, j.reason));
+    // Jobs degraded before the job itself carried the reason have it in their metadata only.
+    const reason = j.reason || (j.status === "degraded" ? m.reason : null);
+    if (reason) details.push(h("div", { class: j.status === "failed" ? "error" : "muted" }, reason));
     if (m.detail) details.push(h("div", { class: "muted" }, m.detail));
     if (j.status === "degraded" || m.anchor_validation_passed === false) {
       details.push(h("div", {}, `anchor validation ${m.anchor_validation_passed === false ? "failed" : "passed"}${m.anchor_retry_used ? " after a retry" : ""}`));
@@ -350,7 +355,7 @@ function historyCard(compaction, series) {
     return h("tr", { class: "job", "data-status": j.status },
       h("td", {}, badge(j.status)), h("td", {}, j.trigger), h("td", {}, age(j.created_at)),
       h("td", { class: "num" }, range), h("td", { class: "num" }, fmt(m.summarized_count)),
-      h("td", { class: "num" }, fmt(freed[j.job_id] ?? (m.range_tokens !== undefined && m.compacted_context_tokens !== undefined ? null : null))),
+      h("td", { class: "num" }, fmt(freed[j.job_id] ?? m.tokens_freed)),
       h("td", {}, details));
   });
   const sum = compaction.summary || {};
