@@ -5,8 +5,9 @@
 # and "no CONTEXTD_DATABASE_URL is set and the embedded PostgreSQL is not installed".
 # The app refuses to listen beyond loopback when no API keys are configured (SPEC §8;
 # `_serve` in app/cli.py rewrites the host to 127.0.0.1), so CONTEXTD_HOST=0.0.0.0
-# below takes effect only together with CONTEXTD_API_KEYS: without keys the container
-# runs and reports healthy but cannot be reached through a published port.
+# below takes effect only together with API keys (CONTEXTD_API_KEYS, or keys stored in
+# the database by `contextd keys create`): without any the container runs and reports
+# healthy but cannot be reached through a published port.
 #
 # Layout. A plain (non-editable) install: the wheel carries the migrations inside the
 # package (app/migrations, see [tool.setuptools] in pyproject.toml) and the search
@@ -51,7 +52,8 @@ RUN pip install --no-deps . \
     && rm -rf build \
     && contextd --help > /dev/null \
     && python -I -c "from app.db import migrations_dir; assert (migrations_dir() / 'env.py').is_file()" \
-    && python -I -c "import app.messages._vector"
+    && python -I -c "import app.messages._vector" \
+    && python -I -c "from app.tokens.encodings import get_encoding; get_encoding('o200k_base'); get_encoding('cl100k_base')"
 
 
 FROM ${PYTHON_IMAGE} AS runtime

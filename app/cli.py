@@ -122,7 +122,9 @@ def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
         return 0
     if args.command == "serve":
         _migrate(url)
-        return _serve(settings, url, args.host, args.port, args.workers or default_workers())
+        return _serve(
+            settings, url, args.host, args.port, args.workers or cli_args.default_workers()
+        )
     if args.command == "demo":
         _migrate(url)
         from app.demo import DEFAULT_QUESTION, run_demo
@@ -157,14 +159,6 @@ def _migrate(url: str) -> None:
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise _NoDatabase(f"{type(exc).__name__}: {exc}") from exc
     log.info("schema at head")
-
-
-def default_workers() -> int:
-    """The cores this process may run on (a cpuset or `taskset` counts, the host's total not)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def per_process(total: int, workers: int) -> int:
