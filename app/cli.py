@@ -271,7 +271,7 @@ def _run_children(host: str, port: int, options: dict[str, Any]) -> int:
     except OSError as exc:
         log.error("cannot listen", host=host, port=port, error=str(exc))
         return 3  # uvicorn's STARTUP_FAILURE
-    log.info("listening", host=host, port=sockets.port)
+    log.info("listening", url=f"http://{host}:{sockets.port}", host=host, port=sockets.port)
     try:
         config = uvicorn.Config(app, host=host, port=sockets.port, **options)
         uvicorn.supervisors.Multiprocess(config, sockets=sockets).run()

