@@ -9,6 +9,8 @@ import pytest
 from contextd_client import AsyncContextdClient, Retry
 from fastapi import FastAPI
 
+from tests.clients.responses_model import ResponsesModel
+
 
 class LoseAnswers(httpx.AsyncBaseTransport):
     """Sends each request on, then loses the answer of the first `n` matching ones:
@@ -45,3 +47,9 @@ async def ctx(transport: LoseAnswers) -> AsyncIterator[AsyncContextdClient]:
         "http://contextd.test", transport=transport, retry=retry
     ) as client:
         yield client
+
+
+@pytest.fixture
+def responses_model() -> ResponsesModel:
+    """A scripted model on OpenAI's Responses API (tests/clients/responses_model.py)."""
+    return ResponsesModel()

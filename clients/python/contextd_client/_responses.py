@@ -5,7 +5,9 @@ from; agent frameworks such as the OpenAI Agents SDK keep Responses items. A
 batch of items becomes chat messages like this:
 
 - a user/system/developer/assistant `message` -> a message of that role
-  (`developer` as `system`), its text and image parts as chat parts;
+  (`developer` as `system`), its text, image and file parts as chat parts (an
+  image given by `file_id`, which chat cannot name, as an `image_url` part with
+  `file_id` in place of `url`);
 - consecutive `function_call` items -> ONE assistant message with `tool_calls`
   (parallel calls must share a message for a chat model), and each
   `function_call_output` -> a `tool` message;
@@ -27,6 +29,9 @@ from typing import Any
 __all__ = ["ITEMS_KEY", "chat_to_items", "items_to_messages", "message_to_items"]
 
 ITEMS_KEY = "responses_items"
+# An `input_file`'s fields, kept as they are in a chat `file` part. Chat has no
+# `file_url`; contextd stores the part whatever it holds, so it is kept too.
+FILE_FIELDS = ("file_data", "file_id", "filename", "file_url")
 Item = dict[str, Any]
 
 
@@ -134,7 +139,15 @@ def _parts_to_chat(content: Any, role: str) -> Any:
         elif kind == "input_image" and role == "user" and part.get("image_url"):
             image = {"url": part["image_url"], "detail": part.get("detail") or "auto"}
             parts.append({"type": "image_url", "image_url": image})
-        else:  # a file, audio, ... a chat model cannot be given here: say it was there
+        elif kind == "input_image" and role == "user" and part.get("file_id"):
+            # Chat takes images by URL only. An image part that names the file instead
+            # still counts as an image in contextd's budget and maps back exactly.
+            image = {"file_id": part["file_id"], "detail": part.get("detail") or "auto"}
+            parts.append({"type": "image_url", "image_url": image})
+        elif kind == "input_file" and role == "user":
+            file = {k: part[k] for k in FILE_FIELDS if part.get(k) is not None}
+            parts.append({"type": "file", "file": file})
+        else:  # audio, ... a chat model cannot be given here: say it was there
             parts.append({"type": "text", "text": f"[{kind or 'part'}]"})
     if role != "user" and not all(p["type"] == "text" for p in parts):
         return _text_of(parts)
@@ -200,13 +213,15 @@ def _parts_to_responses(content: Any) -> Any:
     for part in content:
         if part.get("type") == "image_url":
             image = part.get("image_url") or {}
-            out.append(
-                {
-                    "type": "input_image",
-                    "image_url": image.get("url"),
-                    "detail": image.get("detail") or "auto",
-                }
-            )
+            item: Item = {"type": "input_image", "detail": image.get("detail") or "auto"}
+            if image.get("url") is None and image.get("file_id") is not None:
+                item["file_id"] = image["file_id"]
+            else:
+                item["image_url"] = image.get("url")
+            out.append(item)
+        elif part.get("type") == "file":
+            file = part.get("file") or {}
+            out.append({"type": "input_file", **{k: file[k] for k in FILE_FIELDS if k in file}})
         else:
             out.append({"type": "input_text", "text": str(part.get("text", ""))})
     return out

@@ -14,7 +14,10 @@
 
 Messages are stored as OpenAI chat messages (what contextd assembles payloads
 from); the LangChain message itself is kept in `metadata["langchain"]`, so the
-history gives back exactly the messages it was given.
+history gives back exactly the messages it was given. An AI message of the
+Responses API (`ChatOpenAI(use_responses_api=True)`) holds Responses blocks: its
+chat content keeps their text, its calls are its `tool_calls`, and its reasoning
+is left to the kept message (a chat model takes none).
 """
 
 from __future__ import annotations
@@ -63,14 +66,20 @@ LC_KEY = "langchain"
 # already, and never stored again.
 PAYLOAD_ID_PREFIX = "contextd-payload:"
 PAGE = 100
+# Responses text blocks; chat `text` parts stay as they are (cache_control and all).
+TEXT_KINDS = ("input_text", "output_text")
 
 
 def to_stored(message: BaseMessage) -> dict[str, Any]:
     """The chat message contextd stores for a LangChain message, with the message
     itself in metadata (its content left out when the chat content is the same)."""
     chat: dict[str, Any] = convert_to_openai_messages(message)
-    if chat.get("role") == "assistant" and chat.get("tool_calls") and not chat.get("content"):
-        chat["content"] = None
+    if chat.get("role") == "assistant":
+        chat["content"] = _assistant_content(chat.get("content"))
+        if chat.get("tool_calls") and not chat["content"]:
+            chat["content"] = None
+    elif isinstance(chat.get("content"), list):
+        chat["content"] = [_text_part(p) or p for p in chat["content"]]
     lc = json.loads(json.dumps(message_to_dict(message), default=str))
     if lc["data"].get("content") == chat.get("content"):
         del lc["data"]["content"]
@@ -78,6 +87,32 @@ def to_stored(message: BaseMessage) -> dict[str, Any]:
     if message.id:
         out["id"] = message.id  # stored once however often it is sent
     return out
+
+
+def _text_part(part: Any) -> dict[str, Any] | None:
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    if isinstance(part, dict) and part.get("type") == "text":
+        return part
+    if isinstance(part, dict) and part.get("type") in TEXT_KINDS:
+        return {"type": "text", "text": str(part.get("text", ""))}
+    return None
+
+
+def _assistant_content(content: Any) -> Any:
+    """Chat assistant content: text and refusals. Responses blocks beside them are
+    dropped here, as the message kept in metadata has them: `function_call` is in
+    `tool_calls` already, and a chat model takes no reasoning or server tool calls."""
+    if not isinstance(content, list):
+        return content
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        text = _text_part(part)
+        if text is not None:
+            parts.append(text)
+        elif isinstance(part, dict) and part.get("type") == "refusal":
+            parts.append({"type": "refusal", "refusal": str(part.get("refusal", ""))})
+    return parts or ""
 
 
 def from_stored(message: Message) -> BaseMessage:
@@ -220,7 +255,12 @@ class ContextdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     Put the system prompt and tools in the session (`client.put_session(...)`) so
     contextd budgets for them, and leave `create_agent`'s `system_prompt` unset.
-    `context_options` go to every context call (`max_tokens`, `strategy`, ...).
+    `context_options` go to every context call (`max_tokens`, `strategy`, ...), except
+    `format`: the middleware asks for chat messages and hands the agent LangChain
+    messages, which the chat model converts for its API (OpenAI's Responses API,
+    Anthropic, ...). Any `format` but "openai" is refused with a ValueError here
+    rather than feeding the model an empty history later; on Anthropic, add
+    `AnthropicPromptCachingMiddleware` for the cache breakpoints.
     With `recall=True` the middleware registers contextd's recall tool with the agent
     (`recall_tool`), and its payloads carry the recall tool's definition and the note
     on what was left out, so the budget counts both.
@@ -243,6 +283,13 @@ class ContextdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.client = client
         self.async_client = async_client
         self.lock_token = lock_token
+        fmt = context_options.pop("format", "openai")
+        if fmt != "openai":
+            raise ValueError(
+                f"ContextdMiddleware does not take format={fmt!r}: the agent gets "
+                "LangChain messages converted from contextd's chat payload whatever its "
+                "model's API; leave `format` out"
+            )
         self.context_options = context_options
         if recall:
             self.context_options["recall"] = True

@@ -125,3 +125,18 @@ def test_a_payload_becomes_responses_input_items() -> None:
     assert items[2] == {"role": "assistant", "content": "Let me look."}
     assert items[3] == {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
     assert items[4]["output"].startswith("[preview")
+
+
+def test_files_and_images_by_id_map_to_chat_parts_and_back_exactly() -> None:
+    user = {"role": "user", "content": [
+        {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBE"},
+        {"type": "input_file", "file_id": "file-1", "filename": "b.pdf"},
+        {"type": "input_file", "file_url": "https://x/c.pdf"},
+        {"type": "input_image", "file_id": "file-2", "detail": "high"},
+    ]}  # fmt: skip
+    [message] = items_to_messages([user])
+    assert "metadata" not in message  # the chat form alone gives the item back
+    assert [p["type"] for p in message["content"]] == ["file", "file", "file", "image_url"]
+    assert message["content"][1]["file"] == {"file_id": "file-1", "filename": "b.pdf"}
+    assert message["content"][3]["image_url"] == {"file_id": "file-2", "detail": "high"}
+    assert chat_to_items([message]) == [user]
