@@ -91,6 +91,23 @@ def test_responses_items() -> None:
     assert out["tools"][1]["parameters"] == {"type": "object", "properties": {}}
 
 
+def test_responses_keeps_images_and_files_given_by_id() -> None:
+    """Parts the Agents adapter stores for input given by file id come back as the
+    Responses API took them (an image part holds `file_id` where chat has `url`)."""
+    parts = [
+        {"type": "image_url", "image_url": {"file_id": "file-img1", "detail": "high"}},
+        {"type": "file", "file": {"file_id": "file-doc1", "filename": "a.pdf"}},
+        {"type": "file", "file": {"file_url": "https://example.com/b.pdf"}},
+    ]
+    out = formats.render(body_of([{"role": "user", "content": parts}]), "responses")
+    check_responses(out)
+    assert out["input"][0]["content"] == [
+        {"type": "input_image", "file_id": "file-img1", "detail": "high"},
+        {"type": "input_file", "file_id": "file-doc1", "filename": "a.pdf"},
+        {"type": "input_file", "file_url": "https://example.com/b.pdf"},
+    ]
+
+
 def test_anthropic_merges_roles_and_pairs_tool_calls() -> None:
     out = formats.render(body_of(HISTORY), "anthropic", tool_errors=[False, True, False])
     check_anthropic(out)

@@ -5,7 +5,8 @@
   so its prefix stays the prefix the provider cached (`instructions` would also
   be dropped when a client chains calls with `previous_response_id`).
 - user content parts: text → `input_text`, `image_url` → `input_image` (URL or
-  data URL, `detail` kept, else "auto"), `file` → `input_file`; audio, which
+  data URL, or the `file_id` a part holds instead of a URL; `detail` kept, else
+  "auto"), `file` → `input_file`; audio, which
   Responses input messages do not take, becomes a short text note.
 - assistant: its text as an `assistant` message item, then one `function_call`
   item per tool call (parallel calls stay adjacent, in order).
@@ -80,16 +81,20 @@ def _parts(content: Any) -> list[dict[str, Any]]:
         elif kind == "image_url":
             image = part.get("image_url") or {}
             detail = image.get("detail")
-            out.append(
-                {
-                    "type": "input_image",
-                    "image_url": str(image.get("url", "")),
-                    "detail": detail if detail in ("low", "high", "auto") else "auto",
-                }
-            )
+            item: dict[str, Any] = {
+                "type": "input_image",
+                "detail": detail if detail in ("low", "high", "auto") else "auto",
+            }
+            # An image the Responses API was given by file id (chat names images by URL
+            # only; the Python Agents adapter stores `file_id` in place of `url`).
+            if "url" not in image and isinstance(image.get("file_id"), str):
+                item["file_id"] = image["file_id"]
+            else:
+                item["image_url"] = str(image.get("url", ""))
+            out.append(item)
         elif kind == "file":
             file = part.get("file") or {}
-            keep = ("file_data", "file_id", "filename")
+            keep = ("file_data", "file_id", "filename", "file_url")
             out.append({"type": "input_file", **{k: file[k] for k in keep if k in file}})
         else:
             out.append({"type": "input_text", "text": omitted(part)})
