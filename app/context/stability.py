@@ -98,10 +98,15 @@ def replay(
             return None
         sel.pick(unit, Form(form), rule)
     dropped = dict(layout.dropped)
+    # A layout that decided nothing past the watermark (no trim since the last
+    # compaction) holds the whole view: the turn anchor too, which stays below the
+    # watermark in the effective history. Taken as decided, it forced a trim to the
+    # low-water mark on the first call after every compaction that passed it.
+    untrimmed = layout.through_seq <= layout.watermark
     for unit in view.units:
         if unit.index in sel.picks:
             continue
-        if unit.messages[-1].seq > layout.through_seq:
+        if untrimmed or unit.messages[-1].seq > layout.through_seq:
             sel.pick(unit, Form.FULL, hard_rule(unit) if unit.pinned or unit.latest_user else "new")
         elif unit.first_seq in dropped:
             sel.rules[unit.index] = dropped[unit.first_seq]

@@ -337,6 +337,32 @@ async def test_a_new_summary_starts_a_new_selection(
     assert later["usage"]["stable_prefix_messages"] == len(after["messages"])
 
 
+async def test_after_a_compaction_past_the_turn_anchor_what_fits_is_sent_whole(
+    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    sid: str,
+) -> None:
+    """One long agent turn compacted inside the turn: the watermark passes the opening
+    user message, which stays in the effective history. A payload whose budget holds all
+    of it sends all of it, the newest steps whole (it used to trim to the low-water mark
+    on every first call after such a compaction)."""
+    r = await cclient.put(f"/sessions/{sid}", json={**SMALL, "system_prompt": SYSTEM})
+    assert r.status_code in (200, 201), r.text
+    await append(cclient, sid, [user("Run the whole migration, step by step.")])
+    for i in range(12):
+        await append(cclient, sid, step(i))
+    done = await compact(cclient, sid, force=True)
+    assert done["status"] == "success" and int(done["watermark_after"]) > 1, done
+    budget = (await cclient.get(f"/sessions/{sid}/budget")).json()["current_tokens"]
+    whole = await payload(cclient, sid, max_tokens=budget + 50)
+    assert whole["dropped_count"] == 0 and not whole["over_budget"], whole["decisions"]
+    assert all(d["action"] == "kept" for d in whole["decisions"]), whole["decisions"]
+    assert whole["kept_seqs"][0] == 1  # the turn anchor, below the watermark
+    # And the next call, one step later, appends to it.
+    await append(cclient, sid, step(12))
+    later = await payload(cclient, sid, whole["prefix_id"], max_tokens=budget + 400)
+    assert is_prefix(whole["messages"], later["messages"]) and later["dropped_count"] == 0
+
+
 async def test_recent_tokens_stop_at_units_a_replay_did_not_read(
     client: httpx.AsyncClient, sid: str
 ) -> None:
