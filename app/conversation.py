@@ -286,7 +286,8 @@ def split_steps(messages: Sequence[LoggedMessage]) -> list[Unit]:
     """Users, steps and leftovers in log order: a step is a complete tool group with any
     assistant text just before it, or a lone assistant message; tool results, UI-only
     and historical system messages belong to the step they follow; a step holding a
-    group still missing a result is open."""
+    group still missing a result is open, unless the user and then the assistant moved
+    on after it (abandoned)."""
     answered_anywhere = {str(m.body.get("tool_call_id")) for m in messages if m.role == "tool"}
     starts: list[int] = []
     for i, m in enumerate(messages):
@@ -300,14 +301,27 @@ def split_steps(messages: Sequence[LoggedMessage]) -> list[Unit]:
             if not text_then_group:
                 starts.append(i)
     # Which starts are clean cuts: no call before them still waiting for a result there.
+    # A call with no result anywhere that the user moved on from (a user message, then
+    # the assistant answering it) is abandoned, not waiting: it held back every later
+    # cut, so one call left unanswered (or whose result a tail cut deleted) stopped the
+    # session's compactions for good. A result that does come after a user's interjection,
+    # before the assistant speaks again, still keeps its call with it.
     outstanding: set[str] = set()
+    interrupted: set[str] = set()
+    abandoned: set[str] = set()
     closed_at: dict[int, bool] = {}
     start_set = set(starts)
     for i, m in enumerate(messages):
+        if m.role == "assistant" and interrupted:
+            outstanding -= interrupted
+            abandoned |= interrupted
+            interrupted = set()
         if i in start_set:
             closed_at[i] = not outstanding
         if m.role == "tool":
             outstanding.discard(str(m.body.get("tool_call_id")))
+        elif m.role == "user":
+            interrupted |= outstanding - answered_anywhere
         outstanding.update(m.tool_call_ids)
     units: list[Unit] = []
     turn = 0
@@ -320,7 +334,11 @@ def split_steps(messages: Sequence[LoggedMessage]) -> list[Unit]:
             "user" if first.role == "user" else "step" if first.role == "assistant" else "other"
         )
         chunk = messages[start:end]
-        is_open = any(cid not in answered_anywhere for m in chunk for cid in m.tool_call_ids)
+        is_open = any(
+            cid not in answered_anywhere and cid not in abandoned
+            for m in chunk
+            for cid in m.tool_call_ids
+        )
         units.append(
             Unit(start, end, kind, turn, is_open, tokens_in_context(chunk), closed_at[start])
         )

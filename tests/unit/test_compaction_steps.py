@@ -146,6 +146,22 @@ def _build(spec: list[tuple[list[str], int, bool]], sizes: list[int]) -> list[Lo
     return out
 
 
+def _abandoned(log: list[LoggedMessage], cut: int) -> set[str]:
+    """Calls before `cut` (an index: log[:cut] is before it) with no result anywhere that
+    the conversation moved on from by then: a user message after the call, then an
+    assistant message at or before the cut."""
+    answered = {str(m.body.get("tool_call_id")) for m in log if m.role == "tool"}
+    out: set[str] = set()
+    for i, m in enumerate(log[:cut]):
+        user = next((j for j in range(i + 1, len(log)) if log[j].role == "user"), None)
+        if user is None:
+            continue
+        last = min(cut, len(log) - 1)
+        if any(log[k].role == "assistant" for k in range(user + 1, last + 1)):
+            out.update(c for c in m.tool_call_ids if c not in answered)
+    return out
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(_turn_spec, min_size=1, max_size=6),
@@ -183,7 +199,7 @@ def test_plan_properties(
         tail_start = len(log) if from_seq is None else from_seq - 1
         for c in range(1, tail_start + 1):
             before, nxt = log[:c], log[c] if c < len(log) else None
-            calls = {i for m in before for i in m.tool_call_ids}
+            calls = {i for m in before for i in m.tool_call_ids} - _abandoned(log, c)
             answered = {str(m.body.get("tool_call_id")) for m in before if m.role == "tool"}
             boundary = nxt is None or nxt.role == "user" or (
                 nxt.role == "assistant"
@@ -199,8 +215,8 @@ def test_plan_properties(
     wm = result.new_watermark
     ranged = {m.seq for m in result.range_messages}
     assert ranged == {m.seq for m in log if m.seq <= wm}
-    # Never splits a group, never holds an open one.
-    calls = {c for m in log if m.seq <= wm for c in m.tool_call_ids}
+    # Never splits a group, never holds an open one (an abandoned call is not open).
+    calls = {c for m in log if m.seq <= wm for c in m.tool_call_ids} - _abandoned(log, wm)
     answers_before = {
         str(m.body.get("tool_call_id")) for m in log if m.role == "tool" and m.seq <= wm
     }

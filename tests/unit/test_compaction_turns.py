@@ -91,6 +91,34 @@ def test_tool_group_answered_after_a_user_interjection_is_not_split() -> None:
     assert "c1" not in called
 
 
+def test_a_call_the_conversation_moved_on_from_does_not_stop_compaction() -> None:
+    """A call never answered (or whose result a tail cut deleted), after which the user
+    and the assistant moved on, is abandoned: later cuts are clean."""
+    log = log_of(
+        [
+            {"role": "user", "content": "run the tests"},
+            {"role": "assistant", "content": None, "tool_calls": [call("c1", "bash", {})]},
+            {"role": "user", "content": "never mind, read the docs instead"},
+            {"role": "assistant", "content": "Reading them."},
+            *[
+                m
+                for i in range(4)
+                for m in (
+                    {"role": "user", "content": f"q{i}"},
+                    {"role": "assistant", "content": f"a{i}"},
+                )
+            ],
+        ]
+    )
+    plan = _plan(log, min_preserved_turns=1)
+    assert plan.new_watermark == 8  # all but the last turn and the one before it
+    assert "c1" in {cid for m in plan.range_messages for cid in m.tool_call_ids}
+    assert plan.report()["open_group_seqs"] == []
+    # Still waiting (the assistant has not spoken since the user's message): held back.
+    waiting = log[:3]
+    assert _noop(waiting).code == "nothing_compressible"
+
+
 def test_tool_groups_inside_a_turn_stay_whole() -> None:
     log = log_of(
         [
@@ -166,7 +194,7 @@ def test_dry_run_report_names_range_tokens_and_preserved_turns() -> None:
 # whose result may arrive after a user interjection.
 _turn = st.tuples(
     st.booleans(),  # starts with a user message (only meaningful for the first turn)
-    st.lists(st.sampled_from(["text", "tool", "late_tool"]), max_size=3),
+    st.lists(st.sampled_from(["text", "tool", "late_tool", "unanswered"]), max_size=3),
 )
 
 
@@ -186,8 +214,9 @@ def _history(spec: list[tuple[bool, list[str]]]) -> list[LoggedMessage]:
             items.append({"role": "assistant", "content": None, "tool_calls": [call(cid, "t", {})]})
             if kind == "tool":
                 items.append({"role": "tool", "tool_call_id": cid, "content": "r"})
-            else:
+            elif kind == "late_tool":
                 pending.append(cid)
+            # "unanswered": no result ever comes
     items.extend({"role": "tool", "tool_call_id": c, "content": "late"} for c in pending)
     return log_of(items)
 
@@ -209,6 +238,11 @@ def test_plan_invariants(spec: list[tuple[bool, list[str]]], keep: int) -> None:
     called = {c for m in result.range_messages for c in m.tool_call_ids}
     answered_later = {m.body.get("tool_call_id") for m in result.preserved_messages}
     assert not called & answered_later
+    # A call with no result is compacted only once the user and the assistant moved on.
+    for c in called - {m.body.get("tool_call_id") for m in log}:
+        at = next(m.seq for m in log if c in m.tool_call_ids)
+        user = next(m.seq for m in log if m.role == "user" and m.seq > at)
+        assert any(m.role == "assistant" and m.seq > user for m in result.range_messages)
     assert len(split_turns(result.preserved_messages)) - 1 >= keep
 
 
