@@ -43,6 +43,11 @@ import { RECALL_DESCRIPTION, RECALL_PARAMETERS, runRecall, type RecallArguments 
 import type { AppendResult, ChatMessage, ContextOptions, Message } from "./types.js";
 
 export const AI_SDK_KEY = "ai_sdk";
+/**
+ * On the second and later tool messages of one AI SDK tool message (parallel results)
+ * stored without a copy: read back as parts of the tool message before it.
+ */
+export const AI_SDK_MORE = "ai_sdk_more";
 
 type Json = Record<string, unknown>;
 type ChatToolCall = { id: string; type: "function"; function: { name: string; arguments: string } };
@@ -73,6 +78,7 @@ export class ContextdMemory {
   readonly client: ContextdClient;
   private readonly options: ContextdMemoryOptions;
   private stored = 0; // response messages of the running call already appended
+  private readonly callNames = new Map<string, string>(); // the calls appended: id -> tool name
 
   constructor(options: ContextdMemoryOptions) {
     this.options = options;
@@ -105,7 +111,7 @@ export class ContextdMemory {
   async append(messages: readonly ModelMessage[]): Promise<AppendResult | undefined> {
     if (messages.length === 0) return undefined;
     const opts = this.options.lockToken ? { lockToken: this.options.lockToken } : {};
-    return this.client.append(this.sessionId, toStored(messages), opts);
+    return this.client.append(this.sessionId, toStored(messages, this.callNames), opts);
   }
 
   /** contextd's fitted payload for the next model call, as `ModelMessage[]`. */
@@ -166,19 +172,41 @@ export function toolSchemas(tools: ToolSet): Json[] {
 
 // AI SDK -> chat -------------------------------------------------------------------
 
-/** The chat messages (with contextd metadata) contextd stores for AI SDK messages. */
-export function toStored(messages: readonly ModelMessage[]): ChatMessage[] {
+/**
+ * The chat messages (with contextd metadata) contextd stores for AI SDK messages. The
+ * original rides along in `metadata.ai_sdk` only when the chat messages would not give
+ * it back as `fromStored` reads them: a tool result is named after its call, so a text
+ * result is stored once. `names` (call id -> tool name) holds the calls stored before;
+ * the batch's calls are added to it.
+ */
+export function toStored(messages: readonly ModelMessage[], names: Map<string, string> = new Map()): ChatMessage[] {
   const out: ChatMessage[] = [];
   for (const message of messages) {
     const chats = toChat(message);
-    const lossless = JSON.stringify(fromChat(chats)) === JSON.stringify([message]);
+    const lossless = same(joinResults(fromChat(chats, new Map(names))), [message]);
     chats.forEach((chat, i) => {
       // The original rides on the first of its chat messages; the others point at it.
-      const meta = lossless ? undefined : { [AI_SDK_KEY]: i === 0 ? jsonSafe(message) : null };
+      const meta = !lossless ? { [AI_SDK_KEY]: i === 0 ? jsonSafe(message) : null } : i > 0 ? { [AI_SDK_MORE]: true } : undefined;
       out.push((meta ? { ...chat, metadata: meta } : chat) as ChatMessage);
     });
+    noteCalls(names, chats);
   }
   return out;
+}
+
+/** One tool message for consecutive ones (the results of one step). */
+function joinResults(messages: ModelMessage[]): ModelMessage[] {
+  const out: ModelMessage[] = [];
+  for (const m of messages) {
+    const prev = out[out.length - 1];
+    if (prev?.role === "tool" && m.role === "tool") out[out.length - 1] = { ...prev, content: [...prev.content, ...m.content] };
+    else out.push(m);
+  }
+  return out;
+}
+
+function noteCalls(names: Map<string, string>, chats: readonly Chat[]): void {
+  for (const chat of chats) for (const call of chat.tool_calls ?? []) names.set(call.id, call.function.name);
 }
 
 export function toChat(message: ModelMessage): Chat[] {
@@ -248,9 +276,11 @@ function base64(bytes: Uint8Array): string {
 
 // chat -> AI SDK -------------------------------------------------------------------
 
-/** AI SDK messages for chat messages (a contextd payload): tool results named after their calls. */
-export function fromChat(messages: readonly Chat[]): ModelMessage[] {
-  const names = new Map<string, string>();
+/**
+ * AI SDK messages for chat messages (a contextd payload), one for each: tool results named
+ * after their calls (`names`: the calls read before, and those of `messages`).
+ */
+export function fromChat(messages: readonly Chat[], names: Map<string, string> = new Map()): ModelMessage[] {
   const out: ModelMessage[] = [];
   for (const m of messages) {
     if (m.role === "system") {
@@ -320,23 +350,34 @@ export function defaultStablePrefix(messages: readonly Chat[]): number {
 /** The AI SDK messages stored messages stand for (the kept originals where there are). */
 export function fromStored(messages: readonly Message[]): ModelMessage[] {
   const out: ModelMessage[] = [];
-  let pending: Chat[] = [];
-  const flush = () => {
-    out.push(...fromChat(pending));
-    pending = [];
-  };
+  const names = new Map<string, string>();
   for (const m of messages) {
+    const chat = m as unknown as Chat;
     const meta = (m.metadata ?? {}) as Json;
     if (AI_SDK_KEY in meta) {
-      flush();
+      noteCalls(names, [chat]);
       const original = meta[AI_SDK_KEY];
       if (original) out.push(original as ModelMessage);
       continue;
     }
-    pending.push(m as unknown as Chat);
+    const [message] = fromChat([chat], names);
+    if (!message) continue;
+    const prev = out[out.length - 1];
+    if (meta[AI_SDK_MORE] && prev?.role === "tool" && message.role === "tool") prev.content.push(...message.content);
+    else out.push(message);
   }
-  flush();
   return out;
+}
+
+/** Equal as JSON values, whatever the order of an object's keys. */
+function same(a: unknown, b: unknown): boolean {
+  const canonical = (value: unknown) =>
+    JSON.stringify(value, (_, v: unknown) =>
+      v && typeof v === "object" && !Array.isArray(v)
+        ? Object.fromEntries(Object.entries(v as Json).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+        : v,
+    );
+  return canonical(a) === canonical(b);
 }
 
 function parseArguments(text: string): unknown {

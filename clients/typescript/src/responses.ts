@@ -18,45 +18,71 @@
  *
  * Whenever the plain chat message would not give the exact items back, the items are
  * stored verbatim in `metadata.responses_items`, and reading prefers them, so
- * `messageToItems` over `itemsToMessages(x)` gives `x` back for every batch.
+ * `messageToItems` over `itemsToMessages(x)` gives `x` back for every batch. A tool
+ * result is read back named after its call (`names`: call id -> tool name, from the
+ * calls read before it; the call is always earlier in the log), so a plain text result
+ * whose name is its call's needs no copy: a large output is stored once, not twice.
  */
 export const ITEMS_KEY = "responses_items";
 
 export type Item = Record<string, unknown>;
 export type ChatLike = Record<string, unknown>;
 
-/** Chat messages (with contextd flags) for a batch of Responses items, in order. */
-export function itemsToMessages(items: readonly object[]): ChatLike[] {
+/**
+ * Chat messages (with contextd flags) for a batch of Responses items, in order.
+ * `names` (call id -> tool name) holds the calls stored before the batch; the batch's
+ * own calls are added to it.
+ */
+export function itemsToMessages(items: readonly object[], names: Map<string, string> = new Map()): ChatLike[] {
   const out: ChatLike[] = [];
   let pending: Item[] = []; // consecutive function calls, merged into one message
+  const flush = () => {
+    if (!pending.length) return;
+    out.push(stored(callsMessage(pending), pending, names));
+    for (const call of pending) names.set(callIdOf(call), String(call.name));
+    pending = [];
+  };
   for (const raw of items) {
     const item = plain(raw);
     if (item.type === "function_call") {
       pending.push(item);
       continue;
     }
-    if (pending.length) {
-      out.push(stored(callsMessage(pending), pending));
-      pending = [];
-    }
-    out.push(stored(oneMessage(item), [item]));
+    flush();
+    out.push(stored(oneMessage(item), [item], names));
   }
-  if (pending.length) out.push(stored(callsMessage(pending), pending));
+  flush();
   return out;
 }
 
-/** The Responses items a stored message stands for (the verbatim ones if kept). */
-export function messageToItems(message: ChatLike): Item[] {
+/**
+ * The Responses items a stored message stands for (the verbatim ones if kept). Read the
+ * log in order with one `names` map, so a tool result is named after its call.
+ */
+export function messageToItems(message: ChatLike, names: Map<string, string> = new Map()): Item[] {
   const meta = message.metadata as Record<string, unknown> | null | undefined;
   const kept = meta && typeof meta === "object" ? meta[ITEMS_KEY] : undefined;
-  if (Array.isArray(kept)) return kept.map((i) => ({ ...(i as Item) }));
-  return chatToItems([message]);
+  if (!Array.isArray(kept)) return chatToItems([message], names);
+  const items = kept.map((i) => ({ ...(i as Item) }));
+  for (const item of items) if (item.type === "function_call") names.set(callIdOf(item), String(item.name));
+  return items;
+}
+
+/** The ids of the calls whose results `messages` hold but whose calls they do not. */
+export function unansweredResults(messages: readonly ChatLike[]): Set<string> {
+  const calls = new Set<string>();
+  const missing = new Set<string>();
+  for (const msg of messages) {
+    for (const call of (msg.tool_calls as ChatLike[] | null | undefined) ?? []) calls.add(String(call.id));
+    const kept = (msg.metadata as Record<string, unknown> | null | undefined)?.[ITEMS_KEY];
+    if (msg.role === "tool" && !Array.isArray(kept) && !calls.has(String(msg.tool_call_id))) missing.add(String(msg.tool_call_id));
+  }
+  return missing;
 }
 
 /** Responses input items for chat messages (a contextd payload, say). */
-export function chatToItems(messages: readonly ChatLike[]): Item[] {
+export function chatToItems(messages: readonly ChatLike[], names: Map<string, string> = new Map()): Item[] {
   const out: Item[] = [];
-  const names = new Map<string, string>(); // a result names its tool: the call's name
   for (const msg of messages) {
     const role = msg.role;
     if (role === "tool") {
@@ -87,13 +113,28 @@ function plain(item: object): Item {
   return JSON.parse(JSON.stringify(item)) as Item;
 }
 
+/** Equal as JSON values: the order of an object's keys does not matter. */
 function same(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+  return canonical(a) === canonical(b);
 }
 
-function stored(message: ChatLike, items: Item[]): ChatLike {
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_, v: unknown) =>
+    v && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Item).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
+function callIdOf(item: Item): string {
+  return String(item.callId ?? item.call_id ?? item.id);
+}
+
+function stored(message: ChatLike, items: Item[], names: Map<string, string>): ChatLike {
   const { include_in_context, metadata: _metadata, ...chat } = message;
-  if (!same(chatToItems([chat]), items) || include_in_context === false) {
+  // Read back as a reader of the log would: after the calls stored before it. A result
+  // whose call is not known here keeps its copy (its name could not be checked).
+  if (!same(chatToItems([chat], new Map(names)), items) || include_in_context === false) {
     message.metadata = { [ITEMS_KEY]: items };
   }
   return message;

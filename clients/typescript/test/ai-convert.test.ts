@@ -51,3 +51,33 @@ test("a payload's tool results are named after their calls", () => {
   });
   assert.deepEqual(back[1], { role: "assistant", content: [{ type: "tool-call", toolCallId: "c9", toolName: "read_file", input: { path: "a" } }] });
 });
+
+test("a text tool result is stored once: read back named after its call, parallel results as one message", () => {
+  const names = new Map<string, string>();
+  const calls: ModelMessage = {
+    role: "assistant",
+    content: [
+      { type: "tool-call", toolCallId: "c1", toolName: "read_file", input: { path: "a" } },
+      { type: "tool-call", toolCallId: "c2", toolName: "grep", input: { q: "b" } },
+    ],
+  };
+  const results: ModelMessage = {
+    role: "tool",
+    content: [
+      { type: "tool-result", toolCallId: "c1", toolName: "read_file", output: { type: "text", value: "A".repeat(1000) } },
+      { type: "tool-result", toolCallId: "c2", toolName: "grep", output: { type: "text", value: "B" } },
+    ],
+  };
+  // The calls in one batch, their results in the next (the memory keeps the names between).
+  const stored = [...toStored([calls], names), ...toStored([results], names)];
+  assert.deepEqual(stored.map((m) => m.role), ["assistant", "tool", "tool"]);
+  assert.deepEqual(stored.slice(1).map((m) => m.metadata), [undefined, { ai_sdk_more: true }], "no copy of an output");
+  assert.deepEqual(fromStored(asStored(stored)), [calls, results]);
+
+  // A result whose call this batch and the calls before it do not name keeps its copy.
+  const orphan = toStored([{ role: "tool", content: [results.content[1]!] }]);
+  assert.deepEqual(orphan[0]!.metadata, { ai_sdk: { role: "tool", content: [results.content[1]] } });
+  // Two tool messages in a row stay two.
+  const two: ModelMessage[] = [calls, { role: "tool", content: [results.content[0]!] }, { role: "tool", content: [results.content[1]!] }];
+  assert.deepEqual(fromStored(asStored(toStored(two))), two);
+});

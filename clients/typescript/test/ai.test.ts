@@ -80,6 +80,34 @@ for (const mode of ["generateText", "streamText", "Agent"] as const) {
   });
 }
 
+test("AI SDK: a tool output is stored once, without a copy in the metadata, and read back as it was", async () => {
+  const ctx = client();
+  const id = sessionId("ai");
+  const big = `first line of big.log\n${"x".repeat(1_200_000)}`; // 2.4 MB with a copy: over the 2 MB per-message limit
+  const bigTools = { read_file: tool({ description: "Read a file", inputSchema: z.object({ path: z.string() }), execute: async () => big }) };
+  const memory = new ContextdMemory({ sessionId: id, client: ctx, tools: bigTools, context: { preview_limit_tokens: 200 } });
+  const provider = createOpenAICompatible({ name: "scripted", baseURL: model.baseUrl });
+  const result = await generateText({
+    model: provider("scripted"),
+    tools: bigTools,
+    stopWhen: stepCountIs(5),
+    prompt: "Please read big.log",
+    prepareStep: memory.prepareStep,
+    onStepFinish: memory.onStepFinish,
+  });
+  assert.match(result.text, /^The file says: /);
+  const log = await ctx.allMessages(id);
+  assert.deepEqual(log.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+  assert.equal(log[2]!.content, big);
+  assert.equal(log[2]!.metadata ?? null, null);
+  const history = await memory.history();
+  const callId = (log[1]!.tool_calls as { id: string }[])[0]!.id;
+  assert.deepEqual(history[2], {
+    role: "tool",
+    content: [{ type: "tool-result", toolCallId: callId, toolName: "read_file", output: { type: "text", value: big } }],
+  });
+});
+
 test("AI SDK: a large old tool output reaches the model as contextd's preview, not in full", async () => {
   const ctx = client();
   const id = sessionId("ai");
