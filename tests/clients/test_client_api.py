@@ -24,6 +24,10 @@ def is_append(request: httpx.Request) -> bool:
     return request.method == "POST" and request.url.path.endswith("/messages")
 
 
+def is_release(request: httpx.Request) -> bool:
+    return request.method == "DELETE" and request.url.path.endswith("/lock")
+
+
 async def test_an_append_whose_answer_was_lost_is_stored_once(
     ctx: AsyncContextdClient, transport: LoseAnswers, sid: str
 ) -> None:
@@ -73,12 +77,14 @@ async def test_sessions_context_budget_and_tokens_are_typed(
     session = await ctx.get_session(sid)
     assert session.last_seq == 1 and session.budget is not None and session.stats is not None
     assert session.stats.message_counts["user"] == 1
+    assert isinstance(session.stats.token_calibration, dict)
 
     payload = await ctx.context(sid)
     assert [m["role"] for m in payload.messages] == ["system", "user"]
     assert payload.messages[0]["content"].startswith("Be brief.")
     assert payload.tools == tools and payload.kept_seqs == [1] and not payload.over_budget
     assert payload.usage.input_tokens > 0 and payload.usage.tokenizer_mode == "exact"
+    assert [(d.seq, d.action) for d in payload.decisions] == [(1, "kept")]
     per_call = await ctx.context(sid, system="Answer in French.", dynamic_context=["Goal: x"])
     assert per_call.messages[0]["content"].startswith("Answer in French.")
     assert per_call.usage.breakdown["dynamic"] > 0
@@ -127,6 +133,24 @@ async def test_a_lease_fences_writes_while_held(ctx: AsyncContextdClient, sid: s
         await ctx.append(sid, [{"role": "user", "content": "late"}], lock_token=old_token)
     await ctx.release_lease(sid, newer.lock_token)
     assert (await ctx.get_session(sid)).last_seq == 2
+
+
+async def test_a_lease_whose_release_answer_was_lost_leaves_the_block_as_it_ended(
+    ctx: AsyncContextdClient, transport: LoseAnswers, sid: str
+) -> None:
+    await ctx.put_session(sid)
+    transport.lose_next(1, is_release)
+    with pytest.raises(ValueError, match="the block's own error"):
+        async with ctx.lease(sid, "agent-a"):
+            raise ValueError("the block's own error")
+    # The first release was applied; its retry met a stale token, which means released.
+    assert len([r for r in transport.sent if is_release(r)]) == 2
+    transport.lose_next(1, is_release)
+    async with ctx.lease(sid, "agent-b") as held:
+        pass
+    newer = await ctx.claim_lease(sid, "agent-c")
+    assert newer.fencing_token > held.fencing_token
+    await ctx.release_lease(sid, newer.lock_token)
 
 
 async def test_report_usage_calibrates_an_estimated_session(

@@ -14,6 +14,8 @@ import httpx
 from pydantic import BaseModel
 
 from contextd_client import _models as m
+from contextd_client._compact import read_timeout
+from contextd_client._exceptions import error_from_response
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -51,6 +53,8 @@ class Call(Generic[T]):
     # Statuses besides 2xx that are answers, not errors (readyz's 503 "not ready").
     answers: frozenset[int] = field(default_factory=frozenset)
     retried: bool = True
+    # The server holds the answer back this long on purpose: the read waits for it.
+    read_timeout: float | None = None
 
 
 def new_message_id() -> str:
@@ -244,6 +248,11 @@ def report_usage(session_id: str, usage: Mapping[str, Any]) -> Call[m.UsageRepor
 def compact(session_id: str, options: Mapping[str, Any]) -> Call[m.CompactResult]:
     body = {k: v for k, v in options.items() if v is not None and v is not False}
     path = f"/sessions/{_sid(session_id)}/compact"
+    if body.get("wait") and not body.get("dry_run"):
+        # Sent again only by the clients' `compact`, after finding its job (_compact.py):
+        # a plain second request could answer another job's outcome as this one's.
+        wait = read_timeout(body.get("timeout_s"))
+        return _call("POST", path, _model(m.CompactResult), body=body, read_timeout=wait)
     # A retried request joins the running job or starts a harmless noop: safe twice.
     return _call("POST", path, _model(m.CompactResult), body=body, idempotent=True)
 
@@ -277,8 +286,11 @@ def renew_lease(session_id: str, lock_token: str, ttl_s: float) -> Call[m.Lease]
 
 
 def release_lease(session_id: str, lock_token: str) -> Call[None]:
+    # Safe twice: a second release changes nothing and answers 409 stale_lock_token
+    # (404 if the session is gone), which says the token holds no lease any more.
     body = {"lock_token": lock_token}
-    return _call("DELETE", f"/sessions/{_sid(session_id)}/lock", _nothing, body=body)
+    path = f"/sessions/{_sid(session_id)}/lock"
+    return _call("DELETE", path, _nothing, body=body, idempotent=True)
 
 
 # tokens and operations ----------------------------------------------------------------
@@ -293,9 +305,21 @@ def health() -> Call[m.Health]:
     return _call("GET", "/healthz", _model(m.Health), idempotent=True)
 
 
+def _readiness(r: httpx.Response) -> m.Health:
+    if r.status_code == 503:
+        # Only contextd's own "not ready" body is an answer: a gateway's or a load
+        # balancer's 503 in front of it is the error any other call would raise.
+        try:
+            body = r.json()
+        except ValueError:
+            body = None
+        if not (isinstance(body, dict) and body.get("status") == "not_ready"):
+            raise error_from_response(r)
+    return m.Health.model_validate(r.json())
+
+
 def ready() -> Call[m.Health]:
     # "not ready" is an answer, not an error, and asking again is the caller's choice.
     return _call(
-        "GET", "/readyz", _model(m.Health), idempotent=True, answers=frozenset({503}),
-        retried=False,
-    )  # fmt: skip
+        "GET", "/readyz", _readiness, idempotent=True, answers=frozenset({503}), retried=False
+    )

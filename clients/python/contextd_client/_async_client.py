@@ -10,18 +10,18 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from contextd_client import _api
+from contextd_client import _api, _http
 from contextd_client import _models as m
 from contextd_client._api import Format, Order, SessionSettings
-from contextd_client._client import TAIL_PAGE, _base_url, _headers
+from contextd_client._client import TAIL_PAGE
+from contextd_client._compact import answer_lost, finished_jobs, job_finished_since
 from contextd_client._exceptions import (
-    Conflict,
+    ClientClosed,
     ContextdError,
-    NotFound,
     TransportError,
     error_from_response,
 )
-from contextd_client._lease import HeldLease, renew_interval
+from contextd_client._lease import HeldLease, releasing, renew_interval, renew_until_cancelled
 from contextd_client._prefix import REMEMBERED, PrefixMemory, PreviousPrefix
 from contextd_client._retry import Retry
 
@@ -35,9 +35,10 @@ class AsyncContextdClient:
             await ctx.append("demo", [{"role": "user", "content": "hi"}])
             payload = await ctx.context("demo")
 
-    `base_url` defaults to `$CONTEXTD_URL`, `api_key` to `$CONTEXTD_API_KEY`. Pass
-    `transport` to route requests elsewhere (an ASGI app, a `MockTransport`).
-    Errors raise the classes drawn in `contextd_client._exceptions`.
+    `base_url` defaults to `$CONTEXTD_URL`, `api_key` to `$CONTEXTD_API_KEY`; an
+    `Authorization` in `headers` (any case) wins over both. Pass `transport` to route
+    requests elsewhere (an ASGI app, a `MockTransport`). Errors raise the classes
+    drawn in `contextd_client._exceptions`; a closed client raises `ClientClosed`.
     """
 
     def __init__(
@@ -54,8 +55,8 @@ class AsyncContextdClient:
         self.retry = retry or Retry()
         self.prefix_ids = PrefixMemory(echo_prefix_ids)
         self._http = httpx.AsyncClient(
-            base_url=_base_url(base_url),
-            headers=_headers(api_key, headers),
+            base_url=_http.base_url(base_url),
+            headers=_http.headers(api_key, headers),
             timeout=timeout,
             transport=transport,
         )
@@ -73,6 +74,9 @@ class AsyncContextdClient:
         await self.aclose()
 
     async def _send(self, call: _api.Call[T]) -> T:
+        if self._http.is_closed:
+            raise ClientClosed("this AsyncContextdClient is closed")
+        timeout = _http.timeout_for(self._http.timeout, call.read_timeout)
         attempt = 0
         while True:
             try:
@@ -81,6 +85,7 @@ class AsyncContextdClient:
                     call.path,
                     params=call.params,
                     json=call.body if call.has_body else None,
+                    timeout=timeout,
                 )
             except httpx.TransportError as exc:
                 delay = self.retry.after_error(attempt, call.idempotent) if call.retried else None
@@ -128,8 +133,8 @@ class AsyncContextdClient:
         lock_token: str | None = None,
     ) -> m.AppendResult:
         """Append messages atomically. Each gets an `id` (unless it has one) before the
-        first attempt, so a retried append is stored once; `created` is False when
-        every message was already stored."""
+        first attempt, so a retried append is stored once; `created` is False when the
+        answer that arrived was a replay (see `AppendResult.created`)."""
         return await self._send(_api.append(session_id, messages, lock_token))
 
     async def messages(
@@ -281,10 +286,29 @@ class AsyncContextdClient:
         timeout_s: float | None = None,
         lock_token: str | None = None,
     ) -> m.CompactResult:
+        """Request a compaction: `{job_id, status}`, or with `wait` the finished job
+        (still active if the wait ran out). A waiting call reads as long as the server
+        may wait, and a lost answer is looked up, not sent twice (`_compact.py`)."""
         options = dict(
             wait=wait, force=force, dry_run=dry_run, timeout_s=timeout_s, lock_token=lock_token
         )
-        return await self._send(_api.compact(session_id, options))
+        call = _api.compact(session_id, options)
+        if call.idempotent:  # not a waiting compact: a retry is harmless
+            return await self._send(call)
+        before = finished_jobs(await self.compaction(session_id))
+        attempt = 0
+        while True:
+            try:
+                return await self._send(call)
+            except ContextdError as exc:
+                delay = self.retry.after_error(attempt, True) if answer_lost(exc) else None
+                if delay is None:
+                    raise
+            await self._sleep(delay)
+            attempt += 1
+            done = job_finished_since(await self.compaction(session_id), before)
+            if done is not None:
+                return done
 
     async def compaction(self, session_id: str) -> m.CompactionState:
         return await self._send(_api.compaction(session_id))
@@ -310,6 +334,8 @@ class AsyncContextdClient:
         return await self._send(_api.renew_lease(session_id, lock_token, ttl_s))
 
     async def release_lease(self, session_id: str, lock_token: str) -> None:
+        """Release the lease. Retried without an answer: a retry whose first attempt was
+        applied answers `StaleLockToken`, which then means released."""
         await self._send(_api.release_lease(session_id, lock_token))
 
     @contextlib.asynccontextmanager
@@ -323,30 +349,24 @@ class AsyncContextdClient:
     ) -> AsyncIterator[HeldLease]:
         """Hold the session's writer lease for the block: claimed on entry (409
         `LockHeld` if another owner has it), renewed by a background task, released
-        on exit."""
+        on exit. Leaving cancels a renewal in flight. A release that fails is logged
+        (a warning on the `contextd_client` logger), not raised: the block's
+        exception, or its success, stands, and the lease expires by its TTL."""
         held = HeldLease(session_id, await self.claim_lease(session_id, owner, ttl_s=ttl_s))
+
+        def renew() -> Awaitable[m.Lease]:
+            return self.renew_lease(session_id, held.lock_token, ttl_s=ttl_s)
+
         interval = renew_interval(ttl_s, renew_every)
-
-        async def keep_alive() -> None:
-            while True:
-                await asyncio.sleep(interval)
-                try:
-                    lease = await self.renew_lease(session_id, held.lock_token, ttl_s=ttl_s)
-                except TransportError:
-                    continue  # the next tick tries again, while the lease lives
-                except ContextdError as exc:
-                    held.lost = exc
-                    return
-                held._renewed(lease)
-
-        task = asyncio.create_task(keep_alive(), name=f"contextd-lease-{session_id}")
+        task = asyncio.create_task(
+            renew_until_cancelled(held, renew, interval), name=f"contextd-lease-{session_id}"
+        )
         try:
             yield held
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            # Someone else's lease, or none left: there is nothing of ours to release.
-            with contextlib.suppress(Conflict, NotFound):
+            with releasing(held):
                 await self.release_lease(session_id, held.lock_token)
 
     # tokens, operations
@@ -367,7 +387,8 @@ class AsyncContextdClient:
         return await self._send(_api.health())
 
     async def ready(self) -> m.Health:
-        """`status` is "ready" or "not_ready" (database away, schema behind)."""
+        """`status` is "ready" or "not_ready" (database away, schema behind). A 503
+        that is not contextd's (a gateway's) raises `ServiceUnavailable`."""
         return await self._send(_api.ready())
 
 

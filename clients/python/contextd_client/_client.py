@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -12,35 +11,22 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from contextd_client import _api
+from contextd_client import _api, _http
 from contextd_client import _models as m
 from contextd_client._api import Format, Order, SessionSettings
+from contextd_client._compact import answer_lost, finished_jobs, job_finished_since
 from contextd_client._exceptions import (
-    Conflict,
+    ClientClosed,
     ContextdError,
-    NotFound,
     TransportError,
     error_from_response,
 )
-from contextd_client._lease import HeldLease, renew_interval
+from contextd_client._lease import HeldLease, Renewal, releasing, renew_interval
 from contextd_client._prefix import REMEMBERED, PrefixMemory, PreviousPrefix
 from contextd_client._retry import Retry
 
 T = TypeVar("T")
-DEFAULT_URL = "http://127.0.0.1:8080"
 TAIL_PAGE = 100  # the server's default page size; a longer tail takes several pages
-
-
-def _base_url(base_url: str | None) -> str:
-    return base_url or os.environ.get("CONTEXTD_URL") or DEFAULT_URL
-
-
-def _headers(api_key: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
-    out = {"accept": "application/json", **(headers or {})}
-    key = api_key if api_key is not None else os.environ.get("CONTEXTD_API_KEY")
-    if key:
-        out["authorization"] = f"Bearer {key}"
-    return out
 
 
 class ContextdClient:
@@ -52,9 +38,10 @@ class ContextdClient:
             payload = ctx.context("demo")
             openai.chat.completions.create(model=..., messages=payload.messages)
 
-    `base_url` defaults to `$CONTEXTD_URL`, `api_key` to `$CONTEXTD_API_KEY`. Pass
-    `transport` to route requests elsewhere (an ASGI app, a `MockTransport`).
-    Errors raise the classes drawn in `contextd_client._exceptions`.
+    `base_url` defaults to `$CONTEXTD_URL`, `api_key` to `$CONTEXTD_API_KEY`; an
+    `Authorization` in `headers` (any case) wins over both. Pass `transport` to route
+    requests elsewhere (an ASGI app, a `MockTransport`). Errors raise the classes
+    drawn in `contextd_client._exceptions`; a closed client raises `ClientClosed`.
     """
 
     def __init__(
@@ -71,8 +58,8 @@ class ContextdClient:
         self.retry = retry or Retry()
         self.prefix_ids = PrefixMemory(echo_prefix_ids)
         self._http = httpx.Client(
-            base_url=_base_url(base_url),
-            headers=_headers(api_key, headers),
+            base_url=_http.base_url(base_url),
+            headers=_http.headers(api_key, headers),
             timeout=timeout,
             transport=transport,
         )
@@ -89,7 +76,11 @@ class ContextdClient:
     ) -> None:
         self.close()
 
-    def _send(self, call: _api.Call[T]) -> T:
+    def _send(self, call: _api.Call[T], stop: threading.Event | None = None) -> T:
+        """Send `call`, retried as `self.retry` allows; `stop` set ends the retries."""
+        if self._http.is_closed:
+            raise ClientClosed("this ContextdClient is closed")
+        timeout = _http.timeout_for(self._http.timeout, call.read_timeout)
         attempt = 0
         while True:
             try:
@@ -98,10 +89,11 @@ class ContextdClient:
                     call.path,
                     params=call.params,
                     json=call.body if call.has_body else None,
+                    timeout=timeout,
                 )
             except httpx.TransportError as exc:
                 delay = self.retry.after_error(attempt, call.idempotent) if call.retried else None
-                if delay is None:
+                if delay is None or self._stopped_after(delay, stop):
                     raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
             else:
                 if response.is_success or response.status_code in call.answers:
@@ -111,10 +103,16 @@ class ContextdClient:
                     if call.retried
                     else None
                 )
-                if delay is None:
+                if delay is None or self._stopped_after(delay, stop):
                     raise error_from_response(response)
-            self._sleep(delay)
             attempt += 1
+
+    def _stopped_after(self, delay: float, stop: threading.Event | None) -> bool:
+        """Waits `delay` before a retry; True if `stop` was set meanwhile."""
+        if stop is None:
+            self._sleep(delay)
+            return False
+        return stop.wait(delay)
 
     # sessions
 
@@ -145,8 +143,8 @@ class ContextdClient:
         lock_token: str | None = None,
     ) -> m.AppendResult:
         """Append messages atomically. Each gets an `id` (unless it has one) before the
-        first attempt, so a retried append is stored once; `created` is False when
-        every message was already stored."""
+        first attempt, so a retried append is stored once; `created` is False when the
+        answer that arrived was a replay (see `AppendResult.created`)."""
         return self._send(_api.append(session_id, messages, lock_token))
 
     def messages(
@@ -298,10 +296,29 @@ class ContextdClient:
         timeout_s: float | None = None,
         lock_token: str | None = None,
     ) -> m.CompactResult:
+        """Request a compaction: `{job_id, status}`, or with `wait` the finished job
+        (still active if the wait ran out). A waiting call reads as long as the server
+        may wait, and a lost answer is looked up, not sent twice (`_compact.py`)."""
         options = dict(
             wait=wait, force=force, dry_run=dry_run, timeout_s=timeout_s, lock_token=lock_token
         )
-        return self._send(_api.compact(session_id, options))
+        call = _api.compact(session_id, options)
+        if call.idempotent:  # not a waiting compact: a retry is harmless
+            return self._send(call)
+        before = finished_jobs(self.compaction(session_id))
+        attempt = 0
+        while True:
+            try:
+                return self._send(call)
+            except ContextdError as exc:
+                delay = self.retry.after_error(attempt, True) if answer_lost(exc) else None
+                if delay is None:
+                    raise
+            self._sleep(delay)
+            attempt += 1
+            done = job_finished_since(self.compaction(session_id), before)
+            if done is not None:
+                return done
 
     def compaction(self, session_id: str) -> m.CompactionState:
         return self._send(_api.compaction(session_id))
@@ -325,6 +342,8 @@ class ContextdClient:
         return self._send(_api.renew_lease(session_id, lock_token, ttl_s))
 
     def release_lease(self, session_id: str, lock_token: str) -> None:
+        """Release the lease. Retried without an answer: a retry whose first attempt was
+        applied answers `StaleLockToken`, which then means released."""
         self._send(_api.release_lease(session_id, lock_token))
 
     @contextlib.contextmanager
@@ -338,31 +357,17 @@ class ContextdClient:
     ) -> Iterator[HeldLease]:
         """Hold the session's writer lease for the block: claimed on entry (409
         `LockHeld` if another owner has it), renewed in a background thread, released
-        on exit."""
+        on exit. Leaving never waits out a renewal stuck in its retries. A release that
+        fails is logged (a warning on the `contextd_client` logger), not raised: the
+        block's exception, or its success, stands, and the lease expires by its TTL."""
         held = HeldLease(session_id, self.claim_lease(session_id, owner, ttl_s=ttl_s))
-        stop = threading.Event()
-        interval = renew_interval(ttl_s, renew_every)
-
-        def keep_alive() -> None:
-            while not stop.wait(interval):
-                try:
-                    held._renewed(self.renew_lease(session_id, held.lock_token, ttl_s=ttl_s))
-                except TransportError:
-                    continue  # the next tick tries again, while the lease lives
-                except ContextdError as exc:
-                    held.lost = exc
-                    return
-
-        thread = threading.Thread(target=keep_alive, name=f"contextd-lease-{session_id}")
-        thread.daemon = True
-        thread.start()
+        call = _api.renew_lease(session_id, held.lock_token, ttl_s)
+        renewal = Renewal(held, call, self._send, renew_interval(ttl_s, renew_every))
         try:
             yield held
         finally:
-            stop.set()
-            thread.join()
-            # Someone else's lease, or none left: there is nothing of ours to release.
-            with contextlib.suppress(Conflict, NotFound):
+            renewal.end()
+            with releasing(held):
                 self.release_lease(session_id, held.lock_token)
 
     # tokens, operations
@@ -383,7 +388,8 @@ class ContextdClient:
         return self._send(_api.health())
 
     def ready(self) -> m.Health:
-        """`status` is "ready" or "not_ready" (database away, schema behind)."""
+        """`status` is "ready" or "not_ready" (database away, schema behind). A 503
+        that is not contextd's (a gateway's) raises `ServiceUnavailable`."""
         return self._send(_api.ready())
 
 

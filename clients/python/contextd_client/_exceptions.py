@@ -1,6 +1,7 @@
 """The errors a contextd call raises, one class per problem `code` the server sends.
 
     ContextdError                 anything that went wrong talking to contextd
+    ├── ClientClosed              the client was used after `close()`
     ├── TransportError            no HTTP answer (connection refused, reset, timeout)
     └── APIError                  an HTTP answer that is an error (problem+json)
         ├── ValidationFailed      422 validation_error: `.fields` names each faulty field
@@ -30,6 +31,7 @@ import httpx
 
 __all__ = [
     "APIError",
+    "ClientClosed",
     "Conflict",
     "ContextdError",
     "FieldError",
@@ -49,6 +51,10 @@ __all__ = [
 
 class ContextdError(Exception):
     """Base of every error this client raises."""
+
+
+class ClientClosed(ContextdError):
+    """The client was closed (`close()`, or its `with` block ended); make a new one."""
 
 
 class TransportError(ContextdError):

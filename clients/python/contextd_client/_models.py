@@ -23,6 +23,7 @@ __all__ = [
     "Context",
     "ContextSummary",
     "ContextUsage",
+    "Decision",
     "Event",
     "EventPage",
     "Health",
@@ -63,6 +64,8 @@ class SessionStats(_Model):
     last_seq: int = 0
     last_compaction_seq: int = 0
     context_tokens: int = 0
+    # The session's token calibration (`factor`, `applied`, `samples`, errors, `last`).
+    token_calibration: dict[str, Any] | None = None
 
 
 class LeaseHolder(_Model):
@@ -167,9 +170,17 @@ class AppendedMessage(_Model):
 
 
 class AppendResult(_Model):
+    """The stored messages (`id`, `seq`, `token_count`, in the order sent) and the budget.
+
+    `created` is what the answer that arrived says: True (HTTP 201) when it stored at
+    least one message, False (HTTP 200) when every id was stored before. It does not
+    say whether this call stored them: when an attempt's answer is lost and the retry
+    is a replay, the messages were stored by this call, once, and `created` is False;
+    it is also False when another call (or process) had sent the same ids first.
+    """
+
     messages: list[AppendedMessage]
     budget: Budget
-    # False when every message was a replay of an id stored before (HTTP 200, not 201).
     created: bool = True
 
 
@@ -205,6 +216,15 @@ class ContextUsage(_Model):
     prefix_id: str | None = None
 
 
+class Decision(_Model):
+    """What the assembly did with one message of the history (`seq`): `action` is
+    kept, previewed, cut, dropped or excluded; `rule` names why, when one decided."""
+
+    seq: int
+    action: str
+    rule: str | None = None
+
+
 class ContextSummary(_Model):
     included: bool = False
     through_seq: int | None = None
@@ -233,6 +253,7 @@ class Context(_Model):
     strategy: str | None = None
     over_budget: bool = False
     warnings: list[Any] = Field(default_factory=list)
+    decisions: list[Decision] = Field(default_factory=list)
     # Names this payload; the clients send it back as the stream's `previous_prefix_id`.
     prefix_id: str | None = None
     # With recall on: `{"left_out_count": n, "left_out": [[first, last], ...]}`.

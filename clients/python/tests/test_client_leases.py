@@ -9,7 +9,13 @@ import time
 
 import httpx
 import pytest
-from contextd_client import AsyncContextdClient, ContextdClient, LockHeld, StaleLockToken
+from contextd_client import (
+    AsyncContextdClient,
+    ContextdClient,
+    LockHeld,
+    Retry,
+    StaleLockToken,
+)
 
 
 class FakeLeases:
@@ -87,3 +93,69 @@ async def test_an_async_lease_that_loses_its_renewal_says_so() -> None:
                 await asyncio.sleep(0.01)
             assert isinstance(held.lost, StaleLockToken) and held.renewals == 1
     assert server.kinds()[0] == "claim" and server.kinds()[-1] == "release"
+
+
+def release_fails(server: FakeLeases) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "DELETE":
+            raise httpx.ConnectError("refused", request=request)
+        return server(request)
+
+    return httpx.MockTransport(handler)
+
+
+def test_a_failed_release_neither_masks_nor_fails_the_block(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    c = ContextdClient("http://x", transport=release_fails(FakeLeases()))
+    c._sleep = lambda _: None
+    with pytest.raises(ValueError, match="the block's own error"), c.lease("s1", "w"):
+        raise ValueError("the block's own error")
+    c = ContextdClient("http://x", transport=release_fails(FakeLeases()))
+    c._sleep = lambda _: None
+    with c.lease("s1", "w") as held:
+        pass  # a block that succeeded stays a success: the lease runs out by its TTL
+    assert held.lost is None
+    warned = [r for r in caplog.records if r.name == "contextd_client"]
+    assert [r.levelname for r in warned] == ["WARNING", "WARNING"]
+    assert "s1" in warned[0].getMessage() and "TransportError" in warned[0].getMessage()
+
+
+async def test_a_failed_async_release_neither_masks_nor_fails_the_block(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def no_sleep(_: float) -> None:
+        return None
+
+    async with AsyncContextdClient("http://x", transport=release_fails(FakeLeases())) as c:
+        c._sleep = no_sleep
+        with pytest.raises(ValueError, match="the block's own error"):
+            async with c.lease("s1", "w"):
+                raise ValueError("the block's own error")
+    async with AsyncContextdClient("http://x", transport=release_fails(FakeLeases())) as c:
+        c._sleep = no_sleep
+        async with c.lease("s1", "w"):
+            pass
+    warned = [r for r in caplog.records if r.name == "contextd_client"]
+    assert [r.levelname for r in warned] == ["WARNING", "WARNING"]
+
+
+def test_leaving_a_lease_does_not_wait_out_a_renewal_stuck_in_its_retries() -> None:
+    server = FakeLeases()
+    renewing = threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/renew"):
+            renewing.set()
+            time.sleep(0.2)
+            raise httpx.ReadTimeout("no answer", request=request)
+        return server(request)
+
+    retry = Retry(max_retries=3, backoff=2.0, max_backoff=2.0)  # ~4 s of retries
+    with ContextdClient("http://x", transport=httpx.MockTransport(handler), retry=retry) as c:
+        with c.lease("s1", "w", ttl_s=30, renew_every=0.01) as held:
+            assert renewing.wait(5)
+            left_at = time.monotonic()
+        took = time.monotonic() - left_at
+    assert took < 1.0, took
+    assert server.kinds() == ["claim", "release"] and held.lost is None
