@@ -223,6 +223,9 @@ def slice_text(
         last = min(line_end or len(all_lines), len(all_lines))
         if line_end is not None and line_end < first:
             raise invalid("line_end", "must not be before line_start")
+        if first > len(all_lines):
+            # Said plainly: an empty piece answered "lines 50-1 of 1" to a model reading on.
+            raise invalid("line_start", f"is past the message's last line ({len(all_lines)})")
         piece = "".join(all_lines[first - 1 : last])
         return piece, {"unit": "line", "start": first, "end": last, "total": len(all_lines)}
     start = char_start or 0
