@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from pydantic import ValidationError
+
 from app.settings import CompactionSettings, Settings, check_compaction
 from app.tokens import REPLY_PRIMING, calibration, get_counter, known_context_limit
 
@@ -72,9 +74,15 @@ def _effective(
     merged = base.model_dump()
     merged.update(overrides)
     merged["context_limit"] = context_limit
-    # model_construct: every value was validated when stored; only the
-    # cross-field rules depend on the combination, and they are checked there too.
-    return CompactionSettings.model_construct(**merged)
+    # Validated again (once per combination, see above): overrides stored before they were
+    # checked strictly may hold strings ("3", "false"), which broke every compaction of
+    # the session. An override that does not validate any more is left out, not obeyed.
+    try:
+        return CompactionSettings.model_validate(merged)
+    except ValidationError:
+        return CompactionSettings.model_construct(
+            **{**base.model_dump(), "context_limit": context_limit}
+        )
 
 
 def resolve_context_limit(

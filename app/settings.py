@@ -12,6 +12,8 @@ from typing import Any, Literal, Self
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.limits import TOKENS_MAX
+
 
 class CompactionSettings(BaseSettings):
     """Budget and compaction knobs (SPEC §4). A session may override any of them."""
@@ -22,9 +24,11 @@ class CompactionSettings(BaseSettings):
         env_prefix="COMPACTION_", extra="ignore", env_ignore_empty=True, allow_inf_nan=False
     )
 
-    context_limit: int = Field(128_000, gt=0)
-    reserved_output_tokens: int = Field(2048, ge=0)
-    safety_margin_tokens: int = Field(1024, ge=0)
+    # Bounded as a session's own `context_limit` is: an unknown model has no window to
+    # cap an override, and a limit past bigint reached PostgreSQL in the payload's read.
+    context_limit: int = Field(128_000, gt=0, le=TOKENS_MAX)
+    reserved_output_tokens: int = Field(2048, ge=0, le=TOKENS_MAX)
+    safety_margin_tokens: int = Field(1024, ge=0, le=TOKENS_MAX)
     warn_ratio: float = 0.80
     compact_ratio: float = 0.90
     min_preserved_turns: int = Field(8, ge=0)

@@ -99,6 +99,10 @@ def request_error(request: Request, error: dict[str, Any]) -> dict[str, str]:
             "msg": "must be a JSON object sent with `content-type: application/json` "
             f"(this request has {sent})",
         }
+    if kind == "value_error":
+        # Our own validators' words (app/jsonsafe.py json_number), without pydantic's
+        # "Value error, " in front.
+        return {"loc": format_loc(loc), "msg": str(error.get("ctx", {}).get("error", error["msg"]))}
     return {"loc": format_loc(loc), "msg": error["msg"]}
 
 

@@ -16,6 +16,7 @@ from app.context.strategies import available_strategies
 from app.errors import ValidationFailed
 from app.jsonsafe import sendable_problem
 from app.limits import FUNCTION_NAME_PATTERN, MODES, PREVIEW_TOKENS_MIN, TOKENS_MAX
+from app.parts import part_problems
 
 _FUNCTION_NAME = re.compile(FUNCTION_NAME_PATTERN)
 _JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
@@ -94,7 +95,8 @@ def check_schema(errors: Errors, schema: object, loc: str, *, top: bool = False)
         return
     kind = schema.get("type")
     kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
-    if any(k not in _JSON_TYPES for k in kinds):
+    # A string first: a list or an object there is unhashable (the lookup was a 500).
+    if any(not isinstance(k, str) or k not in _JSON_TYPES for k in kinds):
         _err(errors, f"{loc}.type", f"must be one of {sorted(_JSON_TYPES)}")
     elif top and kind is not None and kind != "object":
         _err(errors, f"{loc}.type", 'function parameters must have type "object"')
@@ -124,6 +126,9 @@ def _check_message(errors: Errors, msg: object, loc: str, roles: frozenset[str])
     content = msg.get("content")
     if not isinstance(content, str | list):
         _err(errors, f"{loc}.content", "must be a string or a list of content parts")
+    elif isinstance(content, list):
+        for where, problem in part_problems(content, role if isinstance(role, str) else ""):
+            _err(errors, f"{loc}.content{where}", problem)
     if msg.get("tool_calls"):
         _err(errors, f"{loc}.tool_calls", "tool calls are not allowed here")
 

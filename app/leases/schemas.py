@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.jsonsafe import StoredStr
+from app.jsonsafe import StoredStr, json_number
 from app.limits import LEASE_OWNER_MAX, LEASE_TTL_MAX_S, LOCK_TOKEN_MAX
 
 # The live lease's token, sent with each write (SPEC §6). Optional on writes: a session
@@ -29,12 +29,14 @@ class ClaimIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     owner: StoredStr = Field(min_length=1, max_length=LEASE_OWNER_MAX)
     ttl_s: LeaseTtl = 30.0
+    _numbers = field_validator("ttl_s", mode="before")(json_number)
 
 
 class RenewIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lock_token: LockToken = Field(min_length=1)
     ttl_s: LeaseTtl = 30.0
+    _numbers = field_validator("ttl_s", mode="before")(json_number)
 
 
 class ReleaseIn(BaseModel):

@@ -15,18 +15,12 @@ from typing import Any, cast
 from app.errors import PayloadTooLarge, ValidationFailed
 from app.jsonsafe import storable_problem
 from app.limits import MESSAGE_ID_MAX, MODES, ROLES, Role
+from app.parts import part_problems
 
 # contextd's own fields: accepted inline on each message, stored beside the body.
 FLAG_FIELDS = ("id", "pinned", "include_in_context", "mode", "run_id", "metadata", "error")
 # Fields contextd adds when it returns a message; a client may not send them.
 RESERVED_FIELDS = ("seq", "token_count", "created_at")
-PART_TYPES = {
-    "text": ("text", str),
-    "image_url": ("image_url", dict),
-    "input_audio": ("input_audio", dict),
-    "file": ("file", dict),
-    "refusal": ("refusal", str),
-}
 
 
 @dataclass(slots=True)
@@ -192,22 +186,8 @@ def _content(body: dict[str, Any], role: str, loc: str, errors: _Errors) -> None
         return
     if not content:
         errors.add(f"{loc}.content", "an array of content parts must not be empty")
-    for j, part in enumerate(content):
-        ploc = f"{loc}.content[{j}]"
-        if not isinstance(part, dict):
-            errors.add(ploc, "must be a content part object")
-            continue
-        ptype = part.get("type")
-        if ptype not in PART_TYPES:
-            errors.add(f"{ploc}.type", f"must be one of {', '.join(PART_TYPES)}")
-            continue
-        if role in ("tool", "system") and ptype != "text":
-            errors.add(f"{ploc}.type", f"{role} messages take only text parts")
-            continue
-        key, kind = PART_TYPES[ptype]
-        if not isinstance(part.get(key), kind):
-            expected = "a string" if kind is str else "an object"
-            errors.add(f"{ploc}.{key}", f"must be {expected}")
+    for where, problem in part_problems(content, role):
+        errors.add(f"{loc}.content{where}", problem)
 
 
 def _tool_fields(body: dict[str, Any], msg: Incoming, loc: str, errors: _Errors) -> None:

@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -20,6 +21,17 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 PATH = "/mcp"
+_NO_STREAM = JSONResponse(
+    {
+        "type": "about:blank",
+        "title": "Method Not Allowed",
+        "status": 405,
+        "detail": "GET /mcp: this server offers no event stream; send JSON-RPC requests by POST",
+    },
+    status_code=405,
+    headers={"Allow": "POST, DELETE"},
+    media_type="application/problem+json",
+)
 
 
 def install(app: FastAPI) -> Host:
@@ -73,6 +85,12 @@ class Host:
             await self._stop.wait()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "GET":
+            # Stateless, the server has nothing to push: the SDK answered GET with an event
+            # stream of pings that never ended, holding a connection per caller. The MCP
+            # spec's other answer for a server without one is a 405.
+            await _NO_STREAM(scope, receive, send)
+            return
         await self.start()
         assert self._server is not None  # made by start()
         await self._server.session_manager.handle_request(scope, receive, send)

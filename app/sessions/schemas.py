@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
-from app.jsonsafe import StoredStr
+from app.jsonsafe import StoredStr, json_number
 from app.leases.schemas import LockToken
 from app.limits import (
     ANCHOR_MAX,
@@ -30,9 +30,11 @@ class SessionSettingsIn(BaseModel):
     tools: list[dict[str, Any]] | None = Field(None, max_length=TOOLS_MAX)
     strategy: StoredStr | None = Field(None, min_length=1, max_length=STRATEGY_NAME_MAX)
     anchors: list[Anchor] | None = Field(None, max_length=ANCHORS_MAX)
-    auto_compact: bool | None = None
+    auto_compact: StrictBool | None = None
     # Payloads offer the recall tool and a note on what they leave out (SPEC §3 Recall).
-    recall: bool | None = None
+    recall: StrictBool | None = None
     compaction: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     lock_token: LockToken | None = None
+
+    _numbers = field_validator("context_limit", mode="before")(json_number)

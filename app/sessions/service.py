@@ -101,6 +101,13 @@ def _validate_changes(changes: dict[str, Any], row: SessionRow, settings: Settin
         unknown = sorted(set(overrides) - set(CompactionSettings.model_fields))
         if unknown:
             raise invalid(f"compaction.{unknown[0]}", "is not a compaction setting")
+        typed = [
+            {"loc": f"compaction.{k}", "msg": problem}
+            for k, v in overrides.items()
+            if (problem := _json_type_problem(k, v))
+        ]
+        if typed:
+            raise ValidationFailed(typed)
         merged = {**settings.compaction.model_dump(), **overrides}
         try:
             CompactionSettings(**merged)
@@ -119,6 +126,20 @@ def _validate_changes(changes: dict[str, Any], row: SessionRow, settings: Settin
                     for problem in check_compaction(merged_settings, session=True)
                 ]
             raise ValidationFailed(errors or [{"loc": "compaction", "msg": "invalid"}]) from None
+
+
+def _json_type_problem(name: str, value: object) -> str | None:
+    """A JSON type check of one override. The settings class parses environment strings
+    and so takes "3" for 3 and "false" for False; the raw value was then stored, and
+    every compaction of the session did arithmetic on a string."""
+    kind = CompactionSettings.model_fields[name].annotation
+    if kind is bool:
+        return None if isinstance(value, bool) else "must be true or false"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "must be an integer" if kind is int else "must be a number"
+    if kind is int and not isinstance(value, int):
+        return "must be an integer"
+    return None
 
 
 def _check_limits(row: SessionRow, settings: Settings) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.budget import effective_model
 from app.errors import NotFound, invalid
+from app.jsonsafe import json_number
 from app.leases.guard import check_write
 from app.leases.schemas import LockToken
 from app.limits import TOKENS_MAX
@@ -34,6 +35,14 @@ class UsageIn(BaseModel):
     cache_read_input_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
     uncalibrated_input_tokens: int = Field(ge=1, le=TOKENS_MAX)
     lock_token: LockToken | None = None
+
+    _numbers = field_validator(
+        "input_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "uncalibrated_input_tokens",
+        mode="before",
+    )(json_number)
 
     @property
     def actual(self) -> int:
