@@ -7,9 +7,22 @@
  *     await ctx.append("demo", [{ role: "user", content: "hi" }]);
  *     const payload = await ctx.context("demo"); // payload.messages go to the model
  */
+import { answerLost, finishedJobs, jobFinishedSince, readTimeout } from "./compact.js";
 import { ContextdError, TransportError, errorFromResponse, Conflict, NotFound } from "./errors.js";
 import type { paths } from "./generated/openapi.js";
-import { type Answer, type Call, type Method, type Op, renderPath, renderQuery } from "./http.js";
+import {
+  type Answer,
+  type Call,
+  type Method,
+  type Op,
+  attemptSignal,
+  defaultHeaders,
+  parsed,
+  renderPath,
+  renderQuery,
+  stoppedAfter,
+} from "./http.js";
+import { type HeldLease, Renewal, warnReleaseFailed } from "./lease.js";
 import { PrefixMemory, type PreviousPrefix } from "./prefix.js";
 import { Retry, type RetryOptions } from "./retry.js";
 import type * as T from "./types.js";
@@ -23,11 +36,12 @@ const QUERY_PARAMS = new Set(["max_tokens", "strategy", "mode", "format", "reser
 export type ClientOptions = {
   /** Defaults to `$CONTEXTD_URL`, then http://127.0.0.1:8080. */
   baseUrl?: string;
-  /** Defaults to `$CONTEXTD_API_KEY`; sent as `Authorization: Bearer`. */
+  /** Defaults to `$CONTEXTD_API_KEY`; sent as `Authorization: Bearer`, unless `headers` has an `Authorization`. */
   apiKey?: string;
   /** Seconds per attempt. */
   timeout?: number;
   retry?: Retry | RetryOptions;
+  /** Sent with every request; names are case-insensitive, and an `Authorization` here wins over `apiKey`. */
   headers?: Record<string, string>;
   /** Send each payload stream's last `prefix_id` back on its next context call (default true). */
   echoPrefixIds?: boolean;
@@ -75,17 +89,17 @@ export class ContextdClient {
     this.prefixIds = new PrefixMemory(options.echoPrefixIds ?? true);
     this.timeoutMs = (options.timeout ?? 30) * 1000;
     this.fetchImpl = options.fetch ?? globalThis.fetch;
-    const key = options.apiKey ?? env("CONTEXTD_API_KEY");
-    this.headers = { accept: "application/json", ...(options.headers ?? {}) };
-    if (key) this.headers.authorization = `Bearer ${key}`;
+    this.headers = defaultHeaders(options.apiKey ?? env("CONTEXTD_API_KEY"), options.headers);
   }
 
   /**
    * Send one call with the retry rules of retry.ts; the answer's status comes along
-   * (an append's 201 or 200 says whether anything new was stored).
+   * (an append's 201 or 200 says whether anything new was stored). `stop` aborted
+   * ends the attempt in flight and the retries (a `TransportError`).
    */
   async request<P extends keyof paths, M extends Method>(
     call: Call<P, M>,
+    stop?: AbortSignal,
   ): Promise<{ status: number; data: Answer<Op<P, M>> }> {
     const url =
       this.baseUrl +
@@ -99,35 +113,42 @@ export class ContextdClient {
     };
     const retried = call.retried ?? true;
     const idempotent = call.idempotent ?? false;
+    const timeoutMs = Math.max(this.timeoutMs, (call.readTimeout ?? 0) * 1000);
+    const wait = async (delay: number) => (stop ? stoppedAfter(delay, stop) : this.sleep(delay).then(() => false));
     for (let attempt = 0; ; attempt++) {
       let status: number;
       let headers: Headers;
       let text: string;
+      const signal = attemptSignal(timeoutMs, stop);
       try {
-        const response = await this.fetchImpl(url, { ...init, signal: AbortSignal.timeout(this.timeoutMs) });
+        const response = await this.fetchImpl(url, { ...init, signal: signal.signal });
         status = response.status;
         headers = response.headers;
         text = await response.text();
       } catch (error) {
-        const delay = retried ? this.retry.afterError(attempt, idempotent) : undefined;
-        if (delay === undefined) {
+        signal.done();
+        const delay = retried && !stop?.aborted ? this.retry.afterError(attempt, idempotent) : undefined;
+        if (delay === undefined || (await wait(delay))) {
           throw new TransportError(`${init.method} ${call.path}: ${describe(error)}`, { cause: error });
         }
-        await this.sleep(delay);
         continue;
       }
-      if ((status >= 200 && status < 300) || call.answers?.includes(status)) {
+      signal.done();
+      if (status >= 200 && status < 300) {
         const data = (text ? JSON.parse(text) : undefined) as Answer<Op<P, M>>;
         return { status, data };
       }
+      if (call.answers) {
+        const body = parsed(text);
+        if (call.answers(status, body)) return { status, data: body as Answer<Op<P, M>> };
+      }
       const delay = retried ? this.retry.afterResponse(attempt, status, headers, idempotent) : undefined;
-      if (delay === undefined) throw errorFromResponse(status, headers, text);
-      await this.sleep(delay);
+      if (delay === undefined || (await wait(delay))) throw errorFromResponse(status, headers, text);
     }
   }
 
-  private async send<P extends keyof paths, M extends Method>(call: Call<P, M>): Promise<Answer<Op<P, M>>> {
-    return (await this.request(call)).data;
+  private async send<P extends keyof paths, M extends Method>(call: Call<P, M>, stop?: AbortSignal): Promise<Answer<Op<P, M>>> {
+    return (await this.request(call, stop)).data;
   }
 
   // sessions
@@ -315,15 +336,37 @@ export class ContextdClient {
 
   // compaction, events
 
-  compact(sessionId: string, options: T.CompactOptions = {}, lockToken?: string): Promise<T.CompactResult> {
-    // A retried request joins the running job or starts a harmless noop: safe twice.
-    return this.send({
+  /**
+   * Request a compaction: `{job_id, status}`, or with `wait` the finished job (still
+   * active if the wait ran out). A waiting call waits for its answer as long as the
+   * server may, and a lost answer is looked up, not sent twice (compact.ts).
+   */
+  async compact(sessionId: string, options: T.CompactOptions = {}, lockToken?: string): Promise<T.CompactResult> {
+    const call = {
       method: "post",
       path: "/sessions/{session_id}/compact",
       params: { session_id: sessionId },
       body: { ...options, lock_token: lockToken ?? null },
-      idempotent: true,
-    });
+    } as const;
+    if (!options.wait || options.dry_run) {
+      // A retried request joins the running job or starts a harmless noop: safe twice.
+      return this.send({ ...call, idempotent: true });
+    }
+    // Sent again only below, after looking for its job: a plain second request could
+    // answer another job's outcome (a noop) as this one's.
+    const waiting = { ...call, readTimeout: readTimeout(options.timeout_s) };
+    const before = finishedJobs(await this.compaction(sessionId));
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.send(waiting);
+      } catch (error) {
+        const delay = error instanceof ContextdError && answerLost(error) ? this.retry.afterError(attempt, true) : undefined;
+        if (delay === undefined) throw error;
+        await this.sleep(delay);
+      }
+      const done = jobFinishedSince(await this.compaction(sessionId), before);
+      if (done !== undefined) return done;
+    }
   }
 
   compaction(sessionId: string): Promise<T.CompactionState> {
@@ -357,44 +400,60 @@ export class ContextdClient {
     });
   }
 
+  /**
+   * Release the lease. Retried without an answer: a retry whose first attempt was
+   * applied answers `StaleLockToken`, which then means released.
+   */
   async releaseLease(sessionId: string, lockToken: string): Promise<void> {
-    await this.send({ method: "delete", path: "/sessions/{session_id}/lock", params: { session_id: sessionId }, body: { lock_token: lockToken } });
+    await this.send({
+      method: "delete",
+      path: "/sessions/{session_id}/lock",
+      params: { session_id: sessionId },
+      body: { lock_token: lockToken },
+      idempotent: true, // a second release changes nothing: 409 stale_lock_token (404 if the session is gone)
+    });
   }
 
   /**
    * Hold the session's writer lease while `work` runs: claimed first (`LockHeld` if
    * another owner has it), renewed at a third of its life, released at the end.
-   * `work` gets the lease; pass `lease.lock_token` to every write.
+   * `work` gets the lease; pass `lease.lock_token` to every write. Leaving ends a
+   * renewal in flight. A release that fails goes to `onReleaseError` (default: a
+   * `console.warn`) and is not thrown: `work`'s own error, or its result, stands, and
+   * the lease expires by its TTL.
    */
   async withLease<R>(
     sessionId: string,
     owner: string,
-    work: (lease: T.Lease & { lost?: ContextdError }) => Promise<R>,
-    options: { ttlS?: number; renewEvery?: number } = {},
+    work: (lease: HeldLease) => Promise<R>,
+    options: { ttlS?: number; renewEvery?: number; onReleaseError?: (error: ContextdError) => void } = {},
   ): Promise<R> {
     const ttlS = options.ttlS ?? 30;
-    const held: T.Lease & { lost?: ContextdError } = await this.claimLease(sessionId, owner, ttlS);
-    const interval = (options.renewEvery ?? Math.max(ttlS / 3, 0.05)) * 1000;
-    const timer = setInterval(() => {
-      this.renewLease(sessionId, held.lock_token, ttlS).then(
-        (lease) => (held.expires_at = lease.expires_at),
-        (error: unknown) => {
-          if (error instanceof TransportError) return; // the next tick tries again
-          held.lost = error instanceof ContextdError ? error : new ContextdError(String(error));
-          clearInterval(timer);
+    const held: HeldLease = await this.claimLease(sessionId, owner, ttlS);
+    const renew = (stop: AbortSignal) =>
+      this.send(
+        {
+          method: "post",
+          path: "/sessions/{session_id}/lock/renew",
+          params: { session_id: sessionId },
+          body: { lock_token: held.lock_token, ttl_s: ttlS },
+          idempotent: true,
         },
+        stop,
       );
-    }, interval);
-    timer.unref?.();
+    const renewal = new Renewal(held, renew, options.renewEvery ?? Math.max(ttlS / 3, 0.05));
     try {
       return await work(held);
     } finally {
-      clearInterval(timer);
+      renewal.end();
       try {
         await this.releaseLease(sessionId, held.lock_token);
       } catch (error) {
         // Someone else's lease, or none left: there is nothing of ours to release.
-        if (!(error instanceof Conflict || error instanceof NotFound)) throw error;
+        if (!(error instanceof ContextdError)) throw error;
+        if (!(error instanceof Conflict || error instanceof NotFound)) {
+          (options.onReleaseError ?? ((e) => warnReleaseFailed(sessionId, held, e)))(error);
+        }
       }
     }
   }
@@ -409,9 +468,14 @@ export class ContextdClient {
     return this.send({ method: "get", path: "/healthz", idempotent: true });
   }
 
-  /** `status` is "ready" or "not_ready" (database away, schema behind): both are answers. */
+  /**
+   * `status` is "ready" or "not_ready" (database away, schema behind): both are
+   * answers. A 503 that is not contextd's (a gateway's) throws `ServiceUnavailable`.
+   */
   async ready(): Promise<{ status: string; [key: string]: unknown }> {
-    const answer = await this.send({ method: "get", path: "/readyz", idempotent: true, answers: [503], retried: false });
+    const notReady = (status: number, body: unknown) =>
+      status === 503 && body !== null && typeof body === "object" && (body as { status?: unknown }).status === "not_ready";
+    const answer = await this.send({ method: "get", path: "/readyz", idempotent: true, answers: notReady, retried: false });
     return answer as { status: string };
   }
 }

@@ -22,6 +22,7 @@ export {
   runRecall,
 } from "./recall.js";
 export type { RecallArguments } from "./recall.js";
+export type { HeldLease } from "./lease.js";
 export type { PreviousPrefix } from "./prefix.js";
 export { Retry } from "./retry.js";
 export type { RetryOptions } from "./retry.js";

@@ -13,7 +13,8 @@
 import { parseRetryAfter } from "./errors.js";
 
 const ALWAYS_RETRIED = new Set([429, 503]);
-const IDEMPOTENT_RETRIED = new Set([502, 504]);
+/** A gateway's answer that says nothing of what the server did with the request. */
+export const IDEMPOTENT_RETRIED = new Set([502, 504]);
 
 export type RetryOptions = {
   /** Retries after the first attempt; 0 turns retries off. */

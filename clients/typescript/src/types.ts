@@ -13,6 +13,8 @@ export type ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolM
 
 export type SessionSettings = Omit<S["SessionSettingsIn"], "lock_token">;
 export type Session = S["Session"];
+/** A session's counts and its token calibration (`token_calibration`). */
+export type SessionStats = S["SessionStats"];
 export type SessionPage = S["SessionPage"];
 /** The append's answer; `created` is false when every message was a replay of a stored id. */
 export type AppendResult = S["AppendOut"] & { created: boolean };
@@ -22,6 +24,8 @@ export type MessagePage = S["MessagePage"];
 export type TailDeleteResult = S["DeletedTail"];
 export type ClearResult = S["Cleared"];
 export type Context = S["ContextPayload"];
+/** What the assembly did with one message (`seq`): `action` kept, previewed, cut, dropped or excluded; `rule` says why. */
+export type Decision = S["Decision"];
 export type ContextUsage = S["ContextUsage"];
 export type ContextOptions = Omit<S["ContextIn"], "previous_prefix_id">;
 export type Budget = S["Budget"];

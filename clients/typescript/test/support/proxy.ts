@@ -3,17 +3,27 @@
  * next n matching requests on to the server, lets the server store what they asked,
  * then cuts the connection instead of answering, as a network would. `answerNext`
  * answers matching requests itself (a 503 with Retry-After, say) without reaching the
- * server. Every request that reached the proxy is in `seen`.
+ * server. `delayNext` holds the server's answer to matching requests back for a
+ * while (a slow gateway). Every request that reached the proxy is in `seen`, with its
+ * headers.
  */
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import {
+  createServer,
+  request,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 
-export type Seen = { method: string; path: string; body: string };
+export type Seen = { method: string; path: string; body: string; headers: IncomingHttpHeaders };
 type Match = (seen: Seen) => boolean;
 
 export class LossyProxy {
   readonly seen: Seen[] = [];
   private lose: { n: number; match: Match } = { n: 0, match: () => false };
+  private delay: { n: number; match: Match; ms: number } = { n: 0, match: () => false, ms: 0 };
   private canned: { n: number; match: Match; status: number; headers: Record<string, string>; body: string } | undefined;
   private server: Server | undefined;
   baseUrl = "";
@@ -36,6 +46,10 @@ export class LossyProxy {
     this.lose = { n, match };
   }
 
+  delayNext(n: number, match: Match, ms: number): void {
+    this.delay = { n, match, ms };
+  }
+
   answerNext(n: number, match: Match, status: number, headers: Record<string, string> = {}, body = ""): void {
     this.canned = { n, match, status, headers, body };
   }
@@ -49,7 +63,7 @@ export class LossyProxy {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks);
-    const seen = { method: req.method ?? "GET", path: req.url ?? "/", body: body.toString("utf8") };
+    const seen = { method: req.method ?? "GET", path: req.url ?? "/", body: body.toString("utf8"), headers: req.headers };
     this.seen.push(seen);
     if (this.canned && this.canned.n > 0 && this.canned.match(seen)) {
       this.canned.n--;
@@ -62,7 +76,11 @@ export class LossyProxy {
     const upstream = request(url, { method: seen.method, headers }, (answer) => {
       const parts: Buffer[] = [];
       answer.on("data", (part: Buffer) => parts.push(part));
-      answer.on("end", () => {
+      answer.on("end", async () => {
+        if (this.delay.n > 0 && this.delay.match(seen)) {
+          this.delay.n--;
+          await new Promise((r) => setTimeout(r, this.delay.ms));
+        }
         if (this.lose.n > 0 && this.lose.match(seen)) {
           this.lose.n--;
           res.socket?.destroy(); // the server has stored it; the client sees a reset
