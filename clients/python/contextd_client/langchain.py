@@ -22,6 +22,7 @@ is left to the kept message (a chat model takes none).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -225,7 +226,9 @@ def recall_tool(
 
     async def arun(**arguments: Any) -> str:
         if async_client is None:
-            return run(**arguments)
+            # The blocking client in a thread: on the event loop its HTTP call would
+            # stall every other task of an async agent until contextd answered.
+            return await asyncio.to_thread(run, **arguments)
         return await arun_recall(async_client, session_id, arguments)
 
     return StructuredTool.from_function(
