@@ -101,6 +101,12 @@ def brief_for(
     )
     previous_pinned = previous_summary.pinned if previous_summary else ()
     preserved = message_texts(plan.preserved_messages)
+    user_messages, folded = roll_user_messages(
+        previous_summary.user_messages if previous_summary else (),
+        range_user_messages(plan.range_messages),
+        max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
+        counter=counter,
+    )
     artifacts, dropped = roll_artifacts(
         previous_summary.artifacts if previous_summary else (),
         range_artifacts(plan.range_messages, plan.preserved_messages),
@@ -123,16 +129,12 @@ def brief_for(
         constraints=constraints_to_keep(
             plan.range_messages,
             previous_summary.user_prefs if previous_summary else (),
+            folded,
             max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
             counter=counter,
         ),
         pinned=dedupe((*previous_pinned, *pinned_entries(plan.range_messages, lang))),
-        user_messages=roll_user_messages(
-            previous_summary.user_messages if previous_summary else (),
-            range_user_messages(plan.range_messages),
-            max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
-            counter=counter,
-        )[0],
+        user_messages=user_messages,
         artifacts=artifacts,
         artifacts_dropped=len(dropped),
         # A share of what is folded, and never more than that share of the window the

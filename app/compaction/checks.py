@@ -85,6 +85,7 @@ def identifiers_to_keep(
 def constraints_to_keep(
     range_messages: Iterable[LoggedMessage],
     previous_prefs: Iterable[str] = (),
+    folded: Iterable[str] = (),
     *,
     limit: int = 40,
     max_chars: int = 300,
@@ -93,8 +94,11 @@ def constraints_to_keep(
 ) -> list[str]:
     """The user's constraints and preferences a summary of this range must keep.
 
-    The previous summary's `user_prefs` plus every user sentence of the range the
-    rule-based classifier tags as a constraint or preference. Checking for them,
+    The previous summary's `user_prefs`, then every sentence the rule-based classifier
+    tags as a constraint or preference in the user messages this compaction folds out
+    of the `user_messages` section (`folded`: there they were kept verbatim, so no
+    earlier check asked for them elsewhere, and a model's summary that never restated
+    one lost it here for good), then in the user messages of the range. Checking for them,
     instead of only asking for them in the prompt, is what keeps a model that
     drops them from having its summary stored as a success. With `max_tokens`
     (and its `counter`) the newest that fit are kept: the summary must fit the
@@ -104,10 +108,12 @@ def constraints_to_keep(
     from app.compaction.signals import classify, split_sentences
 
     found: list[str] = [p for p in previous_prefs if p.strip()]
-    for m in range_messages:
-        if m.role != "user" or not m.counts_in_context:
-            continue
-        for sentence in split_sentences(m.text):
+    texts = [
+        *folded,
+        *(m.text for m in range_messages if m.role == "user" and m.counts_in_context),
+    ]
+    for text in texts:
+        for sentence in split_sentences(text):
             if {"constraint", "preference"} & classify(sentence):
                 found.append(sentence[:max_chars])
     seen: set[str] = set()

@@ -521,3 +521,22 @@ async def test_summaries_leave_the_default_executor_to_large_appends(
         default.shutdown(wait=False)
     assert waited_out == []
     assert [o.summarizer for o in outcomes] == ["extractive"] * 8
+
+
+async def test_a_constraint_folded_out_of_the_users_words_stays_in_the_summary(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    """The user's messages are carried verbatim until their share is full; the one a
+    compaction folds out then must be in what the model wrote or be patched in (it was
+    in no later prompt and no later check: a model that never restated it lost it)."""
+    rule = "You must never book me on Ryanair flights."
+    previous = StructuredSummary(
+        facts=("The user is planning trips.",), user_messages=(rule, "I live in Lisbon.")
+    )
+    llm.script(_answer({"facts": ["The user asked about several trips."], "user_prefs": []}))
+    # A share that holds the range's user messages but not the previous ones as well.
+    outcome = await _run(llm, http, previous=previous, anchors=(), usable_budget=300)
+    assert rule not in outcome.summary.user_messages  # folded, oldest first
+    assert outcome.status == "success"
+    assert any("Ryanair" in p for p in outcome.summary.user_prefs), outcome.summary
+    assert "Ryanair" in outcome.rendered_text
