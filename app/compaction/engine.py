@@ -91,6 +91,14 @@ async def _call(
     return result
 
 
+def _whole(result: ChatResult) -> ChatResult:
+    """The answer, unless the model stopped at its output cap: a cut-off summary is not a
+    summary, whatever fragment of it still parses as an object."""
+    if result.finish_reason == "length":
+        raise SummaryRejected("truncated", "the model stopped at its output cap")
+    return result
+
+
 async def summarise(
     plan: CompactionPlan,
     previous_summary: StructuredSummary | None,
@@ -125,7 +133,7 @@ async def summarise(
         json_mode=brief.options.json_mode,
     )
     try:
-        first = await _call(client, request, settings, usage)
+        first = _whole(await _call(client, request, settings, usage))
         check = await _off_loop(fit.read, brief, first.text)
     except ModelError as exc:
         return await _off_loop(fit.extractive, brief, usage, "degraded", exc.code)
@@ -144,7 +152,7 @@ async def summarise(
             wrong_language=None if check.language_ok else brief.lang,
         )
         try:
-            answer = (await _call(client, retry, settings, usage)).text
+            answer = _whole(await _call(client, retry, settings, usage)).text
             second: fit.Check | None = await _off_loop(fit.read, brief, answer)
         except (ModelError, SummaryRejected):
             second = None  # the first answer is still a valid summary; keep it

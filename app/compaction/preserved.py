@@ -56,7 +56,13 @@ def preserved_tail(
     if hard < soft:
         limited_by = "min_preserved_steps"
         tokens = tokens_in_context(messages[hard:])
-    opens = tuple(messages[u.start].seq for u in units if u.open)
+    # The message holding the unanswered call, not its step's first (often the text
+    # the assistant wrote before calling).
+    opens = tuple(
+        next((m.seq for m in messages[u.start : u.end] if m.tool_call_ids), messages[u.start].seq)
+        for u in units
+        if u.open
+    )
     return Tail(min(soft, hard), limited_by, tokens, len(steps), len(kept), opens)
 
 

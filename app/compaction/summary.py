@@ -31,7 +31,14 @@ SECTIONS = ("facts", "decisions", "open_todos", "user_prefs", "timeline")
 SCHEMA_VERSION = 1
 
 RejectReason = Literal[
-    "empty", "refusal", "error_text", "not_json", "not_a_summary", "wrong_types", "all_empty"
+    "empty",
+    "refusal",
+    "error_text",
+    "not_json",
+    "not_a_summary",
+    "wrong_types",
+    "all_empty",
+    "truncated",
 ]
 
 
@@ -107,23 +114,55 @@ _ERROR = re.compile(
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
-def _find_object(text: str) -> dict[str, Any] | None:
+# A reasoning model's thoughts, which vLLM and Ollama leave in the answer: they may quote
+# the previous summary's JSON, which is not the answer.
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+
+
+def _objects(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of `text`: its fenced blocks, then the top-level objects of the
+    rest in order (an object's inner objects are not candidates of their own)."""
+    found: list[dict[str, Any]] = []
     for block in _FENCE.findall(text):
         try:
             value = json.loads(block)
         except ValueError:
             continue
         if isinstance(value, dict):
-            return value
+            found.append(value)
     decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
+    at = text.find("{")
+    while at >= 0:
         try:
-            value, _ = decoder.raw_decode(text, match.start())
+            value, end = decoder.raw_decode(text, at)
         except ValueError:
+            at = text.find("{", at + 1)
             continue
         if isinstance(value, dict):
-            return value
-    return None
+            found.append(value)
+        at = text.find("{", end)
+    return found
+
+
+def _find_object(text: str) -> dict[str, Any] | None:
+    """The answer's summary: the last object with a summary section, since a model that
+    explains first may quote an earlier one ("the previous summary was {...}") or an
+    empty one; else the first object, for the reason it is not one."""
+    objects = _objects(_THINK.sub(" ", text))
+    summaries = [o for o in objects if any(name in o for name in SECTIONS)]
+    if summaries:
+        return summaries[-1]
+    return objects[0] if objects else None
+
+
+def _storable(text: str) -> str:
+    # NUL and lone surrogates cannot be stored in PostgreSQL text (appends refuse them);
+    # in a model's answer they made the store fail and every later job with it.
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
 
 
 def _clean_list(name: str, value: Any) -> tuple[str, ...]:
@@ -135,7 +174,7 @@ def _clean_list(name: str, value: Any) -> tuple[str, ...]:
     for item in value:
         if isinstance(item, bool) or not isinstance(item, str | int | float):
             raise SummaryRejected("wrong_types", f"{name} must contain only strings")
-        text = str(item).strip()
+        text = _storable(str(item)).strip()
         if text:
             items.append(text)
     return tuple(items)

@@ -342,7 +342,7 @@ def _why_empty(
     first_open = next((u for u in units if u.open), None)
     if first_open is not None and first_open.start < tail.start:
         return (
-            f"a tool group still missing a result (seq {messages[first_open.start].seq}) is "
+            f"a tool group still missing a result (seq {tail.open_seqs[0]}) is "
             "never compacted, nor anything after it"
         )
     return (

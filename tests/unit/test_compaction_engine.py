@@ -139,7 +139,7 @@ async def test_normal_success_makes_exactly_one_call(llm: FakeLLM, http: httpx.A
         ("not_json", "invalid_output:not_json"),
         ("wrong_types", "invalid_output:wrong_types"),
         ("empty", "invalid_output:empty"),
-        ("truncate", "invalid_output:not_json"),
+        ("truncate", "invalid_output:truncated"),
     ],
 )
 async def test_failures_degrade_to_the_extractive_summary(
@@ -540,3 +540,20 @@ async def test_a_constraint_folded_out_of_the_users_words_stays_in_the_summary(
     assert outcome.status == "success"
     assert any("Ryanair" in p for p in outcome.summary.user_prefs), outcome.summary
     assert "Ryanair" in outcome.rendered_text
+
+
+async def test_an_answer_cut_off_at_the_output_cap_degrades(
+    llm: FakeLLM, http: httpx.AsyncClient
+) -> None:
+    """A cut-off answer is not a summary, even when a fragment of it parses: the inner
+    object of a truncated one was stored as a success."""
+    cut = '{"timeline": ["a"], "facts": [{"facts": ["BOGUS INNER"]}'
+    answer = _answer({})
+    assert isinstance(answer.body, dict)
+    answer.body["choices"][0]["message"]["content"] = cut
+    answer.body["choices"][0]["finish_reason"] = "length"
+    llm.script(answer)
+    outcome = await _run(llm, http, anchors=())
+    assert (outcome.status, outcome.summarizer) == ("degraded", "extractive"), outcome
+    assert outcome.reason == "invalid_output:truncated"
+    assert "BOGUS INNER" not in outcome.rendered_text

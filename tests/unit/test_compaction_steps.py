@@ -80,9 +80,9 @@ def test_an_open_group_stops_the_range() -> None:
                         keep_recent_tokens=100)  # fmt: skip
     assert isinstance(result, NoopReason)
     assert result.code == "nothing_compressible"
-    # The open step starts with the text just before the call (seq 2).
-    assert "missing a result" in result.detail and "seq 2" in result.detail
-    assert result.report()["open_group_seqs"] == [2]
+    # The group is named by its call (seq 3), not by the text that opens its step (seq 2).
+    assert "missing a result" in result.detail and "seq 3" in result.detail
+    assert result.report()["open_group_seqs"] == [3]
 
 
 def test_why_a_plan_is_empty_is_explained() -> None:

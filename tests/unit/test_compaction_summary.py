@@ -41,6 +41,34 @@ def test_fenced_or_prose_wrapped_json_is_tolerated(text: str) -> None:
     assert parse_summary_output(text).decisions == ("Use PostgreSQL",)
 
 
+STALE = {"facts": ["STALE previous fact"], "timeline": ["old"]}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A reasoning model's thoughts left in the answer, quoting the previous summary.
+        f"<think>The previous summary was {json.dumps(STALE)}; update it.</think>\n"
+        + json.dumps(GOOD),
+        # No think tags: the summary is the last object with a section, not the first.
+        f"The previous summary was {json.dumps(STALE)}. The new one: " + json.dumps(GOOD),
+        "The previous summary was {}, so here is a first one: " + json.dumps(GOOD),
+    ],
+)
+def test_the_answer_is_the_last_summary_not_one_quoted_before_it(text: str) -> None:
+    s = parse_summary_output(text)
+    assert s.decisions == ("Use PostgreSQL",) and "STALE previous fact" not in s.facts
+
+
+def test_characters_no_database_text_holds_are_cleaned() -> None:
+    """NUL and lone surrogates in a model's answer made the store fail (and every later
+    job of the session with it): they are dropped or replaced, the rest kept."""
+    answer = json.dumps({"facts": ["a\u0000b", "half \ud800 pair"], "timeline": ["ok"]})
+    s = parse_summary_output(answer)
+    assert s.facts == ("ab", "half \ufffd pair")
+    "".join(s.facts).encode("utf-8")  # storable: no lone surrogate left
+
+
 def test_missing_or_null_sections_are_empty_and_numbers_become_text() -> None:
     s = parse_summary_output(json.dumps({"facts": ["a", 42], "decisions": None}))
     assert s.facts == ("a", "42") and s.decisions == ()
