@@ -8,6 +8,7 @@ import pytest
 
 from app.context import formats
 from app.context.formats import anthropic
+from app.context.formats.anthropic import tool_id
 from tests.support.sdk_types import breakpoints, check_anthropic, check_openai, check_responses
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
@@ -122,7 +123,11 @@ def test_anthropic_merges_roles_and_pairs_tool_calls() -> None:
     }
     assert first[2]["source"] == {"type": "url", "url": "https://example.com/a.jpg"}
     uses = out["messages"][1]["content"]
-    assert [(b["type"], b["id"]) for b in uses] == [("tool_use", "c1"), ("tool_use", "c_2")]
+    assert [(b["type"], b["id"]) for b in uses] == [
+        ("tool_use", "c1"),
+        ("tool_use", tool_id("c.2")),
+    ]
+    assert tool_id("c.2").startswith("c_2_")
     assert uses[0]["input"] == {"path": "a.py"} and uses[1]["input"] == {}
     results = out["messages"][2]["content"]
     assert [b.get("is_error", False) for b in results] == [False, True]
@@ -207,13 +212,18 @@ def test_anthropic_later_system_messages_and_odd_inputs() -> None:
     assert first[1]["text"].startswith(anthropic.SYSTEM_NOTE)
     use = out["messages"][1]["content"]
     assert use == [
-        {"type": "tool_use", "id": "a_b", "name": "read_file", "input": {"arguments": "not json"}}
+        {
+            "type": "tool_use",
+            "id": tool_id("a:b"),
+            "name": "read_file",
+            "input": {"arguments": "not json"},
+        }
     ]
     last = out["messages"][2]["content"]
     # The stable prefix ends before the newest user message: its tool result carries it.
     assert last[0] == {
         "type": "tool_result",
-        "tool_use_id": "a_b",
+        "tool_use_id": tool_id("a:b"),
         "cache_control": {"type": "ephemeral"},
     }
     assert "image/bmp" in last[1]["text"] and "input_audio" in last[2]["text"]
@@ -250,3 +260,43 @@ def test_anthropic_breakpoint_follows_the_reported_stable_prefix() -> None:
     body["usage"] = {"stable_prefix_messages": 0}
     fallback = formats.render(body, "anthropic")
     assert [b["type"] for b in breakpoints(fallback)[2:]] == ["tool_result", "text"]
+
+
+def test_anthropic_tool_ids_stay_distinct_and_paired() -> None:
+    """Ids that differ only in characters Anthropic does not take stay two ids: `ping:1`
+    and `ping.1` both became `ping_1`, a duplicate the API refuses."""
+    history = [
+        {"role": "user", "content": "Check both hosts"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": "ping", "arguments": "{}"}}
+                for i in ("ping:1", "ping.1", "ping_1")
+            ],
+        },
+        {"role": "tool", "tool_call_id": "ping:1", "content": "host a: up"},
+        {"role": "tool", "tool_call_id": "ping.1", "content": "host b: DOWN"},
+        {"role": "tool", "tool_call_id": "ping_1", "content": "host c: up"},
+    ]
+    out = formats.render(body_of(history), "anthropic")
+    check_anthropic(out)
+    uses = [b["id"] for b in out["messages"][1]["content"]]
+    results = {b["tool_use_id"]: b["content"][0]["text"] for b in out["messages"][2]["content"]}
+    assert len(set(uses)) == 3 and "ping_1" in uses  # a valid id is kept as it is
+    assert results[tool_id("ping.1")] == "host b: DOWN" and results["ping_1"] == "host c: up"
+
+
+def test_anthropic_payload_ends_as_the_api_takes_it() -> None:
+    """A payload ending on the assistant (an answer cut off by an error) ends without
+    trailing whitespace; one whose user messages are all blank still has a message."""
+    cut = [
+        {"role": "user", "content": "Summarize the report"},
+        {"role": "assistant", "content": "The report covers three areas:\n "},
+    ]
+    out = formats.render(body_of(cut), "anthropic")
+    check_anthropic(out)
+    assert out["messages"][-1]["content"][-1]["text"] == "The report covers three areas:"
+    blank = formats.render(body_of([{"role": "user", "content": " "}]), "anthropic")
+    check_anthropic(blank)
+    assert [m["role"] for m in blank["messages"]] == ["user"]

@@ -32,6 +32,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,8 +68,11 @@ def convert(
         system.extend((lead, _text(t)) for t in texts(messages[lead].get("content")) if t.strip())
         lead += 1
     turns = _turns(messages, lead, iter(tool_errors))
-    if turns and turns[0].role != "user":
+    if not turns or turns[0].role != "user":
+        # The API wants a user message first, and at least one (a history of blank user
+        # messages, which carry no block, leaves none).
         turns.insert(0, _Turn("user", [(-1, _text(PLACEHOLDER))]))
+    _no_trailing_space(turns[-1])
     _mark_breakpoints(system, turns, stable_prefix)
     return {
         "system": [block for _, block in system],
@@ -133,12 +137,31 @@ def _last_from(
     return found
 
 
+def _no_trailing_space(last: _Turn) -> None:
+    """A payload that ends on the assistant (an answer cut off by an error, kept for
+    "continue"; a blank latest user message) is a prefill, and Anthropic refuses a
+    final assistant text that ends in whitespace, which a cut-off stream usually does."""
+    if last.role != "assistant" or not last.blocks:
+        return
+    i, block = last.blocks[-1]
+    if block.get("type") == "text":
+        last.blocks[-1] = (i, {**block, "text": block["text"].rstrip()})
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
 def tool_id(call_id: Any) -> str:
-    return _BAD_ID_CHARS.sub("_", str(call_id)) or "_"
+    """A tool_use id Anthropic takes (letters, digits, `_`, `-`). An id that needed
+    changing gets a digest of the original, so no two ids become one: `ping:1` and
+    `ping.1` both became `ping_1`, a duplicate tool_use id the API refuses (and a
+    result the model could not tell from the other)."""
+    raw = str(call_id)
+    safe = _BAD_ID_CHARS.sub("_", raw)
+    if safe == raw and raw:
+        return raw
+    return f"{safe}_{hashlib.sha1(raw.encode()).hexdigest()[:8]}"
 
 
 def _assistant(message: Mapping[str, Any]) -> list[dict[str, Any]]:
