@@ -201,6 +201,11 @@ def split_groups(history: Iterable[LoggedMessage]) -> tuple[list[Group], list[Se
             else:
                 aside.append(SetAside(m, "dropped", "tool_group"))
             continue
+        if m.role == "system" and not is_summary_message(m):
+            # Left out of every payload, so it interrupts nothing: a note logged between
+            # a call and its result made the whole group vanish from the payload.
+            aside.append(SetAside(m, "excluded", "system_message"))
+            continue
         abandon("tool_group", "dropped")
         if m.role == "user":
             turn += 1
@@ -211,10 +216,8 @@ def split_groups(history: Iterable[LoggedMessage]) -> tuple[list[Group], list[Se
                 open_group = _Open(m, call_ids)
             else:
                 groups.append(Group((m,), "assistant", turn))
-        elif is_summary_message(m):
+        else:  # a summary-class system message (the others are set aside above)
             groups.append(Group((m,), "summary", turn))
-        else:
-            aside.append(SetAside(m, "excluded", "system_message"))
 
     if open_group is not None:
         call = open_group.call

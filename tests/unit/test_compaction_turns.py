@@ -260,3 +260,22 @@ def test_plan_for_settings_reads_the_compaction_settings() -> None:
         log, watermark=0, settings=s, usable_budget=10_000, tokens_at_last_compaction=3500
     )
     assert isinstance(again, NoopReason) and again.code == "not_regrown"
+
+
+def test_a_system_note_between_a_call_and_its_result_interrupts_nothing() -> None:
+    """A historical system message is left out of every payload: logged between a call
+    and its result, it made the whole group vanish from the payload."""
+    from app.conversation import split_groups
+
+    log = log_of(
+        [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": None, "tool_calls": [call("c1", "read_file", {})]},
+            {"role": "system", "content": "note"},
+            {"role": "tool", "tool_call_id": "c1", "content": "the file"},
+            {"role": "user", "content": "b"},
+        ]
+    )
+    groups, aside = split_groups(log)
+    assert [[m.seq for m in g.messages] for g in groups] == [[1], [2, 4], [5]]
+    assert [(a.message.seq, a.action, a.rule) for a in aside] == [(3, "excluded", "system_message")]
