@@ -19,6 +19,15 @@ PART_TYPES: dict[str, tuple[str, type]] = {
 }
 
 
+# The part types each role takes, as the Chat Completions API takes them.
+ROLE_PARTS: dict[str, tuple[str, ...]] = {
+    "system": ("text",),
+    "tool": ("text",),
+    "assistant": ("text", "refusal"),
+    "user": ("text", "image_url", "input_audio", "file"),
+}
+
+
 def part_problems(content: Sequence[object], role: str) -> list[tuple[str, str]]:
     """(location under `content`, message) for each part that is not one contextd takes.
 
@@ -34,11 +43,38 @@ def part_problems(content: Sequence[object], role: str) -> list[tuple[str, str]]
         if not isinstance(ptype, str) or ptype not in PART_TYPES:
             problems.append((f"{loc}.type", f"must be one of {', '.join(PART_TYPES)}"))
             continue
-        if role in ("tool", "system") and ptype != "text":
-            problems.append((f"{loc}.type", f"{role} messages take only text parts"))
+        allowed = ROLE_PARTS.get(role)
+        if allowed is not None and ptype not in allowed:
+            problems.append(
+                (f"{loc}.type", f"{role} messages take only {' and '.join(allowed)} parts")
+            )
             continue
         key, kind = PART_TYPES[ptype]
-        if not isinstance(part.get(key), kind):
+        value = part.get(key)
+        if not isinstance(value, kind):
             expected = "a string" if kind is str else "an object"
             problems.append((f"{loc}.{key}", f"must be {expected}"))
+        elif isinstance(value, dict):
+            problem = _inner_problem(ptype, value)
+            if problem:
+                problems.append((f"{loc}.{key}{problem[0]}", problem[1]))
     return problems
+
+
+def _inner_problem(ptype: str, value: dict[str, object]) -> tuple[str, str] | None:
+    """What a provider refuses inside a part: an image with nothing to show, audio
+    without its data or format, a file that names none. Stored, such a part made every
+    later payload that kept its message fail at the provider."""
+
+    def text(key: str) -> bool:
+        return isinstance(value.get(key), str) and bool(str(value.get(key)))
+
+    if ptype == "image_url" and not (text("url") or text("file_id")):
+        return ".url", "is required (a URL, a data URL, or a file_id)"
+    if ptype == "input_audio":
+        for key in ("data", "format"):
+            if not text(key):
+                return f".{key}", "is required"
+    if ptype == "file" and not any(text(k) for k in ("file_data", "file_id", "file_url")):
+        return ".file_data", "is required (or file_id, file_url)"
+    return None

@@ -127,6 +127,8 @@ def _check_message(errors: Errors, msg: object, loc: str, roles: frozenset[str])
     if not isinstance(content, str | list):
         _err(errors, f"{loc}.content", "must be a string or a list of content parts")
     elif isinstance(content, list):
+        if not content:
+            _err(errors, f"{loc}.content", "an array of content parts must not be empty")
         for where, problem in part_problems(content, role if isinstance(role, str) else ""):
             _err(errors, f"{loc}.content{where}", problem)
     if msg.get("tool_calls"):

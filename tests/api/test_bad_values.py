@@ -180,3 +180,65 @@ async def test_get_on_mcp_is_405_not_an_endless_stream(client: httpx.AsyncClient
         r = await client.get("/mcp", headers={"accept": accept})
         assert r.status_code == 405 and "POST" in r.headers["allow"], r.text
         assert r.headers["content-type"] == "application/problem+json"
+
+
+@pytest.mark.parametrize(
+    "message,field",
+    [
+        (
+            {
+                "role": "assistant",
+                "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}],
+            },
+            "messages[0].content[0].type",
+        ),
+        (
+            {"role": "user", "content": [{"type": "refusal", "refusal": "no"}]},
+            "messages[0].content[0].type",
+        ),
+        (
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"detail": "low"}}]},
+            ".image_url.url",
+        ),
+        (
+            {"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]},
+            ".input_audio.data",
+        ),
+        ({"role": "user", "content": [{"type": "file", "file": {}}]}, ".file.file_data"),
+    ],
+)
+async def test_a_part_the_provider_refuses_is_refused_when_appended(
+    client: httpx.AsyncClient, sid: str, message: dict[str, Any], field: str
+) -> None:
+    """Stored, a part a provider refuses made every later payload keeping its message fail
+    there (pinned, forever): refused at the append instead, naming it."""
+    (
+        await client.post(f"/sessions/{sid}/messages", json={"messages": [user("hi")]})
+    ).raise_for_status()
+    before = await _state(client, sid)
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": [message]})
+    _names(r, field)
+    assert await _state(client, sid) == before
+    # Images by URL or by file id, files by data, id or URL still go in.
+    fine = [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "image_url", "image_url": {"file_id": "file-1"}},
+        {"type": "file", "file": {"file_id": "file-2", "filename": "a.pdf"}},
+    ]
+    ok = await client.post(
+        f"/sessions/{sid}/messages", json={"messages": [{"role": "user", "content": fine}]}
+    )
+    assert ok.status_code == 201, ok.text
+
+
+async def test_an_empty_part_list_in_a_context_calls_messages_is_refused(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    (
+        await client.post(f"/sessions/{sid}/messages", json={"messages": [user("hi")]})
+    ).raise_for_status()
+    for key, role in (("system", "system"), ("dynamic_context", "user")):
+        r = await client.post(
+            f"/sessions/{sid}/context", json={key: [{"role": role, "content": []}]}
+        )
+        _names(r, f"{key}[0].content")

@@ -265,7 +265,7 @@ def test_anthropic_breakpoint_follows_the_reported_stable_prefix() -> None:
 def test_anthropic_tool_ids_stay_distinct_and_paired() -> None:
     """Ids that differ only in characters Anthropic does not take stay two ids: `ping:1`
     and `ping.1` both became `ping_1`, a duplicate the API refuses."""
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": "Check both hosts"},
         {
             "role": "assistant",
