@@ -300,3 +300,20 @@ def test_anthropic_payload_ends_as_the_api_takes_it() -> None:
     blank = formats.render(body_of([{"role": "user", "content": " "}]), "anthropic")
     check_anthropic(blank)
     assert [m["role"] for m in blank["messages"]] == ["user"]
+
+
+def test_anthropic_images_are_typed_by_their_bytes() -> None:
+    """A PNG labelled as JPEG (Anthropic refuses a media_type its bytes contradict) goes as
+    PNG; `image/jpg`, a common alias, goes as JPEG instead of being left out."""
+    import base64
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(16)).decode()
+    jpeg = base64.b64encode(b"\xff\xd8\xff\xe0" + bytes(16)).decode()
+    parts = [
+        {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{png}"}},
+        {"type": "image_url", "image_url": {"url": f"data:image/jpg;base64,{jpeg}"}},
+    ]
+    out = formats.render(body_of([{"role": "user", "content": parts}]), "anthropic")
+    check_anthropic(out)
+    sources = [b["source"] for b in out["messages"][0]["content"]]
+    assert [s["media_type"] for s in sources] == ["image/png", "image/jpeg"]

@@ -32,6 +32,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -219,6 +220,7 @@ def _image(part: Mapping[str, Any]) -> dict[str, Any]:
     inline = data_url(url)
     if inline is not None:
         media_type, data = inline
+        media_type = _sniffed(data) or _ALIASES.get(media_type, media_type)
         if media_type in IMAGE_TYPES:
             source = {"type": "base64", "media_type": media_type, "data": data}
             return {"type": "image", "source": source}
@@ -226,6 +228,29 @@ def _image(part: Mapping[str, Any]) -> dict[str, Any]:
     if url.startswith(("http://", "https://")):
         return {"type": "image", "source": {"type": "url", "url": url}}
     return _text(omitted(part))
+
+
+# Names clients give these types that Anthropic does not take as written.
+_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg"}
+# Leading bytes of each type Anthropic takes, as base64 text (a multiple of 3 bytes, so
+# the prefix of the encoding is the encoding of the prefix).
+_MAGIC = (
+    (base64.b64encode(b"\x89PNG\r\n").decode(), "image/png"),
+    (base64.b64encode(b"\xff\xd8\xff").decode(), "image/jpeg"),
+    (base64.b64encode(b"GIF").decode(), "image/gif"),
+)
+
+
+def _sniffed(data: str) -> str | None:
+    """The image type the bytes say. Anthropic refuses an image whose bytes are not of
+    its `media_type` (a PNG sent as `data:image/jpeg`), which other providers accept."""
+    for prefix, media_type in _MAGIC:
+        if data.startswith(prefix):
+            return media_type
+    head = base64.b64decode(data[:16] + "=" * (-len(data[:16]) % 4), validate=False)
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 def _document(part: Mapping[str, Any]) -> dict[str, Any]:
