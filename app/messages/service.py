@@ -232,5 +232,7 @@ def slice_text(
     end = min(char_end if char_end is not None else len(text), len(text))
     if char_end is not None and char_end < start:
         raise invalid("char_end", "must not be before char_start")
+    if start > len(text) or (start == len(text) and text):
+        raise invalid("char_start", f"is past the message's last character ({len(text)})")
     piece = text[start:end]
     return piece, {"unit": "char", "start": start, "end": max(end, start), "total": len(text)}

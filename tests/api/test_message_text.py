@@ -31,5 +31,7 @@ async def test_a_non_text_part_adds_no_line_to_the_text_read_in_pieces(
     past = await client.get(f"/sessions/{sid}/messages/1", params={"line_start": 50})
     assert past.status_code == 422 and "last line (2)" in past.text, past.text
     assert past.json()["errors"][0]["loc"].endswith("line_start"), past.text
+    far = await client.get(f"/sessions/{sid}/messages/1", params={"char_start": 10**9})
+    assert far.status_code == 422 and far.json()["errors"][0]["loc"].endswith("char_start")
     chars = (await client.get(f"/sessions/{sid}/messages/1", params={"char_start": 0})).json()
     assert chars["content"] == text and chars["range"]["total"] == len(text)
