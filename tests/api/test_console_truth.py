@@ -163,3 +163,32 @@ async def test_the_page_answers_head(c: httpx.AsyncClient) -> None:
     for path in ("/ui/", "/ui/static/console.js"):
         r = await c.head(path)
         assert r.status_code == 200 and r.content == b"", path
+
+
+async def test_the_chart_ends_on_the_tokens_after_the_last_compaction(
+    c: httpx.AsyncClient,
+) -> None:
+    """After a compaction stored since the last message, the chart ends on what the
+    session holds now (it ended on a stale value)."""
+    sid = f"end-{uuid.uuid4().hex[:8]}"
+    (await c.put(f"/sessions/{sid}", json=SMALL)).raise_for_status()
+    batch = [m for k in range(12) for m in turn(k)]
+    (await c.post(f"/sessions/{sid}/messages", json={"messages": batch})).raise_for_status()
+    before = (await c.get(f"/ui/api/sessions/{sid}/series")).json()
+    held_before = before["points"][-1]["tokens"]
+
+    r = await c.post(f"/sessions/{sid}/compact", json={"wait": True, "force": True})
+    assert r.status_code == 200 and r.json()["status"] in ("success", "degraded"), r.text
+    session = (await c.get(f"/sessions/{sid}")).json()
+    held_now = session["budget"]["current_tokens"]
+    assert held_now < held_before  # the compaction freed something
+
+    after = (await c.get(f"/ui/api/sessions/{sid}/series")).json()
+    last = after["points"][-1]
+    assert last["seq"] == session["last_seq"]
+    assert last["tokens"] == held_now, (last, held_now)
+    assert last.get("now") is True
+    # The samples before it still show what each message was written under.
+    assert after["points"][-2]["tokens"] == held_before
+    [mark] = after["compactions"]
+    assert mark["at_seq"] == session["last_seq"]

@@ -5,7 +5,7 @@ with any `format` asked for, and with no function tools."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -15,8 +15,6 @@ from agents import (
     OpenAIResponsesModel,
     RunConfig,
     Runner,
-    function_tool,
-    set_tracing_disabled,
 )
 from contextd_client import AsyncContextdClient
 from contextd_client.agents import ContextdSession
@@ -24,21 +22,7 @@ from openai import AsyncOpenAI
 
 from tests.clients.conftest import LoseAnswers
 from tests.clients.responses_model import ResponsesModel
-
-FILES = {"notes.txt": "alpha\nbeta\ngamma", "todo.md": "ship it"}
-
-
-@function_tool
-def read_file(path: str) -> str:
-    """Read a text file of the project."""
-    text = FILES.get(path)
-    return f"{len(text.splitlines())} lines in {path}" if text else f"no file {path}"
-
-
-@pytest.fixture(autouse=True)
-def no_tracing() -> Iterator[None]:
-    set_tracing_disabled(True)  # nothing may try to export traces (no network)
-    yield
+from tests.clients.test_agents_adapter import no_tracing, read_file  # noqa: F401  (fixture)
 
 
 @pytest.fixture

@@ -13,19 +13,10 @@ from contextd_client import AsyncContextdClient
 from contextd_client.langchain import ContextdChatMessageHistory, ContextdMiddleware
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from tests.clients.responses_model import ResponsesModel
-
-FILES = {"notes.txt": "alpha\nbeta\ngamma", "todo.md": "ship it"}
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a text file of the project."""
-    text = FILES.get(path)
-    return f"{len(text.splitlines())} lines in {path}" if text else f"no file {path}"
+from tests.clients.test_langchain_adapter import read_file
 
 
 @pytest.fixture
