@@ -8,8 +8,8 @@ import {
   type Decision,
   type SessionStats,
 } from "../src/index.js";
-import { LossyProxy, type Seen } from "./support/proxy.js";
-import { client, contextdUrl, sessionId } from "./support/server.js";
+import { withProxy, type Seen } from "./support/proxy.js";
+import { client, sessionId } from "./support/server.js";
 
 const compactions = (s: Seen) => s.method === "POST" && s.path.endsWith("/compact");
 const jobReads = (s: Seen) => s.method === "GET" && s.path.endsWith("/compaction");
@@ -21,15 +21,6 @@ const history: ChatMessage[] = Array.from({ length: 14 }, (_, i): ChatMessage[] 
   { role: "user", content: `question ${i}: what does line ${i} of notes.txt say? ${"context ".repeat(40)}` },
   { role: "assistant", content: `line ${i} says item ${i}. ${"detail ".repeat(40)}` },
 ]).flat();
-
-async function withProxy(run: (proxy: LossyProxy) => Promise<void>): Promise<void> {
-  const proxy = await new LossyProxy(contextdUrl()).start();
-  try {
-    await run(proxy);
-  } finally {
-    await proxy.stop();
-  }
-}
 
 describe("headers, readiness behind a gateway, waiting compactions, result types", () => {
   const ctx = client();

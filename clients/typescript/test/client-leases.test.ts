@@ -1,21 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { APIError, ContextdClient, Retry, StaleLockToken, type ContextdError } from "../src/index.js";
-import { LossyProxy, type Seen } from "./support/proxy.js";
-import { client, contextdUrl, sessionId } from "./support/server.js";
+import { withProxy, type Seen } from "./support/proxy.js";
+import { client, sessionId } from "./support/server.js";
 
 const releases = (s: Seen) => s.method === "DELETE" && s.path.endsWith("/lock");
 const renewals = (s: Seen) => s.path.endsWith("/lock/renew");
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function withProxy(run: (proxy: LossyProxy) => Promise<void>): Promise<void> {
-  const proxy = await new LossyProxy(contextdUrl()).start();
-  try {
-    await run(proxy);
-  } finally {
-    await proxy.stop();
-  }
-}
 
 describe("withLease when the release or a renewal fails", () => {
   const ctx = client();

@@ -16,6 +16,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
+import { contextdUrl } from "./server.js";
 
 export type Seen = { method: string; path: string; body: string; headers: IncomingHttpHeaders };
 type Match = (seen: Seen) => boolean;
@@ -92,5 +93,15 @@ export class LossyProxy {
     });
     upstream.on("error", () => res.socket?.destroy());
     upstream.end(body);
+  }
+}
+
+/** `run` with a proxy in front of the test server, stopped afterwards whatever happens. */
+export async function withProxy(run: (proxy: LossyProxy) => Promise<void>): Promise<void> {
+  const proxy = await new LossyProxy(contextdUrl()).start();
+  try {
+    await run(proxy);
+  } finally {
+    await proxy.stop();
   }
 }
