@@ -70,6 +70,17 @@ def _storable(value: str) -> str:
     return value
 
 
+def storable_text(text: str) -> str:
+    """`text` the database can hold, for text no client sent and none can be asked to
+    fix (a model's answer): NUL dropped, lone surrogates replaced by U+FFFD. In a
+    summary they made the store fail, and every later compaction of the session."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
+
+
 # A string of client input that reaches the database: PostgreSQL text cannot hold
 # NUL, and UTF-8 cannot encode lone surrogates; left alone either would fail inside
 # the driver as a 500. Refused at the edge with a 422 naming the field.

@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 from app.compaction.artifacts import render_artifacts
 from app.compaction.signals import normalise
+from app.jsonsafe import storable_text
 
 SECTIONS = ("facts", "decisions", "open_todos", "user_prefs", "timeline")
 SCHEMA_VERSION = 1
@@ -155,16 +156,6 @@ def _find_object(text: str) -> dict[str, Any] | None:
     return objects[0] if objects else None
 
 
-def _storable(text: str) -> str:
-    # NUL and lone surrogates cannot be stored in PostgreSQL text (appends refuse them);
-    # in a model's answer they made the store fail and every later job with it.
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    if any("\ud800" <= c <= "\udfff" for c in text):
-        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
-    return text
-
-
 def _clean_list(name: str, value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -174,7 +165,7 @@ def _clean_list(name: str, value: Any) -> tuple[str, ...]:
     for item in value:
         if isinstance(item, bool) or not isinstance(item, str | int | float):
             raise SummaryRejected("wrong_types", f"{name} must contain only strings")
-        text = _storable(str(item)).strip()
+        text = storable_text(str(item)).strip()
         if text:
             items.append(text)
     return tuple(items)
