@@ -192,7 +192,8 @@ async def get_message(
     """The target of tool-output previews. With `char_start`/`char_end` (0-based,
     end exclusive) or `line_start`/`line_end` (1-based, inclusive), `content` is
     that slice of the message's text and `range` says where it sits in the whole,
-    so an agent can read a large output in pieces."""
+    so an agent can read a large output in pieces; a start past the message's end is a
+    422 naming it and the message's length."""
     async with db.transaction() as s:
         await get_session(s, tenant, session_id)
         m = await repo.one(s, tenant, session_id, seq)

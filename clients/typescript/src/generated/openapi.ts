@@ -321,7 +321,8 @@ export interface paths {
          * @description The target of tool-output previews. With `char_start`/`char_end` (0-based,
          *     end exclusive) or `line_start`/`line_end` (1-based, inclusive), `content` is
          *     that slice of the message's text and `range` says where it sits in the whole,
-         *     so an agent can read a large output in pieces.
+         *     so an agent can read a large output in pieces; a start past the message's end is a
+         *     422 naming it and the message's length.
          */
         get: operations["get_message_sessions__session_id__messages__seq__get"];
         put?: never;
