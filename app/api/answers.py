@@ -298,11 +298,35 @@ class CompactionJob(BaseModel):
     force: bool | None = None
     attempts: int | None = None
     reason: str | None = None
+    watermark_before: int | None = None
     watermark_after: int | None = None
     compaction_metadata: dict[str, Any] | None = None
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    reverted_at: datetime | None = Field(
+        None, description="when a revert undid this compaction (null: never)"
+    )
+
+
+class CompactionRevert(BaseModel):
+    """What `POST /sessions/{id}/compaction/{job_id}/revert` put back."""
+
+    model_config = _OPEN
+
+    job_id: str = Field(description="the compaction reverted")
+    reverted: Literal[True]
+    watermark_restored: int = Field(description="the watermark the session has again")
+    watermark_reverted: int = Field(description="the watermark the compaction had set")
+    last_compaction_seq: int = Field(description="the session's watermark now (as restored)")
+    summary_restored: bool = Field(
+        description="a previous summary came back (false: the session has none again)"
+    )
+    compaction_count: int = Field(description="compactions the restored summary stands for")
+    cancelled_jobs: list[str] = Field(
+        description="jobs that were pending or running on the replaced state, ended as failed"
+    )
+    reverted_at: datetime
 
 
 class CompactionDryRun(BaseModel):
@@ -333,6 +357,9 @@ class CompactionState(BaseModel):
     compaction_metadata: dict[str, Any] | None
     memory_flush_candidates: list[dict[str, Any]]
     jobs: list[CompactionJob]
+    revertable_job_id: str | None = Field(
+        None, description="the job a revert would undo now: the latest stored compaction"
+    )
 
 
 class TokenCount(BaseModel):

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from app.api.answers import CompactionDryRun, CompactionJob, CompactionState
+from app.api.answers import CompactionDryRun, CompactionJob, CompactionRevert, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.openapi import answers
-from app.compaction import service
+from app.compaction import revert, service
 from app.leases.schemas import LockToken
 from app.limits import COMPACT_WAIT_MAX_S
 
@@ -88,3 +88,51 @@ async def compaction_state(
     """Summary text and structure, watermark, metadata, memory-flush candidates, recent jobs."""
     async with db.transaction() as s:
         return encoded(await service.state(s, tenant, session_id))
+
+
+class RevertIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lock_token: LockToken | None = None
+
+
+JobId = Annotated[
+    str,
+    Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="a job id of `GET .../compaction`"),
+]
+
+
+@router.post(
+    "/sessions/{session_id}/compaction/{job_id}/revert",
+    summary="Undo the latest stored compaction",
+    responses={
+        **answers({200: (CompactionRevert, "the watermark and summary restored")}),
+        404: {"description": "`not_found`: no such session, or no such job in it"},
+        409: {
+            "description": "`not_latest_compaction` (a later compaction is stored, or a "
+            "clear since), `not_revertable` (the job stored nothing: noop, failed, "
+            "pending or running), `already_reverted`, or the lease refuses the write"
+        },
+    },
+)
+async def revert_compaction(
+    session_id: SessionId,
+    job_id: JobId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    body: RevertIn | None = None,
+) -> dict[str, Any]:
+    """Puts back the summary and watermark the job's store replaced, in one update of the
+    session fenced like an append (`lock_token` while a lease is live); the log is
+    untouched. Only the session's latest stored compaction can be reverted; after a
+    revert the one before it is the latest, so reverts walk back one compaction at a
+    time. Jobs pending or running on the replaced state are ended as `failed` (they
+    would redo what was undone, or store on a basis that is gone), payloads are
+    selected afresh (as after a compaction), and automatic compaction leaves the
+    session alone until its log has grown past the restored state by the regrowth
+    rule (`regrowth_ratio` of its effective history, at least `min_free_ratio` of the
+    usable budget); a `POST /compact` is not held back. A `compaction.reverted` event
+    records it."""
+    body = body or RevertIn()
+    async with db.transaction() as s:
+        out = await revert.revert(s, tenant, session_id, job_id, body.lock_token)
+    return encoded(out)
