@@ -309,26 +309,6 @@ class CompactionJob(BaseModel):
     )
 
 
-class CompactionRevert(BaseModel):
-    """What `POST /sessions/{id}/compaction/{job_id}/revert` put back."""
-
-    model_config = _OPEN
-
-    job_id: str = Field(description="the compaction reverted")
-    reverted: Literal[True]
-    watermark_restored: int = Field(description="the watermark the session has again")
-    watermark_reverted: int = Field(description="the watermark the compaction had set")
-    last_compaction_seq: int = Field(description="the session's watermark now (as restored)")
-    summary_restored: bool = Field(
-        description="a previous summary came back (false: the session has none again)"
-    )
-    compaction_count: int = Field(description="compactions the restored summary stands for")
-    cancelled_jobs: list[str] = Field(
-        description="jobs that were pending or running on the replaced state, ended as failed"
-    )
-    reverted_at: datetime
-
-
 class CompactionDryRun(BaseModel):
     model_config = _OPEN
 

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from app.api.answers import CompactionDryRun, CompactionJob, CompactionRevert, CompactionState
+from app.api.answers import CompactionDryRun, CompactionJob, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
-from app.api.openapi import answers
+from app.api.openapi import answers, problem_response
 from app.compaction import revert, service
 from app.leases.schemas import LockToken
 from app.limits import COMPACT_WAIT_MAX_S
@@ -90,6 +91,26 @@ async def compaction_state(
         return encoded(await service.state(s, tenant, session_id))
 
 
+class CompactionRevert(BaseModel):
+    """What `POST /sessions/{id}/compaction/{job_id}/revert` put back."""
+
+    model_config = ConfigDict(extra="allow")
+
+    job_id: str = Field(description="the compaction reverted")
+    reverted: Literal[True]
+    watermark_restored: int = Field(description="the watermark the session has again")
+    watermark_reverted: int = Field(description="the watermark the compaction had set")
+    last_compaction_seq: int = Field(description="the session's watermark now (as restored)")
+    summary_restored: bool = Field(
+        description="a previous summary came back (false: the session has none again)"
+    )
+    compaction_count: int = Field(description="compactions the restored summary stands for")
+    cancelled_jobs: list[str] = Field(
+        description="jobs that were pending or running on the replaced state, ended as failed"
+    )
+    reverted_at: datetime
+
+
 class RevertIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lock_token: LockToken | None = None
@@ -106,12 +127,12 @@ JobId = Annotated[
     summary="Undo the latest stored compaction",
     responses={
         **answers({200: (CompactionRevert, "the watermark and summary restored")}),
-        404: {"description": "`not_found`: no such session, or no such job in it"},
-        409: {
-            "description": "`not_latest_compaction` (a later compaction is stored, or a "
-            "clear since), `not_revertable` (the job stored nothing: noop, failed, "
-            "pending or running), `already_reverted`, or the lease refuses the write"
-        },
+        404: problem_response("`not_found`: no such session, or no such job in it"),
+        409: problem_response(
+            "`not_latest_compaction` (a later compaction is stored, or a clear since), "
+            "`not_revertable` (the job stored nothing: noop, failed, pending or running), "
+            "`already_reverted`, or the lease refuses the write"
+        ),
     },
 )
 async def revert_compaction(
