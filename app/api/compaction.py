@@ -10,6 +10,7 @@ from app.api.answers import CompactionDryRun, CompactionJob, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.openapi import answers, problem_response
 from app.compaction import revert, service
+from app.compaction.metrics import COMPACTION_REVERTS
 from app.leases.schemas import LockToken
 from app.limits import COMPACT_WAIT_MAX_S
 
@@ -156,4 +157,5 @@ async def revert_compaction(
     body = body or RevertIn()
     async with db.transaction() as s:
         out = await revert.revert(s, tenant, session_id, job_id, body.lock_token)
+    COMPACTION_REVERTS.inc()  # committed
     return encoded(out)

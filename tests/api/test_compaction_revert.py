@@ -77,6 +77,12 @@ async def revert(c: httpx.AsyncClient, sid: str, job_id: str, **body: Any) -> ht
     return await c.post(f"/sessions/{sid}/compaction/{job_id}/revert", json=body or None)
 
 
+async def reverts_counted(c: httpx.AsyncClient) -> float:
+    text = (await c.get("/metrics")).text
+    lines = [x for x in text.splitlines() if x.startswith("contextd_compaction_reverts_total ")]
+    return float(lines[0].split()[1]) if lines else 0.0
+
+
 async def more(c: httpx.AsyncClient, sid: str, first: int, steps: int = 6) -> None:
     msgs = [user(f"Next: look at pkg/m{first}.py"), *agent_run(steps, first=first)]
     r = await c.post(f"/sessions/{sid}/messages", json={"messages": msgs})
@@ -107,6 +113,7 @@ async def test_reverts_walk_back_one_compaction_at_a_time(rc: httpx.AsyncClient,
     assert r.json()["latest_job_id"] == second["job_id"]
     assert kept(await state(rc, sid)) == kept(s2)
 
+    counted = await reverts_counted(rc)
     r = await revert(rc, sid, second["job_id"])
     assert r.status_code == 200, r.text
     body = r.json()
@@ -141,6 +148,7 @@ async def test_reverts_walk_back_one_compaction_at_a_time(rc: httpx.AsyncClient,
         (first["job_id"], 0),
     ]
     assert await log_of(rc, sid) == log
+    assert await reverts_counted(rc) >= counted + 2
 
 
 def _messages(ctx: httpx.Response) -> list[dict[str, Any]]:
