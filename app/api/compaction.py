@@ -141,6 +141,7 @@ async def revert_compaction(
     job_id: JobId,
     db: DatabaseDep,
     tenant: TenantDep,
+    settings: SettingsDep,
     body: RevertIn | None = None,
 ) -> dict[str, Any]:
     """Puts back the summary and watermark the job's store replaced, in one update of the
@@ -156,6 +157,6 @@ async def revert_compaction(
     records it."""
     body = body or RevertIn()
     async with db.transaction() as s:
-        out = await revert.revert(s, tenant, session_id, job_id, body.lock_token)
+        out = await revert.revert(s, tenant, session_id, job_id, body.lock_token, settings)
     COMPACTION_REVERTS.inc()  # committed
     return encoded(out)

@@ -28,14 +28,18 @@ from typing import Any
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.budget import effective_model
 from app.compaction import revert_repository as repo
 from app.compaction.noop_guard import noop_state
 from app.compaction.revert_repository import STATE_COLUMNS, STORED
+from app.context import summary_message
 from app.errors import Conflict, NotFound
 from app.events import record_event
 from app.leases.guard import check_write
 from app.models import CompactionJobRow, SessionRow
 from app.sessions import repository as sessions
+from app.settings import Settings
+from app.tokens import get_counter
 
 
 def holds(row: SessionRow, job: CompactionJobRow) -> bool:
@@ -56,7 +60,12 @@ async def revertable_job(db: AsyncSession, row: SessionRow) -> str | None:
 
 
 async def revert(
-    db: AsyncSession, tenant: str, sid: str, job_id: str, lock_token: str | None
+    db: AsyncSession,
+    tenant: str,
+    sid: str,
+    job_id: str,
+    lock_token: str | None,
+    settings: Settings,
 ) -> dict[str, Any]:
     locked = await sessions.get_for_update(db, tenant, sid)
     if locked is None:
@@ -80,6 +89,15 @@ async def revert(
     reverted_watermark = row.last_compaction_seq
     for column in STATE_COLUMNS:
         setattr(row, column, replaced[column])
+    if replaced.get("tokenizer", row.tokenizer) != row.tokenizer:
+        # The model changed since the store, and the log was recounted with it: count the
+        # restored state in the same tokenizer, as the recount does (app/sessions/recount.py).
+        row.watermark_context_tokens = await repo.context_tokens_through(
+            db, tenant, sid, row.last_compaction_seq
+        )
+        counter = get_counter(effective_model(row, settings))
+        text = row.summary_text
+        row.summary_tokens = counter.count_message(summary_message(text)) if text else 0
     row.generation += 1
     await db.flush()
     cancelled = await repo.cancel_active(

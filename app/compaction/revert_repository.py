@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import CompactionJobRow, SessionRow
+from app.models import CompactionJobRow, MessageRow, SessionRow
 
 Job = CompactionJobRow
 
@@ -44,12 +44,23 @@ async def state_before_store(db: AsyncSession, job: Job) -> dict[str, Any] | Non
     """The session's compaction state, its row locked (as the store's UPDATE would) so
     that it is exactly the state the store then replaces. None: the session is gone."""
     stmt = (
-        select(*(getattr(SessionRow, c) for c in STATE_COLUMNS))
+        select(*(getattr(SessionRow, c) for c in STATE_COLUMNS), SessionRow.tokenizer)
         .where(*_session_key(job))
         .with_for_update(key_share=True)
     )
     row = (await db.execute(stmt)).first()
-    return None if row is None else dict(zip(STATE_COLUMNS, row, strict=True))
+    # The tokenizer the counts are in: a model switch since recounts the log, not this.
+    return None if row is None else dict(zip((*STATE_COLUMNS, "tokenizer"), row, strict=True))
+
+
+async def context_tokens_through(db: AsyncSession, tenant: str, sid: str, seq: int) -> int:
+    """The log's running in-context token total through `seq` (0 before the first)."""
+    if seq <= 0:
+        return 0
+    stmt = select(MessageRow.context_tokens_through).where(
+        MessageRow.tenant_id == tenant, MessageRow.session_id == sid, MessageRow.seq == seq
+    )
+    return int(await db.scalar(stmt) or 0)
 
 
 async def keep_replaced(db: AsyncSession, job: Job, replaced: dict[str, Any]) -> None:

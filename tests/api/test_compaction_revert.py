@@ -13,10 +13,12 @@ from sqlalchemy import text
 
 from app import db as database
 from app.compaction import repository as repo
+from app.context import summary_message
 from app.database import Database
 from app.models import CompactionJobRow
 from app.models.session import DEFAULT_TENANT
 from app.settings import Settings, load_settings
+from app.tokens import get_counter
 from tests.api.test_compaction_http import (
     SMALL,
     SMALL_COMPACTION,
@@ -437,3 +439,29 @@ async def test_another_tenant_gets_a_404(make_database: Callable[[], str]) -> No
         assert state_a["last_compaction_seq"] == done["watermark_after"]
         r = await c.post(url, headers=a)
         assert r.status_code == 200, r.text
+
+
+async def test_a_revert_after_a_model_switch_counts_the_restored_state_in_the_new_tokenizer(
+    rc: httpx.AsyncClient, sid: str
+) -> None:
+    await long_session(rc, sid, settings={"model": "gpt-4o-mini"})
+    first = await compact(rc, sid)
+    await more(rc, sid, 400, steps=12)
+    second = await compact(rc, sid, force=True)
+    assert first["status"] == second["status"] == "success"
+    old = await state(rc, sid)
+    r = await rc.put(f"/sessions/{sid}", json={"model": "gpt-4"})  # o200k -> cl100k: a recount
+    assert r.status_code == 200 and r.json()["tokenizer"] != "o200k_base", r.text
+    r = await revert(rc, sid, second["job_id"])
+    assert r.status_code == 200, r.text
+    s = await state(rc, sid)
+    watermark = first["watermark_after"]
+    assert s["last_compaction_seq"] == watermark and s["summary"]["text"]
+    counter = get_counter("gpt-4")
+    assert s["summary"]["tokens"] == counter.count_message(summary_message(s["summary"]["text"]))
+    before_switch = get_counter("gpt-4o-mini").count_message(summary_message(s["summary"]["text"]))
+    assert s["summary"]["tokens"] != before_switch  # the snapshot's count was not kept
+    assert old["summary"]["tokens"] > 0
+    history = sum(m["token_count"] for m in await log_of(rc, sid) if m["seq"] > watermark)
+    stats = (await rc.get(f"/sessions/{sid}")).json()["stats"]
+    assert stats["context_tokens"] == history
