@@ -275,6 +275,15 @@ async def test_a_revert_is_fenced_by_the_lease_and_keeps_concurrent_appends(
     assert again["status"] == "success" and again["watermark_after"] > 0
 
 
+async def _model_called(llm: FakeLLM, calls: int) -> None:
+    """Waits until the model got one more request than `calls` (a job is in its call)."""
+    for _ in range(600):
+        if llm.call_count > calls:
+            break
+        await asyncio.sleep(0.05)
+    assert llm.call_count == calls + 1
+
+
 async def test_a_revert_ends_a_running_job_that_would_store_on_the_old_basis(
     rc: httpx.AsyncClient, llm: FakeLLM, sid: str
 ) -> None:
@@ -285,13 +294,13 @@ async def test_a_revert_ends_a_running_job_that_would_store_on_the_old_basis(
     assert before_first["watermark_before"] == 0
     await more(rc, sid, 200, steps=12)
     llm.behaviour = "slow"  # the next job sits in its model call for a while
+    calls = llm.call_count
     r = await rc.post(f"/sessions/{sid}/compact", json={"force": True})
     running = r.json()["job_id"]
-    for _ in range(200):
-        if llm.call_count:
-            break
-        await asyncio.sleep(0.02)
-    assert llm.call_count == 1  # it read its history on the compacted state, and waits
+    await _model_called(llm, calls)  # it read its history on the compacted state, and waits
+    r = await revert(rc, sid, running)
+    assert r.status_code == 409 and r.json()["code"] == "not_revertable", r.text
+    assert r.json()["job_status"] == "running"
     r = await revert(rc, sid, first["job_id"])
     assert r.status_code == 200, r.text
     assert r.json()["cancelled_jobs"] == [running]
@@ -317,11 +326,9 @@ async def test_what_cannot_be_reverted(rc: httpx.AsyncClient, llm: FakeLLM, sid:
     # A job whose store was fenced (the tail was cut while it ran) stored nothing.
     await long_session(rc, sid)
     llm.behaviour = "slow"
+    calls = llm.call_count
     job = (await rc.post(f"/sessions/{sid}/compact", json={})).json()["job_id"]
-    for _ in range(200):
-        if llm.call_count:
-            break
-        await asyncio.sleep(0.02)
+    await _model_called(llm, calls)
     last = (await rc.get(f"/sessions/{sid}")).json()["stats"]["last_seq"]
     cut = await rc.delete(f"/sessions/{sid}/messages", params={"from_seq": last})
     assert cut.status_code == 200, cut.text
