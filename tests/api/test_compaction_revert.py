@@ -347,6 +347,7 @@ async def test_bad_revert_requests_name_the_field(rc: httpx.AsyncClient, sid: st
         ({"lock_token": 7}, "lock_token"),
         ({"lock_tokn": "x"}, "lock_tokn"),
         ({"lock_token": "x" * 10_000}, "lock_token"),
+        ({"lock_token": "a\u0000b"}, "lock_token"),
     ]:
         r = await rc.post(url, json=body)
         assert r.status_code == 422, r.text
