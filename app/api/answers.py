@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.bill_answers import RE_READS_DESCRIPTION, SessionBill, UsageBill
 from app.limits import Format, Mode, Role
 
 _OPEN = ConfigDict(extra="allow")
@@ -151,6 +152,8 @@ class SessionStats(BaseModel):
     last_compaction_seq: int
     context_tokens: int
     token_calibration: dict[str, Any] | None = None
+    re_reads: int = Field(0, description=RE_READS_DESCRIPTION)
+    bill: SessionBill | None = None
 
 
 class Lease(BaseModel):
@@ -222,7 +225,7 @@ class EventPage(BaseModel):
     next_after_id: int | None
 
 
-class ContextUsage(BaseModel):
+class ContextUsage(UsageBill):
     model_config = _OPEN
 
     input_tokens: int
@@ -351,6 +354,9 @@ class UsageReport(BaseModel):
     model_config = _OPEN
 
     calibration: dict[str, Any]
+    bill_replaced: bool = Field(
+        False, description="the provider's cached figure replaced the estimate"
+    )
 
 
 class ProblemItem(BaseModel):

@@ -124,7 +124,7 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
 
 def _group_args(items: Sequence[Pending]) -> list[Any]:
     """WRITE_GROUP's parameters: each append's WRITE_BATCH arguments, tagged with its k."""
-    columns: list[list[Any]] = [[] for _ in range(29)]
+    columns: list[list[Any]] = [[] for _ in range(30)]
     for k, p in enumerate(items, 1):
         args = _write_args(p.batch, p.counts, p.ids, p.search)
         columns[0].append(p.tenant)
@@ -142,4 +142,5 @@ def _group_args(items: Sequence[Pending]) -> list[Any]:
         for col, values in enumerate(args[20:22], 26):  # the answers to earlier calls
             columns[col].extend(values)
         columns[28].extend(args[22])  # the messages' search vectors
+        columns[29].extend(args[23])  # the calls' name-and-arguments digests
     return columns

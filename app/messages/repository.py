@@ -85,9 +85,10 @@ WITH s AS (
     ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING
     RETURNING 1
 ), c AS (
-    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq)
-    SELECT $1, $2, u.call_id, s.base_seq + u.ord, s.base_seq + u.answered_ord
-    FROM s, unnest($20::text[], $21::bigint[], $22::bigint[]) AS u(call_id, ord, answered_ord)
+    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq, call_key)
+    SELECT $1, $2, u.call_id, s.base_seq + u.ord, s.base_seq + u.answered_ord, u.call_key
+    FROM s, unnest($20::text[], $21::bigint[], $22::bigint[], $26::text[])
+        AS u(call_id, ord, answered_ord, call_key)
     ON CONFLICT (tenant_id, session_id, call_id) DO NOTHING
     RETURNING 1
 ), a AS (
@@ -155,10 +156,11 @@ WITH r AS MATERIALIZED (
     ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING
     RETURNING tenant_id, session_id
 ), c AS (
-    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq)
-    SELECT s.tenant_id, s.session_id, u.call_id, s.base_seq + u.ord, s.base_seq + u.answered_ord
-    FROM s JOIN unnest($22::int[], $23::text[], $24::bigint[], $25::bigint[])
-        AS u(k, call_id, ord, answered_ord) ON u.k = s.k
+    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq, call_key)
+    SELECT s.tenant_id, s.session_id, u.call_id, s.base_seq + u.ord,
+        s.base_seq + u.answered_ord, u.call_key
+    FROM s JOIN unnest($22::int[], $23::text[], $24::bigint[], $25::bigint[], $30::text[])
+        AS u(k, call_id, ord, answered_ord, call_key) ON u.k = s.k
     ON CONFLICT (tenant_id, session_id, call_id) DO NOTHING
     RETURNING tenant_id, session_id
 ), a AS (

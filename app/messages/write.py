@@ -19,6 +19,7 @@ from app.conversation import counts_in_context
 from app.database import Driver
 from app.leases.guard import check_write
 from app.messages import repository as repo
+from app.messages import rereads
 from app.messages.lexemes import session_lexeme
 from app.messages.validation import Incoming
 from app.messages.vector import message_vector
@@ -201,6 +202,11 @@ async def _finish(
         and now.status == "compact_needed"
         and await jobs.has_active_job(conn, tenant, sid)
     )
+    # Re-reads among the calls just written (app/messages/rereads.py): one statement,
+    # and only for appends that made tool calls.
+    await rereads.count(
+        conn, tenant, sid, rereads.new_calls(fresh, acks), settings.tool_preview_tokens
+    )
     if fresh:
         metrics.MESSAGES_APPENDED.inc(len(fresh))
         metrics.TOKENS_APPENDED.inc(sum(counts))
@@ -250,7 +256,18 @@ def _write_args(
         # The search vectors ($25, binary tsvectors): the index is written by the same
         # statement, in the same transaction, as the message.
         list(search),
+        # Each call's name-and-arguments digest ($26, app/messages/rereads.py).
+        _call_keys(batch, calls),
     ]
+
+
+def _call_keys(
+    batch: Sequence[Incoming], calls: Sequence[tuple[str, int, int | None]]
+) -> list[str | None]:
+    keys: dict[str, str] = {}
+    for m in batch:
+        keys.update(rereads.keys_of(m))
+    return [keys.get(c[0]) for c in calls]
 
 
 def _tool_rows(
