@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -91,6 +91,9 @@ WHERE s.tenant_id = u.tenant_id AND s.id = u.session_id
 """)
 
 
+_RECENT_MAX = 50_000
+
+
 class EventWriter:
     """Batches events and inserts them every `interval_s`, in one statement per batch.
 
@@ -112,6 +115,10 @@ class EventWriter:
         self.max_pending = max_pending
         self._pending: list[dict[str, Any]] = []  # rows of `events`, in order
         self._bills: dict[tuple[str, str], PendingBill] = {}
+        self.clock_offset_s = 0.0
+        # Each session's last call here and the summariser totals it reported, kept past
+        # the flush: a call that reads the row while a flush is in flight still sees them.
+        self._recent: dict[tuple[str, str], tuple[datetime, int, int]] = {}
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -154,11 +161,20 @@ class EventWriter:
         b.last_call_at = at if b.last_call_at is None else max(b.last_call_at, at)
         b.summariser_input_seen = max(b.summariser_input_seen, summariser_seen[0])
         b.summariser_output_seen = max(b.summariser_output_seen, summariser_seen[1])
+        if len(self._recent) >= _RECENT_MAX:
+            self._recent.clear()
+        self._recent[(tenant, sid)] = (b.last_call_at, *summariser_seen)
         self._wake.set()
 
-    def pending_bill(self, tenant: str, sid: str) -> PendingBill | None:
-        """What this process has not yet written of the session's bill."""
-        return self._bills.get((tenant, sid))
+    def now(self) -> datetime:
+        """The time of a payload call: the wall clock, plus `clock_offset_s`, which a test
+        or a bench moves forward to stand for a pause between an agent's calls."""
+        return datetime.now(UTC) + timedelta(seconds=self.clock_offset_s)
+
+    def recent_call(self, tenant: str, sid: str) -> tuple[datetime, int, int] | None:
+        """The session's last payload call in this process: its time and the summariser
+        totals it reported (the row may not show them yet)."""
+        return self._recent.get((tenant, sid))
 
     def start(self) -> None:
         if self._task is None:

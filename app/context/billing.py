@@ -4,7 +4,6 @@ them to the session row in its next batch (app/events.py)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from app.context import bill
@@ -26,15 +25,13 @@ def bill_call(
 ) -> None:
     """The call's part of the bill in `usage` (app/context/bill.py), added to the
     session's (an `observe` call is not a call: it reports and adds nothing)."""
-    now = datetime.now(UTC)
-    pending = events.pending_bill(tenant, sid)
+    now = events.now()
+    recent = events.recent_call(tenant, sid)
     last = row.bill_last_call_at
     seen_in, seen_out = row.bill_summariser_input_seen, row.bill_summariser_output_seen
-    if pending is not None:
-        if pending.last_call_at is not None:
-            last = pending.last_call_at if last is None else max(last, pending.last_call_at)
-        seen_in = max(seen_in, pending.summariser_input_seen)
-        seen_out = max(seen_out, pending.summariser_output_seen)
+    if recent is not None:
+        last = recent[0] if last is None else max(last, recent[0])
+        seen_in, seen_out = max(seen_in, recent[1]), max(seen_out, recent[2])
     provider = bill.provider_of(params.format, model)
     since = (now - last).total_seconds() if last is not None else None
     factor = float(usage.get("calibration_factor") or 1.0)
