@@ -1,28 +1,41 @@
-"""Counting re-reads at the append that makes them (SPEC §3; the rule is
-app/context/rereads.py).
+"""Re-reads (SPEC §3): a tool call whose name and arguments repeat an earlier call whose
+result the payload no longer held whole, counted by the append that makes it.
 
 Each tool call is stored with `call_key`, a digest of its tool name and arguments
 (the arguments' JSON with its keys sorted, so that the same call written twice is one
-key). In the append's transaction, after its statement wrote the batch, one
-statement finds for each new call the newest earlier call with the same key
-(`ix_tool_calls_key`: one index probe per call) and that call's result; only when
-one exists are the session's layouts read and the count raised. The session row is
-locked by the append, so appends of one session count one after the other, each
-seeing every earlier call; a replayed append writes nothing new and counts nothing.
+key). The append's own statement (`repository.WRITE_BATCH`, `WRITE_GROUP`: the
+`_RE_READS` part) finds, for each distinct key of the calls it writes, the newest
+earlier call of that key and that call's result, decides, and adds the count to
+`sessions.re_reads` in the same UPDATE that allocates the seqs: no round trip more,
+and nothing at all for an append that makes no call. A replayed append writes
+nothing new, so it counts nothing; appends of one session are serialised by the
+session row's lock, so no count is lost.
+
+"The payload" is the stream's last payload as the server can rebuild it without
+having recorded it: the session's most recently stored stream layout
+(`context_layouts`, app/context/layout.py) when it still holds for the session's
+generation and watermark, else an untrimmed payload. The earlier result was *not held
+whole* when any of these is true:
+
+- it is at or below the watermark: folded into the summary;
+- the layout's trim covered it (its seq is at or below the layout's `through_seq`) and
+  kept it in no unit, or only in a unit sent in the compact form (masked to a preview
+  or cut): left out or masked;
+- its tokens exceed the tool-output preview limit (`CONTEXTD_TOOL_PREVIEW_TOKENS`):
+  every payload sends it as a preview.
+
+A result appended after the layout's trim (above `through_seq`) was sent whole, as
+the stream's next payloads append every message after it until the next trim. An
+earlier call still unanswered is not a re-read: nothing of its result was left out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any
 
-from app.context.layout import Layout
-from app.context.rereads import Earlier, held_whole, payload_layout
-from app.database import Driver
 from app.messages.validation import Incoming
-from app.observability import metrics
 
 
 def call_key(name: Any, arguments: Any) -> str:
@@ -47,82 +60,3 @@ def keys_of(m: Incoming) -> dict[str, str]:
             fn = fn if isinstance(fn, dict) else {}
             out[call["id"]] = call_key(fn.get("name"), fn.get("arguments"))
     return out
-
-
-# For each new call (key, seq): the newest earlier call of the same key that has been
-# answered before it, and its result's tokens.
-_EARLIER = """
-SELECT n.seq, p.answered_seq, r.token_count
-FROM unnest($3::text[], $4::bigint[]) AS n(key, seq)
-CROSS JOIN LATERAL (
-    SELECT t.answered_seq FROM tool_calls t
-    WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.call_key = n.key AND t.seq < n.seq
-    ORDER BY t.seq DESC LIMIT 1
-) AS p
-JOIN messages r ON r.tenant_id = $1 AND r.session_id = $2 AND r.seq = p.answered_seq
-WHERE p.answered_seq < n.seq
-"""
-
-# The session's generation and watermark, and its most recently stored stream layout.
-_NEWEST_LAYOUT = """
-SELECT s.generation, s.last_compaction_seq, l.generation AS l_generation,
-    l.watermark AS l_watermark, l.through_seq, l.kept
-FROM sessions s
-LEFT JOIN LATERAL (
-    SELECT * FROM context_layouts c WHERE c.tenant_id = s.tenant_id AND c.session_id = s.id
-    ORDER BY c.updated_at DESC LIMIT 1
-) AS l ON true
-WHERE s.tenant_id = $1 AND s.id = $2
-"""
-
-_ADD = "UPDATE sessions SET re_reads = re_reads + $3 WHERE tenant_id = $1 AND id = $2"
-
-
-def new_calls(fresh: Sequence[Incoming], acks: Sequence[dict[str, Any]]) -> list[tuple[str, int]]:
-    """(call_key, seq) of each call the written messages made; one per key (its first)."""
-    out: dict[str, int] = {}
-    for m in fresh:
-        if m.call_ids:
-            seq = int(acks[m.index]["seq"])
-            for key in keys_of(m).values():
-                out.setdefault(key, seq)
-    return list(out.items())
-
-
-async def count(
-    conn: Driver,
-    tenant: str,
-    sid: str,
-    calls: Sequence[tuple[str, int]],
-    preview_limit: int,
-) -> int:
-    """Count the re-reads among `calls` (written, not yet committed) on the session row."""
-    if not calls:
-        return 0
-    rows = await conn.fetch(_EARLIER, tenant, sid, [k for k, _ in calls], [s for _, s in calls])
-    if not rows:
-        return 0
-    head = await conn.fetchrow(_NEWEST_LAYOUT, tenant, sid)
-    newest = None
-    if head is not None and head["through_seq"] is not None:
-        newest = Layout.of_json(
-            head["l_generation"], head["l_watermark"], head["through_seq"], head["kept"]
-        )
-    layout = (
-        payload_layout(head["generation"], head["last_compaction_seq"], newest) if head else None
-    )
-    watermark = int(head["last_compaction_seq"]) if head else 0
-    found = sum(
-        1
-        for r in rows
-        if not held_whole(
-            Earlier(int(r["answered_seq"]), int(r["token_count"])),
-            watermark=watermark,
-            layout=layout,
-            preview_limit=preview_limit,
-        )
-    )
-    if found:
-        await conn.execute(_ADD, tenant, sid, found)
-        metrics.RE_READS.inc(found)
-    return found

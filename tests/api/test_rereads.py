@@ -166,3 +166,25 @@ async def test_re_reads_are_a_metric(client: httpx.AsyncClient, sid: str) -> Non
     r = await client.post(f"/sessions/{sid}/messages", json={"messages": [read(0, "again0")]})
     assert r.status_code == 201, r.text
     assert total((await client.get("/metrics")).text) == before + 1
+
+
+async def test_re_reads_of_many_sessions_appended_at_once_count_each(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    sids = [f"{sid}-{n}" for n in range(4)]
+    for s in sids:
+        await client.put(f"/sessions/{s}", json={"model": "gpt-4o"})
+        await client.post(f"/sessions/{s}/messages", json={"messages": [user("Audit.")]})
+        await grow(client, s, range(12))
+
+    async def repeat(s: str) -> None:
+        # The oldest read again, and a read of a result the payload holds whole.
+        both = [read(0, "again0"), output(0)]
+        both[1] = {**both[1], "tool_call_id": "again0"}
+        r = await client.post(f"/sessions/{s}/messages", json={"messages": [*both, read(11, "x")]})
+        assert r.status_code == 201, r.text
+
+    # Appends of different sessions arriving together are written in groups
+    # (app/messages/groups.py): each session's count is its own.
+    await asyncio.gather(*(repeat(s) for s in sids))
+    assert [await re_reads(client, s) for s in sids] == [1, 1, 1, 1]
