@@ -19,9 +19,10 @@ The replay knows nothing of `usage`: for each payload it measures the tokens sha
 with the stream's previous payload by comparing the recorded payloads (tools, when
 unchanged, then each leading message equal in both, counted with the session
 model's counter, as tests/api/test_stability.py does), then applies the provider's
-documented rule itself: OpenAI caches nothing below 1,024 tokens and then whole steps
-of 128; Anthropic reads the whole shared prefix (the breakpoint sits at its end) when
-the previous call was within five minutes and the prefix reaches 1,024 tokens.
+documented rule itself: nothing is cached on a session's first call; OpenAI caches
+nothing below 1,024 tokens and then whole steps of 128; Anthropic reads the whole
+shared prefix (the breakpoint sits at its end) when the previous call was within
+five minutes and the prefix reaches 1,024 tokens.
 It prints, per provider, the session bill's `cached_input_tokens` (GET /sessions/{id},
 summed over the traces) beside the replay's figure, and their difference (target: 2%).
 """
@@ -50,12 +51,10 @@ ANTHROPIC_MIN, ANTHROPIC_TTL_S = 1024, 300.0
 PAUSE_S = 360.0
 
 
-def replay_openai(shared: int) -> int:
-    return (
-        0
-        if shared < OPENAI_MIN
-        else OPENAI_MIN + (shared - OPENAI_MIN) // OPENAI_STEP * OPENAI_STEP
-    )
+def replay_openai(shared: int, since_previous_s: float | None) -> int:
+    if since_previous_s is None or shared < OPENAI_MIN:
+        return 0  # no earlier call (nothing was cached), or below the minimum
+    return OPENAI_MIN + (shared - OPENAI_MIN) // OPENAI_STEP * OPENAI_STEP
 
 
 def replay_anthropic(shared: int, since_previous_s: float | None) -> int:
@@ -149,7 +148,9 @@ async def run_trace(
             payload = {"messages": got["messages"], "tools": got["tools"]}
             shared = shared_tokens(previous, payload, model)
             replayed = (
-                replay_openai(shared) if provider == "openai" else replay_anthropic(shared, since)
+                replay_openai(shared, since)
+                if provider == "openai"
+                else replay_anthropic(shared, since)
             )
             usage = got["usage"]
             f.calls += 1

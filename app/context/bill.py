@@ -13,6 +13,9 @@ the stream) under that provider's documented prompt-caching rules:
   minutes ago (the default cache lifetime, renewed by each read) and it is at least
   the model's minimum cacheable length (1,024 tokens; 2,048 for Haiku models).
 
+The first payload call of a session has nothing cached under either rule: no
+earlier call of it wrote anything to the provider's cache.
+
 Which provider: `format=anthropic`, or a session model whose name starts with
 `claude` (an Anthropic model behind an OpenAI-compatible gateway caches by
 Anthropic's rules), is Anthropic; every other call is billed by OpenAI's rules.
@@ -56,6 +59,11 @@ def anthropic_cached(shared: int, since_previous_s: float | None, model: str | N
 def cached_tokens(
     provider: Provider, shared: int, since_previous_s: float | None, model: str | None
 ) -> int:
+    """What `provider` bills at its cached rate. The first payload call of a session
+    (`since_previous_s` None) is billed nothing cached, whatever `shared` says: without a
+    `previous_prefix_id` a payload assumes a previous call with its own head."""
+    if since_previous_s is None:
+        return 0
     if provider == "anthropic":
         return anthropic_cached(shared, since_previous_s, model)
     return openai_cached(shared)

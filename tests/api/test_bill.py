@@ -56,7 +56,9 @@ async def test_the_bill_is_the_sum_of_the_calls(client: httpx.AsyncClient, sid: 
     assert got["calls"] == len(usages)
     for key in ("input_tokens", "cached_input_tokens", "full_history_input_tokens"):
         assert got[key] == sum(u[key] for u in usages), key
-    for u in usages:
+    # The first call has no earlier one whose prefix a provider could have cached.
+    assert usages[0]["cached_input_tokens"] == 0
+    for u in usages[1:]:
         assert u["cache_provider"] == "openai"
         assert u["cached_input_tokens"] == bill.openai_cached(u["stable_prefix_tokens"])
         assert u["full_history_input_tokens"] >= u["input_tokens"] - u["breakdown"]["summary"]

@@ -22,7 +22,14 @@ from app.context import bill
 )
 def test_openai_caches_from_1024_tokens_in_128_token_steps(shared: int, cached: int) -> None:
     assert bill.openai_cached(shared) == cached
-    assert bill.cached_tokens("openai", shared, None, "gpt-4o") == cached
+    assert bill.cached_tokens("openai", shared, 1.0, "gpt-4o") == cached
+    # OpenAI's cache has no fixed lifetime here: an hour later the rule is the same.
+    assert bill.cached_tokens("openai", shared, 3600.0, "gpt-4o") == cached
+
+
+def test_the_first_call_of_a_session_has_nothing_cached() -> None:
+    assert bill.cached_tokens("openai", 5000, None, "gpt-4o") == 0
+    assert bill.cached_tokens("anthropic", 5000, None, "claude-sonnet-4-5") == 0
 
 
 @pytest.mark.parametrize(
