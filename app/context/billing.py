@@ -70,3 +70,6 @@ def bill_call(
     metrics.BILL_TOKENS.labels("input").inc(call.input_tokens)
     metrics.BILL_TOKENS.labels("cached_input").inc(call.cached_input_tokens)
     metrics.BILL_TOKENS.labels("full_history_input").inc(call.full_history_input_tokens)
+    if call.summariser_input_tokens or call.summariser_output_tokens:
+        metrics.BILL_TOKENS.labels("summariser_input").inc(call.summariser_input_tokens)
+        metrics.BILL_TOKENS.labels("summariser_output").inc(call.summariser_output_tokens)

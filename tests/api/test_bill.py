@@ -48,11 +48,21 @@ async def loop(
     return usages
 
 
+def bill_metric(body: str, part: str) -> float:
+    prefix = f'contextd_bill_tokens_total{{part="{part}"}} '
+    return sum(float(line.split()[-1]) for line in body.splitlines() if line.startswith(prefix))
+
+
 async def test_the_bill_is_the_sum_of_the_calls(client: httpx.AsyncClient, sid: str) -> None:
+    before = (await client.get("/metrics")).text
     await client.put(f"/sessions/{sid}", json={"model": "gpt-4o", "system_prompt": SYSTEM})
     await client.post(f"/sessions/{sid}/messages", json={"messages": [user("Audit the repo.")]})
     usages = await loop(client, sid, 14, max_tokens=3500)
     got = await session_bill(client, sid)
+    after = (await client.get("/metrics")).text
+    for part, key in (("input", "input_tokens"), ("cached_input", "cached_input_tokens")):
+        grew = bill_metric(after, part) - bill_metric(before, part)
+        assert grew == sum(u[key] for u in usages), part
     assert got["calls"] == len(usages)
     for key in ("input_tokens", "cached_input_tokens", "full_history_input_tokens"):
         assert got[key] == sum(u[key] for u in usages), key
