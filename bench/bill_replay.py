@@ -110,6 +110,21 @@ def load_traces(limit: int | None, long: int) -> list[dict[str, Any]]:
     return traces
 
 
+async def settle(c: httpx.AsyncClient, sid: str, runner: Any) -> None:
+    """Run the compaction jobs the appends queued (the app runs none by itself here) until
+    the session has none left, as bench/agent_loop.py does."""
+    from app.models.job import ACTIVE
+
+    for _ in range(6000):
+        while await runner.run_once():
+            pass
+        jobs = check(await c.get(f"/sessions/{sid}/compaction"), 200)["jobs"]
+        if not any(j["status"] in ACTIVE for j in jobs):
+            return
+        await asyncio.sleep(0.02)
+    raise RuntimeError(f"{sid}: compaction still running after two minutes")
+
+
 async def run_trace(
     c: httpx.AsyncClient,
     app: Any,
@@ -123,7 +138,10 @@ async def run_trace(
     for provider, model in PROVIDERS.items():
         f = figures[provider]
         sid = f"bill-{provider}-{n}"
-        body: dict[str, Any] = {"model": model, "auto_compact": False}
+        body: dict[str, Any] = {"model": model, "auto_compact": args.compaction}
+        if args.compaction:  # compaction at 90% of the budget (no reserve, no margin)
+            body["context_limit"] = args.budget
+            body["compaction"] = {"reserved_output_tokens": 0, "safety_margin_tokens": 0}
         if trace.get("system"):
             body["system_prompt"] = trace["system"]
         check(await c.put(f"/sessions/{sid}", json=body), 200, 201)
@@ -163,10 +181,12 @@ async def run_trace(
                 print(
                     f"{sid} call {k}: since {since} shared {shared} stable "
                     f"{usage['stable_prefix_tokens']} bill {usage['cached_input_tokens']} "
-                    f"replay {replayed}",
+                    f"replay {replayed} prefix_id {got['prefix_id']} summary {got['summary']}",
                     file=sys.stderr,
                 )
             previous = payload
+            if args.compaction:  # a compaction the appends asked for ends in the model call
+                await settle(c, sid, app.state.compactions)
         f.server_bill += check(await c.get(f"/sessions/{sid}"), 200)["stats"]["bill"][
             "cached_input_tokens"
         ]
@@ -184,7 +204,8 @@ async def run(args: argparse.Namespace, database_url: str) -> dict[str, Figures]
         llm_model=None,
         llm_api_key=None,
         api_keys=None,
-        run_compactions_in_process=False,
+        compaction_workers=1,
+        run_compactions_in_process=False,  # settle() runs the jobs
     )
     traces = load_traces(args.limit, args.long)
     figures = {p: Figures() for p in PROVIDERS}
@@ -246,6 +267,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=0, help="agent traces (0: all)")
     p.add_argument("--long", type=int, default=0, help="long agent runs to add")
     p.add_argument("--pause-every", type=int, default=7)
+    p.add_argument(
+        "--compaction",
+        action="store_true",
+        help="auto-compaction on (context_limit = the budget; extractive summaries)",
+    )
     p.add_argument("--database-url", default=None)
     p.add_argument("--embedded", action="store_true")
     p.add_argument("--verbose", action="store_true", help="print each call that differs")
@@ -263,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_migrations(db.url)
         figures = asyncio.run(run(args, db.url))
     print(
-        f"Budget {args.budget:,} tokens; a pause of {PAUSE_S:.0f} s before every "
+        f"Auto-compaction {'on' if args.compaction else 'off'}; budget {args.budget:,} "
+        f"tokens; a pause of {PAUSE_S:.0f} s before every "
         f"{args.pause_every}th Anthropic call.\n"
     )
     print(table(figures))
