@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import insert, select, tuple_
+from sqlalchemy import insert, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import EventRow, SessionRow
@@ -48,6 +49,51 @@ async def page(
     return list((await db.execute(stmt)).scalars())
 
 
+@dataclass(slots=True)
+class PendingBill:
+    """A session's payload calls not yet added to its bill (SPEC §4): their sums, the
+    last call's time, and the summariser totals they have reported."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    full_history_input_tokens: int = 0
+    last_call_at: datetime | None = None
+    summariser_input_seen: int = 0
+    summariser_output_seen: int = 0
+
+
+# Adds each session's pending sums to its row: rows locked in key order first, so two
+# processes' flushes (and group appends, which lock the same way) never deadlock.
+_ADD_BILLS = text("""
+WITH u AS (
+    SELECT * FROM unnest(CAST(:tenants AS text[]), CAST(:sids AS text[]),
+        CAST(:calls AS bigint[]), CAST(:input AS bigint[]), CAST(:cached AS bigint[]),
+        CAST(:full AS bigint[]), CAST(:at AS timestamptz[]), CAST(:sin AS bigint[]),
+        CAST(:sout AS bigint[]))
+        AS u(tenant_id, session_id, calls, input, cached, full_history, at, sin, sout)
+), locked AS MATERIALIZED (
+    SELECT s.tenant_id, s.id FROM sessions s
+    JOIN u ON s.tenant_id = u.tenant_id AND s.id = u.session_id
+    ORDER BY s.tenant_id, s.id
+    FOR NO KEY UPDATE OF s
+)
+UPDATE sessions s SET
+    bill_calls = s.bill_calls + u.calls,
+    bill_input_tokens = s.bill_input_tokens + u.input,
+    bill_cached_input_tokens = s.bill_cached_input_tokens + u.cached,
+    bill_full_history_input_tokens = s.bill_full_history_input_tokens + u.full_history,
+    bill_last_call_at = GREATEST(s.bill_last_call_at, u.at),
+    bill_summariser_input_seen = GREATEST(s.bill_summariser_input_seen, u.sin),
+    bill_summariser_output_seen = GREATEST(s.bill_summariser_output_seen, u.sout)
+FROM u JOIN locked ON locked.tenant_id = u.tenant_id AND locked.id = u.session_id
+WHERE s.tenant_id = u.tenant_id AND s.id = u.session_id
+""")
+
+
+_RECENT_MAX = 50_000
+
+
 class EventWriter:
     """Batches events and inserts them every `interval_s`, in one statement per batch.
 
@@ -68,6 +114,11 @@ class EventWriter:
         self.interval_s = interval_s
         self.max_pending = max_pending
         self._pending: list[dict[str, Any]] = []  # rows of `events`, in order
+        self._bills: dict[tuple[str, str], PendingBill] = {}
+        self.clock_offset_s = 0.0
+        # Each session's last call here and the summariser totals it reported, kept past
+        # the flush: a call that reads the row while a flush is in flight still sees them.
+        self._recent: dict[tuple[str, str], tuple[datetime, int, int]] = {}
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -87,6 +138,43 @@ class EventWriter:
             del self._pending[:dropped]
             EVENTS_DEFERRED.labels("dropped_backlog").inc(dropped)
         self._wake.set()
+
+    def bill(
+        self,
+        tenant: str,
+        sid: str,
+        *,
+        input_tokens: int,
+        cached_input_tokens: int,
+        full_history_input_tokens: int,
+        at: datetime,
+        summariser_seen: tuple[int, int],
+    ) -> None:
+        """Add one payload call to the session's bill (written with the next batch)."""
+        b = self._bills.get((tenant, sid))
+        if b is None:
+            b = self._bills[(tenant, sid)] = PendingBill()
+        b.calls += 1
+        b.input_tokens += input_tokens
+        b.cached_input_tokens += cached_input_tokens
+        b.full_history_input_tokens += full_history_input_tokens
+        b.last_call_at = at if b.last_call_at is None else max(b.last_call_at, at)
+        b.summariser_input_seen = max(b.summariser_input_seen, summariser_seen[0])
+        b.summariser_output_seen = max(b.summariser_output_seen, summariser_seen[1])
+        if len(self._recent) >= _RECENT_MAX:
+            self._recent.clear()
+        self._recent[(tenant, sid)] = (b.last_call_at, *summariser_seen)
+        self._wake.set()
+
+    def now(self) -> datetime:
+        """The time of a payload call: the wall clock, plus `clock_offset_s`, which a test
+        or a bench moves forward to stand for a pause between an agent's calls."""
+        return datetime.now(UTC) + timedelta(seconds=self.clock_offset_s)
+
+    def recent_call(self, tenant: str, sid: str) -> tuple[datetime, int, int] | None:
+        """The session's last payload call in this process: its time and the summariser
+        totals it reported (the row may not show them yet)."""
+        return self._recent.get((tenant, sid))
 
     def start(self) -> None:
         if self._task is None:
@@ -119,6 +207,7 @@ class EventWriter:
         """Insert everything added so far. Raises if the database is unreachable
         (the events stay pending)."""
         async with self._lock:
+            await self._flush_bills()
             batch, self._pending = self._pending, []
             if not batch:
                 return
@@ -130,6 +219,47 @@ class EventWriter:
             EVENTS_DEFERRED.labels("written").inc(written)
             if written < len(batch):
                 EVENTS_DEFERRED.labels("dropped_session_gone").inc(len(batch) - written)
+
+    async def _flush_bills(self) -> None:
+        bills, self._bills = self._bills, {}
+        if not bills:
+            return
+        keys = sorted(bills)
+        rows = [bills[k] for k in keys]
+        try:
+            async with self.database.transaction() as db:
+                await db.execute(
+                    _ADD_BILLS,
+                    {
+                        "tenants": [k[0] for k in keys],
+                        "sids": [k[1] for k in keys],
+                        "calls": [b.calls for b in rows],
+                        "input": [b.input_tokens for b in rows],
+                        "cached": [b.cached_input_tokens for b in rows],
+                        "full": [b.full_history_input_tokens for b in rows],
+                        "at": [b.last_call_at for b in rows],
+                        "sin": [b.summariser_input_seen for b in rows],
+                        "sout": [b.summariser_output_seen for b in rows],
+                    },
+                )
+        except BaseException:
+            for key, b in bills.items():  # back, merged with what came meanwhile
+                now = self._bills.get(key)
+                if now is not None:
+                    b.calls += now.calls
+                    b.input_tokens += now.input_tokens
+                    b.cached_input_tokens += now.cached_input_tokens
+                    b.full_history_input_tokens += now.full_history_input_tokens
+                    if now.last_call_at is not None:
+                        b.last_call_at = max(b.last_call_at or now.last_call_at, now.last_call_at)
+                    b.summariser_input_seen = max(
+                        b.summariser_input_seen, now.summariser_input_seen
+                    )
+                    b.summariser_output_seen = max(
+                        b.summariser_output_seen, now.summariser_output_seen
+                    )
+                self._bills[key] = b
+            raise
 
     async def _insert(self, batch: list[dict[str, Any]]) -> int:
         try:

@@ -94,26 +94,45 @@ class Asgi:
         return status, b"".join(chunks)
 
 
-async def drive(app: Any, clients: int, appends: int, tag: str) -> float:
-    """Appends until `appends` were acknowledged; the wall seconds it took."""
+def step_message(sid: str, n: int) -> dict[str, Any]:
+    """`--steps`: an agent's appends, a tool call then its result, the calls cycling over
+    five files so that most repeat an earlier one (the re-read check's whole path)."""
+    call_id = f"{sid}-c{(n + 1) // 2}"
+    if n % 2:
+        args = json.dumps({"path": f"src/mod_{(n // 2) % 5}.py"})
+        call = {"id": call_id, "type": "function", "function": {"name": "read", "arguments": args}}
+        return {"role": "assistant", "content": None, "tool_calls": [call], "id": f"{sid}-{n}"}
+    return {"role": "tool", "tool_call_id": call_id, "content": f"out {n}", "id": f"{sid}-{n}"}
+
+
+async def drive(
+    app: Any, clients: int, appends: int, tag: str, steps: bool = False
+) -> tuple[float, int]:
+    """Appends until `appends` were acknowledged (with `steps`, each call's result too);
+    the wall seconds it took and the appends made."""
     asgi = Asgi(app)
     left = [appends]
+    made = [0]
 
     async def one(i: int) -> None:
         sid = f"cpu-{tag}-{i}"
         n = 0
-        while left[0] > 0:
+        while left[0] > 0 or (steps and n % 2):  # a step's result follows its call
             left[0] -= 1
             n += 1
-            body = json.dumps(
-                {"messages": [{"role": "user", "content": f"step {n}", "id": f"{sid}-{n}"}]}
-            ).encode()
+            message = (
+                step_message(sid, n)
+                if steps
+                else {"role": "user", "content": f"step {n}", "id": f"{sid}-{n}"}
+            )
+            body = json.dumps({"messages": [message]}).encode()
             status, raw = await asgi.request("POST", f"/sessions/{sid}/messages", body)
             assert status in (200, 201), raw[:300]
+            made[0] += 1
 
     start = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(clients)))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, made[0]
 
 
 async def run(url: str, args: argparse.Namespace) -> None:
@@ -126,7 +145,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
     configure_logging("json", settings.log_level)
     app = create_app(settings, database_url=url)
     async with app.router.lifespan_context(app):
-        await drive(app, args.clients, max(args.clients * 4, 200), "warm")
+        await drive(app, args.clients, max(args.clients * 4, 200), "warm", args.steps)
         connects = [0]
 
         def connected(*_: Any) -> None:
@@ -138,7 +157,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
         with BackendCpu(url.rsplit("/", 1)[-1]) as backends:
             if profiler:
                 profiler.enable()
-            wall = await drive(app, args.clients, args.appends, "run")
+            wall, appends = await drive(app, args.clients, args.appends, "run", args.steps)
             if profiler:
                 profiler.disable()
         cpu = time.process_time() - cpu0
@@ -147,17 +166,18 @@ async def run(url: str, args: argparse.Namespace) -> None:
             await statements_of_one_append(app, url)
     print(f"load average: {load_average()}")
     print(
-        f"{args.appends} appends from {args.clients} tasks: "
-        f"{1000 * cpu / args.appends:.3f} ms CPU per append in this process, "
-        f"{1000 * backends.seconds / args.appends:.3f} ms in PostgreSQL's backends, "
-        f"{args.appends / wall:.0f}/s wall, {connects[0]} connections opened"
+        f"{appends} appends from {args.clients} tasks"
+        + (" (agent steps)" if args.steps else "")
+        + f": {1000 * cpu / appends:.3f} ms CPU per append in this process, "
+        f"{1000 * backends.seconds / appends:.3f} ms in PostgreSQL's backends, "
+        f"{appends / wall:.0f}/s wall, {connects[0]} connections opened"
         + (" (under cProfile)" if profiler else "")
     )
     if profiler:
         profiler.dump_stats(args.profile)
         stats = pstats.Stats(profiler)
         # Deterministic where CPU time is not: Python function calls per append.
-        print(f"{stats.total_calls / args.appends:.0f} Python function calls per append")  # type: ignore[attr-defined]
+        print(f"{stats.total_calls / appends:.0f} Python function calls per append")  # type: ignore[attr-defined]
         stats.sort_stats("tottime").print_stats(35)
         stats.sort_stats("cumulative").print_stats(60)
 
@@ -213,6 +233,11 @@ def main() -> None:
     p.add_argument("--appends", type=int, default=3000)
     p.add_argument("--profile", type=Path)
     p.add_argument("--statements", action="store_true")
+    p.add_argument(
+        "--steps",
+        action="store_true",
+        help="append agent steps (a tool call, then its result) instead of user messages",
+    )
     args = p.parse_args()
     from app.db import run_migrations
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.bill_answers import RE_READS_DESCRIPTION, SessionBill, UsageBill
 from app.limits import Format, Mode, Role
 
 _OPEN = ConfigDict(extra="allow")
@@ -151,6 +152,8 @@ class SessionStats(BaseModel):
     last_compaction_seq: int
     context_tokens: int
     token_calibration: dict[str, Any] | None = None
+    re_reads: int = Field(0, description=RE_READS_DESCRIPTION)
+    bill: SessionBill | None = None
 
 
 class Lease(BaseModel):
@@ -222,7 +225,7 @@ class EventPage(BaseModel):
     next_after_id: int | None
 
 
-class ContextUsage(BaseModel):
+class ContextUsage(UsageBill):
     model_config = _OPEN
 
     input_tokens: int
@@ -289,59 +292,6 @@ class ContextPayload(BaseModel):
     tools: list[dict[str, Any]] | None = None
 
 
-class CompactionJob(BaseModel):
-    model_config = _OPEN
-
-    job_id: str
-    status: str = Field(description="pending, running, success, degraded, noop, failed, ...")
-    trigger: str | None = None
-    force: bool | None = None
-    attempts: int | None = None
-    reason: str | None = None
-    watermark_before: int | None = None
-    watermark_after: int | None = None
-    compaction_metadata: dict[str, Any] | None = None
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    reverted_at: datetime | None = Field(
-        None, description="when a revert undid this compaction (null: never)"
-    )
-
-
-class CompactionDryRun(BaseModel):
-    model_config = _OPEN
-
-    dry_run: Literal[True]
-    would: str
-    would_compact: bool
-    reason: str | None = None
-
-
-class CompactionSummary(BaseModel):
-    model_config = _OPEN
-
-    text: str | None
-    structure: dict[str, Any] | None
-    tokens: int
-    through_seq: int | None
-
-
-class CompactionState(BaseModel):
-    model_config = _OPEN
-
-    compacted_context: Any = None
-    summary: CompactionSummary
-    last_compaction_seq: int
-    compaction_count: int
-    compaction_metadata: dict[str, Any] | None
-    memory_flush_candidates: list[dict[str, Any]]
-    jobs: list[CompactionJob]
-    revertable_job_id: str | None = Field(
-        None, description="the job a revert would undo now: the latest stored compaction"
-    )
-
-
 class TokenCount(BaseModel):
     model_config = ConfigDict(extra="allow", protected_namespaces=())
 
@@ -358,6 +308,9 @@ class UsageReport(BaseModel):
     model_config = _OPEN
 
     calibration: dict[str, Any]
+    bill_replaced: bool = Field(
+        False, description="the provider's cached figure replaced the estimate"
+    )
 
 
 class ProblemItem(BaseModel):

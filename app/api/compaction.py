@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from app.api.answers import CompactionDryRun, CompactionJob, CompactionState
+from app.api.compaction_answers import CompactionDryRun, CompactionJob, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.openapi import answers, problem_response
 from app.compaction import revert, service

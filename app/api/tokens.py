@@ -80,6 +80,10 @@ async def report_usage(
     counts, budget status and the budget payloads are fitted to. Exact-tokenizer
     sessions record the report (the error is shown) and keep factor 1. Fenced by
     the session's lease like any write. Returns the calibration with the last
-    report's error before and after."""
+    report's error before and after. With the provider's cached figure
+    (`cached_input_tokens`, or Anthropic's `cache_read_input_tokens`) and the
+    `usage.cached_input_tokens` of the payload that was sent
+    (`estimated_cached_input_tokens`), the provider's figure replaces the estimate in
+    the session's bill (`stats.bill`; `bill_replaced` says so)."""
     async with db.transaction() as s:
         return await usage.report(s, tenant, session_id, body, settings)

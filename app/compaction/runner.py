@@ -258,6 +258,12 @@ class CompactionRunner:
                     outcome.summary.pinned or outcome.summary.carried_anchors
                 ),
                 "compaction_metadata": meta,
+                # The session's bill (SPEC §4): the summariser's tokens, as the model
+                # reported them (the extractive path calls no model: nothing).
+                "summariser_input_tokens": SessionRow.summariser_input_tokens
+                + outcome.prompt_tokens,
+                "summariser_output_tokens": SessionRow.summariser_output_tokens
+                + outcome.completion_tokens,
                 # A skipped flush leaves the previous candidates in place.
                 "memory_flush_candidates": row.memory_flush_candidates
                 if candidates is None

@@ -15,6 +15,7 @@ from app.context import (
     AssemblyRequest,
     SummaryBlock,
     assemble,
+    billing,
     formats,
     layouts,
     prefix,
@@ -129,6 +130,9 @@ async def build(
     shared = _shared_prefix(stable, result, previous, row, counter, params.previous_prefix_id)
     note = _recall_note(stable, result, row, counter) if recalls else None
     body = _body(result, status, shared, call.factor, budget - params.reserve_output_tokens, note)
+    billing.bill_call(
+        body["usage"], events, tenant, sid, row, params, effective_model(row, settings)
+    )
     if not params.observe:
         _record(events, tenant, sid, row, result, budget, retrimmed)
     # The hook where the Chat Completions payload becomes the requested provider format.

@@ -27,6 +27,7 @@ from app.messages.write import (
     _tool_rows,
     _write_args,
 )
+from app.observability import metrics
 from app.settings import Settings
 from app.tokens import TokenCounter, get_counter
 
@@ -70,8 +71,12 @@ async def _careful(
     assigned: dict[int, dict[str, Any]] = {}
     if fresh:
         result = await conn.fetchrow(
-            repo.WRITE_BATCH, tenant, sid, *_write_args(fresh, fresh_counts, ids, fresh_search)
+            repo.WRITE_BATCH,
+            tenant,
+            sid,
+            *_write_args(fresh, fresh_counts, ids, fresh_search, settings.tool_preview_tokens),
         )
+        metrics.RE_READS.inc(result["re_reads_in"])
         calls, answers = _tool_rows(fresh)
         # Checked and locked: anything short of the whole batch is a bug, not a race.
         got = (result["messages_in"], result["calls_in"], result["answers_in"])

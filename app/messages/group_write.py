@@ -110,6 +110,7 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
             admitted.append((p, head, acks))
         if refused:
             raise _Refused(refused)
+        metrics.RE_READS.inc(sum(int(r["re_reads_in"]) for r in by_k.values() if r is not None))
         results: list[AppendResult | None] = []
         for entry in admitted:
             if entry is None:
@@ -124,9 +125,9 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
 
 def _group_args(items: Sequence[Pending]) -> list[Any]:
     """WRITE_GROUP's parameters: each append's WRITE_BATCH arguments, tagged with its k."""
-    columns: list[list[Any]] = [[] for _ in range(29)]
+    columns: list[list[Any]] = [[] for _ in range(32)]
     for k, p in enumerate(items, 1):
-        args = _write_args(p.batch, p.counts, p.ids, p.search)
+        args = _write_args(p.batch, p.counts, p.ids, p.search, p.settings.tool_preview_tokens)
         columns[0].append(p.tenant)
         columns[1].append(p.sid)
         for col, value in enumerate(args[:6], 2):  # n, tokens, then the four role counts
@@ -142,4 +143,8 @@ def _group_args(items: Sequence[Pending]) -> list[Any]:
         for col, values in enumerate(args[20:22], 26):  # the answers to earlier calls
             columns[col].extend(values)
         columns[28].extend(args[22])  # the messages' search vectors
-    return columns
+        columns[29].extend(args[23])  # the calls' name-and-arguments digests
+        columns[30].extend([k] * len(args[24]))  # the distinct ones, for the re-read check
+        columns[31].extend(args[24])
+    # The preview limit ($33): one setting for the process.
+    return [*columns, items[0].settings.tool_preview_tokens if items else 0]

@@ -46,6 +46,51 @@ INSERT INTO sessions (tenant_id, id, tokenizer) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id, id) DO NOTHING
 """
 
+# Re-reads (SPEC §3; the rule in words: app/context/rereads.py, tested there on the same
+# cases): for each distinct name-and-arguments key of the calls an append makes, the
+# newest earlier call of that key (ix_tool_calls_key: one probe), its answer, and the
+# session's newest stream layout; counted when the answer is at or below the watermark,
+# over the preview limit, or covered by that layout (while it holds for the
+# session's generation and watermark) without a unit sent whole (form 0) holding it.
+# Every call already stored is earlier than the append's, and the earlier call and its
+# answer were in a payload the model saw before it made this call: committed before
+# this statement began, so its snapshot holds them. `{k}` makes the count per append
+# of a group.
+_RE_READS = """
+    SELECT {k} count(*) AS n
+    FROM {keys}
+    JOIN sessions h ON h.tenant_id = {tenant} AND h.id = {sid}
+    CROSS JOIN LATERAL (
+        SELECT t.answered_seq FROM tool_calls t
+        WHERE t.tenant_id = {tenant} AND t.session_id = {sid} AND t.call_key = n.key
+        ORDER BY t.seq DESC LIMIT 1
+    ) AS p
+    JOIN messages res ON res.tenant_id = {tenant} AND res.session_id = {sid}
+        AND res.seq = p.answered_seq
+    LEFT JOIN LATERAL (
+        SELECT l.generation, l.watermark, l.through_seq, l.kept FROM context_layouts l
+        WHERE l.tenant_id = {tenant} AND l.session_id = {sid}
+        ORDER BY l.updated_at DESC LIMIT 1
+    ) AS lay ON true
+    WHERE res.seq <= h.last_compaction_seq
+        OR res.token_count > {preview}
+        OR (lay.generation = h.generation AND lay.watermark = h.last_compaction_seq
+            AND res.seq <= lay.through_seq
+            AND NOT EXISTS (
+                SELECT 1 FROM jsonb_array_elements(lay.kept) AS e
+                WHERE (e->>1)::int = 0 AND e->0 @> to_jsonb(res.seq)
+            ))"""
+_RE_READS_ONE = _RE_READS.format(
+    tenant="$1", sid="$2", keys="unnest($27::text[]) AS n(key)", k="", preview="$28"
+)
+_RE_READS_GROUP = _RE_READS.format(
+    tenant="r.tenant_id",
+    sid="r.session_id",
+    keys="r JOIN unnest($31::int[], $32::text[]) AS n(k, key) ON n.k = r.k",
+    k="r.k AS k,",
+    preview="$33",
+)
+
 # One round trip stores a whole batch: the session row's UPDATE takes the row lock
 # (FOR NO KEY UPDATE, as LOCK_SESSION) and hands its seq and token totals, as they
 # were before, to the inserts; it returns what the caller checks before it commits
@@ -59,8 +104,11 @@ ON CONFLICT (tenant_id, id) DO NOTHING
 # counts are, and sent as a binary tsvector, which PostgreSQL reads without parsing)
 # goes in with it: a search never misses an acknowledged message.
 WRITE_BATCH = f"""
-WITH s AS (
+WITH rr AS (
+    {_RE_READS_ONE}
+), s AS (
     UPDATE sessions SET
+        re_reads = re_reads + (SELECT n FROM rr),
         last_seq = last_seq + $3,
         context_tokens = context_tokens + $4,
         count_system = count_system + $5,
@@ -85,9 +133,10 @@ WITH s AS (
     ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING
     RETURNING 1
 ), c AS (
-    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq)
-    SELECT $1, $2, u.call_id, s.base_seq + u.ord, s.base_seq + u.answered_ord
-    FROM s, unnest($20::text[], $21::bigint[], $22::bigint[]) AS u(call_id, ord, answered_ord)
+    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq, call_key)
+    SELECT $1, $2, u.call_id, s.base_seq + u.ord, s.base_seq + u.answered_ord, u.call_key
+    FROM s, unnest($20::text[], $21::bigint[], $22::bigint[], $26::text[])
+        AS u(call_id, ord, answered_ord, call_key)
     ON CONFLICT (tenant_id, session_id, call_id) DO NOTHING
     RETURNING 1
 ), a AS (
@@ -105,7 +154,8 @@ WITH s AS (
     RETURNING t.seq
 )
 SELECT s.*, (SELECT count(*) FROM m) AS messages_in, (SELECT count(*) FROM c) AS calls_in,
-    (SELECT count(*) FROM a WHERE a.seq > 0) AS answers_in
+    (SELECT count(*) FROM a WHERE a.seq > 0) AS answers_in,
+    (SELECT n FROM rr) AS re_reads_in
 FROM s
 """
 
@@ -127,8 +177,12 @@ WITH r AS MATERIALIZED (
         AND sessions.id = r.session_id
     ORDER BY sessions.tenant_id, sessions.id
     FOR NO KEY UPDATE OF sessions
+), rr AS (
+    {_RE_READS_GROUP}
+    GROUP BY r.k
 ), s AS (
     UPDATE sessions SET
+        re_reads = re_reads + coalesce((SELECT rr.n FROM rr WHERE rr.k = r.k), 0),
         last_seq = last_seq + r.n,
         context_tokens = context_tokens + r.added,
         count_system = count_system + r.n_system,
@@ -155,10 +209,11 @@ WITH r AS MATERIALIZED (
     ON CONFLICT (message_id, tenant_id, session_id) DO NOTHING
     RETURNING tenant_id, session_id
 ), c AS (
-    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq)
-    SELECT s.tenant_id, s.session_id, u.call_id, s.base_seq + u.ord, s.base_seq + u.answered_ord
-    FROM s JOIN unnest($22::int[], $23::text[], $24::bigint[], $25::bigint[])
-        AS u(k, call_id, ord, answered_ord) ON u.k = s.k
+    INSERT INTO tool_calls (tenant_id, session_id, call_id, seq, answered_seq, call_key)
+    SELECT s.tenant_id, s.session_id, u.call_id, s.base_seq + u.ord,
+        s.base_seq + u.answered_ord, u.call_key
+    FROM s JOIN unnest($22::int[], $23::text[], $24::bigint[], $25::bigint[], $30::text[])
+        AS u(k, call_id, ord, answered_ord, call_key) ON u.k = s.k
     ON CONFLICT (tenant_id, session_id, call_id) DO NOTHING
     RETURNING tenant_id, session_id
 ), a AS (
@@ -178,7 +233,8 @@ SELECT s.*,
     (SELECT count(*) FROM c WHERE c.tenant_id = s.tenant_id AND c.session_id = s.session_id)
         AS calls_in,
     (SELECT count(*) FROM a WHERE a.tenant_id = s.tenant_id AND a.session_id = s.session_id
-        AND a.seq > 0) AS answers_in
+        AND a.seq > 0) AS answers_in,
+    coalesce((SELECT rr.n FROM rr WHERE rr.k = s.k), 0) AS re_reads_in
 FROM s
 """
 

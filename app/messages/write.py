@@ -19,6 +19,7 @@ from app.conversation import counts_in_context
 from app.database import Driver
 from app.leases.guard import check_write
 from app.messages import repository as repo
+from app.messages import rereads
 from app.messages.lexemes import session_lexeme
 from app.messages.validation import Incoming
 from app.messages.vector import message_vector
@@ -113,14 +114,19 @@ async def _transaction(conn: Driver, begin: str) -> AsyncIterator[None]:
 
 async def _optimistic(conn: Driver, p: Pending) -> AppendResult:
     """The whole batch in one statement; raises `_Careful` when it did not fit."""
-    before, acks = _admit(await _write_batch(conn, p), p)
+    result = await _write_batch(conn, p)
+    before, acks = _admit(result, p)
+    metrics.RE_READS.inc(result["re_reads_in"])
     return await _finish(conn, p.tenant, p.sid, before, p.batch, p.counts, acks, p.settings)
 
 
 async def _write_batch(conn: Driver, p: Pending) -> Any:
     """WRITE_BATCH's row for the append: its session as it was, and what went in."""
     return await conn.fetchrow(
-        repo.WRITE_BATCH, p.tenant, p.sid, *_write_args(p.batch, p.counts, p.ids, p.search)
+        repo.WRITE_BATCH,
+        p.tenant,
+        p.sid,
+        *_write_args(p.batch, p.counts, p.ids, p.search, p.settings.tool_preview_tokens),
     )
 
 
@@ -212,6 +218,7 @@ def _write_args(
     counts: Sequence[int],
     ids: Sequence[str],
     search: Sequence[bytes | None],
+    preview_limit: int,
 ) -> list[Any]:
     """WRITE_BATCH's parameters after tenant and session: totals, then one array per column."""
     roles = {"system": 0, "user": 0, "assistant": 0, "tool": 0}
@@ -223,6 +230,7 @@ def _write_args(
             running += n
         through.append(running)
     calls, answers = _tool_rows(batch)
+    keys = _call_keys(batch, calls)
     return [
         len(batch),
         running,
@@ -250,7 +258,21 @@ def _write_args(
         # The search vectors ($25, binary tsvectors): the index is written by the same
         # statement, in the same transaction, as the message.
         list(search),
+        # Each call's name-and-arguments digest ($26, app/messages/rereads.py), the
+        # distinct ones the re-read check looks up ($27), and the preview limit ($28).
+        keys,
+        sorted({k for k in keys if k is not None}),
+        preview_limit,
     ]
+
+
+def _call_keys(
+    batch: Sequence[Incoming], calls: Sequence[tuple[str, int, int | None]]
+) -> list[str | None]:
+    keys: dict[str, str] = {}
+    for m in batch:
+        keys.update(rereads.keys_of(m))
+    return [keys.get(c[0]) for c in calls]
 
 
 def _tool_rows(

@@ -91,6 +91,15 @@ class ToolCallRow(Base):
         ForeignKeyConstraint(
             ["tenant_id", "session_id"], ["sessions.tenant_id", "sessions.id"], ondelete="CASCADE"
         ),
+        # The newest earlier call with the same name and arguments: one index probe.
+        Index(
+            "ix_tool_calls_key",
+            "tenant_id",
+            "session_id",
+            "call_key",
+            "seq",
+            postgresql_where=text("call_key IS NOT NULL"),
+        ),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -98,6 +107,9 @@ class ToolCallRow(Base):
     call_id: Mapped[str] = mapped_column(Text, primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger)
     answered_seq: Mapped[int | None] = mapped_column(BigInteger)
+    # A digest of the call's tool name and arguments (app/messages/rereads.py): the
+    # append finds an earlier identical call through ix_tool_calls_key (a re-read).
+    call_key: Mapped[str | None] = mapped_column(Text)
 
 
 class EventRow(Base):

@@ -71,6 +71,27 @@ class SessionRow(Base):
     # Payloads offer the recall tool and the note on what was left out (app/context/recall.py).
     recall: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
 
+    # Tool calls that repeated an earlier call whose result the payload no longer held
+    # whole (app/context/rereads.py), counted by the append that made them.
+    re_reads: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    # The session's bill (SPEC §4, app/context/bill.py): sums of the payload calls'
+    # figures, added in batches by app/events.py's EventWriter; the summariser's tokens
+    # added by each stored compaction; `bill_summariser_*_seen`, the part of those the
+    # payload calls have reported already; the last payload call's time (the five-minute
+    # cache lifetime).
+    bill_calls: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    bill_input_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    bill_cached_input_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    bill_full_history_input_tokens: Mapped[int] = mapped_column(
+        BigInteger, server_default=text("0")
+    )
+    bill_reported_calls: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    summariser_input_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    summariser_output_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    bill_summariser_input_seen: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    bill_summariser_output_seen: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    bill_last_call_at: Mapped[datetime | None] = mapped_column()
+
     lease_token: Mapped[str | None] = mapped_column(Text)
     lease_owner: Mapped[str | None] = mapped_column(Text)
     lease_expires_at: Mapped[datetime | None] = mapped_column()

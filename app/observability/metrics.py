@@ -45,6 +45,18 @@ CONTEXT_ASSEMBLED = Counter(
 CONTEXT_DROPPED_MESSAGES = Counter(
     "contextd_context_dropped_messages_total", "History messages left out of payloads"
 )
+RE_READS = Counter(
+    "contextd_re_reads_total",
+    "Tool calls repeating an earlier call whose result the payload no longer held whole",
+)
+# The bill (SPEC §4): what payload calls sent, what a provider bills at its cached rate
+# (the estimate, or the provider's figure where a client reported it), and what sending
+# the whole history would have cost; the summariser's tokens of stored compactions.
+BILL_TOKENS = Counter(
+    "contextd_bill_tokens_total",
+    "Tokens of the session bill, by part",
+    ["part"],
+)
 EVENTS_DEFERRED = Counter(
     "contextd_events_deferred_total",
     "Events written off the request path (context.compressed), by outcome",

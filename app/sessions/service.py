@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import budget as budgets
 from app.budget import budget_of, effective_model, session_compaction
+from app.context.bill import session_bill
 from app.errors import NotFound, ValidationFailed, invalid
 from app.jsonsafe import storable_problem
 from app.leases.guard import check_write
@@ -193,6 +194,16 @@ def view(row: SessionRow, settings: Settings) -> dict[str, Any]:
             "context_tokens": row.context_tokens - row.watermark_context_tokens,
             "token_calibration": calibration.Calibration.from_json(row.token_calibration).view(
                 get_counter(effective_model(row, settings)).mode == "estimate"
+            ),
+            "re_reads": row.re_reads,
+            "bill": session_bill(
+                calls=row.bill_calls,
+                input_tokens=row.bill_input_tokens,
+                cached_input_tokens=row.bill_cached_input_tokens,
+                full_history_input_tokens=row.bill_full_history_input_tokens,
+                summariser_input_tokens=row.summariser_input_tokens,
+                summariser_output_tokens=row.summariser_output_tokens,
+                reported_calls=row.bill_reported_calls,
             ),
         },
         "last_seq": row.last_seq,

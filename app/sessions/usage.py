@@ -34,6 +34,21 @@ class UsageIn(BaseModel):
     cache_creation_input_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
     cache_read_input_tokens: int = Field(0, ge=0, le=TOKENS_MAX)
     uncalibrated_input_tokens: int = Field(ge=1, le=TOKENS_MAX)
+    # The bill (SPEC §4): the provider's own cached figure replaces the call's estimate.
+    cached_input_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=TOKENS_MAX,
+        description="OpenAI's usage.prompt_tokens_details.cached_tokens (Anthropic's is "
+        "cache_read_input_tokens)",
+    )
+    estimated_cached_input_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=TOKENS_MAX,
+        description="the usage.cached_input_tokens of the context response that was sent: "
+        "with the provider's cached figure, the session's bill takes the provider's",
+    )
     lock_token: LockToken | None = None
 
     _numbers = field_validator(
@@ -41,6 +56,8 @@ class UsageIn(BaseModel):
         "cache_creation_input_tokens",
         "cache_read_input_tokens",
         "uncalibrated_input_tokens",
+        "cached_input_tokens",
+        "estimated_cached_input_tokens",
         mode="before",
     )(json_number)
 
@@ -65,5 +82,21 @@ async def report(
         state, actual=body.actual, uncalibrated=body.uncalibrated_input_tokens, applied=applied
     )
     row.token_calibration = state.to_json()
+    billed = _provider_cached(body)
+    if billed is not None and body.estimated_cached_input_tokens is not None:
+        row.bill_cached_input_tokens += billed - body.estimated_cached_input_tokens
+        row.bill_reported_calls += 1
     await db.flush()
-    return {"calibration": state.view(applied)}
+    return {
+        "calibration": state.view(applied),
+        "bill_replaced": billed is not None and body.estimated_cached_input_tokens is not None,
+    }
+
+
+def _provider_cached(body: UsageIn) -> int | None:
+    """The provider's cached figure, if the report carries one."""
+    if body.cached_input_tokens is not None:
+        return body.cached_input_tokens
+    if "cache_read_input_tokens" in body.model_fields_set:
+        return body.cache_read_input_tokens
+    return None

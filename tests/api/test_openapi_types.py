@@ -9,7 +9,7 @@ import httpx
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from app.api import answers, schemas
+from app.api import answers, compaction_answers, schemas
 from app.settings import load_settings
 from tests.api.test_messages import call, result, user
 from tests.support.apps import app_client
@@ -125,11 +125,11 @@ async def test_real_answers_fit_their_models(runner_client: httpx.AsyncClient, s
     )
     _fits(answers.ContextPayload, ctx.json())
     dry = await client.post(f"{base}/compact", json={"dry_run": True})
-    _fits(answers.CompactionDryRun, dry.json())
+    _fits(compaction_answers.CompactionDryRun, dry.json())
     done = await client.post(f"{base}/compact", json={"wait": True, "force": True})
     assert done.json()["status"] in ("success", "degraded", "noop"), done.text
-    _fits(answers.CompactionJob, done.json())
-    _fits(answers.CompactionState, (await client.get(f"{base}/compaction")).json())
+    _fits(compaction_answers.CompactionJob, done.json())
+    _fits(compaction_answers.CompactionState, (await client.get(f"{base}/compaction")).json())
     _fits(answers.EventPage, (await client.get(f"{base}/events")).json())
     _fits(answers.SessionPage, (await client.get("/sessions?limit=2")).json())
     lease = (await client.post(f"{base}/lock", json={"owner": "me"})).json()

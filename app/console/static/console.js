@@ -242,10 +242,11 @@ async function sessionPage(token, sid) {
       stat(fmt(session.stats.message_counts.total), "messages"),
       stat(`${fmt(session.last_compaction_seq)} / ${fmt(session.last_seq)}`, "watermark / last seq"),
       stat(fmt(compaction.compaction_count), "compactions"),
+      h("div", { class: "stat", id: "re-reads", title: "tool calls repeating an earlier call whose result the payload no longer held whole" }, h("b", {}, fmt(session.stats.re_reads ?? 0)), h("span", {}, "re-reads")),
       stat(session.effective_model, `model · ${b.tokenizer_mode} tokens`),
       stat(session.lease ? session.lease.owner : "–", session.lease ? `lease until ${new Date(session.lease.expires_at).toLocaleTimeString()}` : "no lease")),
     h("h2", {}, "Budget"), breakdownCard(context, b), whyCard(plan, compaction),
-    h("h2", {}, "Tokens over seq"), chartCard(series, b),
+    h("h2", {}, "Tokens over seq"), chartCard(series, b), billLine(session.stats.bill),
     h("h2", {}, "Compaction history"), historyCard(compaction, series, base),
     h("h2", {}, "Current payload"), payloadCard(context, sid));
 }
@@ -498,3 +499,17 @@ function eventSummary(e) {
 
 window.addEventListener("hashchange", route);
 window.addEventListener("DOMContentLoaded", route);
+
+// The session's bill (stats.bill) as one line beside the token chart: what the payload
+// calls sent, the part billed at the cached rate, the summariser's tokens, and what
+// sending the whole history would have cost.
+function billLine(bill) {
+  if (!bill || !bill.calls) return h("p", { class: "muted", id: "bill" }, "Bill: no payload calls yet.");
+  const share = (part, whole) => (whole ? `${Math.round((100 * part) / whole)}%` : "–");
+  return h("p", { class: "muted", id: "bill" },
+    `Bill: ${fmt(bill.calls)} payload calls sent ${fmt(bill.input_tokens)} input tokens, `
+    + `${fmt(bill.cached_input_tokens)} (${share(bill.cached_input_tokens, bill.input_tokens)}) at the cached rate; `
+    + `summariser ${fmt(bill.summariser_input_tokens)} in / ${fmt(bill.summariser_output_tokens)} out; `
+    + `the whole history would have been ${fmt(bill.full_history_input_tokens)}: `
+    + `saved ${fmt(Math.round(bill.saved_tokens))} tokens (${share(bill.saved_tokens, bill.full_history_input_tokens)}).`);
+}

@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0018_compaction_revert"
-down_revision: str | tuple[str, ...] | None = "0014_summary_carries_pinned"
+down_revision: str | tuple[str, ...] | None = "0016_rereads_and_bill"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -258,18 +258,26 @@ class AsyncContextdClient:
         uncalibrated_input_tokens: int,
         cache_creation_input_tokens: int = 0,
         cache_read_input_tokens: int = 0,
+        cached_input_tokens: int | None = None,
+        estimated_cached_input_tokens: int | None = None,
         lock_token: str | None = None,
     ) -> m.UsageReport:
         """Report what the provider billed for a payload contextd assembled: calibrates
         the session's counts where they are estimates (`tokenizer_mode: "estimate"`).
         `input_tokens`: every input token of the call (OpenAI's `prompt_tokens`, or
         Anthropic's `input_tokens`, with its cache tokens given apart);
-        `uncalibrated_input_tokens`: the payload's `usage.uncalibrated_input_tokens`."""
+        `uncalibrated_input_tokens`: the payload's `usage.uncalibrated_input_tokens`.
+        With `cached_input_tokens` (OpenAI's `prompt_tokens_details.cached_tokens`,
+        Anthropic's `cache_read_input_tokens`) and `estimated_cached_input_tokens` (the
+        payload's `usage.cached_input_tokens`), the provider's figure replaces the
+        estimate in the session's bill (`stats.bill`)."""
         usage = dict(
             input_tokens=input_tokens,
             uncalibrated_input_tokens=uncalibrated_input_tokens,
             cache_creation_input_tokens=cache_creation_input_tokens,
             cache_read_input_tokens=cache_read_input_tokens,
+            cached_input_tokens=cached_input_tokens,
+            estimated_cached_input_tokens=estimated_cached_input_tokens,
             lock_token=lock_token,
         )
         return await self._send(_api.report_usage(session_id, usage))

@@ -59,6 +59,24 @@ class Budget(_Model):
     tokenizer_mode: str
 
 
+class SessionBill(_Model):
+    """`stats.bill`: the sums of the session's payload calls (`ContextUsage`'s figures),
+    the summariser's tokens of its compactions, and the saving against sending the
+    whole history (cached tokens at 0.1 of the input price)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    summariser_input_tokens: int = 0
+    summariser_output_tokens: int = 0
+    full_history_input_tokens: int = 0
+    # Calls whose cached figure is the provider's (`report_usage` with the estimate).
+    reported_calls: int = 0
+    billed_input_equivalent: float = 0.0
+    saved_tokens: float = 0.0
+    saving_ratio: float = 0.0
+
+
 class SessionStats(_Model):
     message_counts: dict[str, int] = Field(default_factory=dict)
     last_seq: int = 0
@@ -66,6 +84,9 @@ class SessionStats(_Model):
     context_tokens: int = 0
     # The session's token calibration (`factor`, `applied`, `samples`, errors, `last`).
     token_calibration: dict[str, Any] | None = None
+    # Tool calls repeating an earlier call whose result the payload no longer held whole.
+    re_reads: int = 0
+    bill: SessionBill | None = None
 
 
 class LeaseHolder(_Model):
@@ -211,6 +232,16 @@ class ContextUsage(_Model):
     # Report it back with the provider's count (`report_usage`) to calibrate estimates.
     uncalibrated_input_tokens: int | None = None
     calibration_factor: float | None = None
+    # The call's part of the bill: of input_tokens, what the provider bills at its
+    # cached rate (`cache_provider`'s rules over stable_prefix_tokens); what sending the
+    # whole history would have cost; the summariser's tokens since the previous call.
+    cached_input_tokens: int | None = None
+    cache_provider: str | None = None
+    full_history_input_tokens: int | None = None
+    summariser_input_tokens: int | None = None
+    summariser_output_tokens: int | None = None
+    # The session's re-reads so far.
+    re_reads: int | None = None
     # The server sends `prefix_id` beside `usage`, not in it; `Context` copies it here
     # so both spellings read the same value.
     prefix_id: str | None = None
@@ -278,6 +309,8 @@ class UsageReport(_Model):
     error before and after, ...)."""
 
     calibration: dict[str, Any]
+    # The provider's cached figure replaced the call's estimate in the session's bill.
+    bill_replaced: bool = False
 
 
 class CompactResult(_Model):

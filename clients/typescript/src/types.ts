@@ -13,8 +13,10 @@ export type ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolM
 
 export type SessionSettings = Omit<S["SessionSettingsIn"], "lock_token">;
 export type Session = S["Session"];
-/** A session's counts and its token calibration (`token_calibration`). */
+/** A session's counts, its token calibration (`token_calibration`), its re-reads (`re_reads`) and its bill (`bill`). */
 export type SessionStats = S["SessionStats"];
+/** `stats.bill`: the sums of the payload calls' figures, the summariser's tokens, the saving against sending the whole history. */
+export type SessionBill = S["SessionBill"];
 export type SessionPage = S["SessionPage"];
 /** The append's answer; `created` is false when every message was a replay of a stored id. */
 export type AppendResult = S["AppendOut"] & { created: boolean };

@@ -409,7 +409,11 @@ export interface paths {
          *     counts, budget status and the budget payloads are fitted to. Exact-tokenizer
          *     sessions record the report (the error is shown) and keep factor 1. Fenced by
          *     the session's lease like any write. Returns the calibration with the last
-         *     report's error before and after.
+         *     report's error before and after. With the provider's cached figure
+         *     (`cached_input_tokens`, or Anthropic's `cache_read_input_tokens`) and the
+         *     `usage.cached_input_tokens` of the payload that was sent
+         *     (`estimated_cached_input_tokens`), the provider's figure replaces the estimate in
+         *     the session's bill (`stats.bill`; `bill_replaced` says so).
          */
         post: operations["report_usage_sessions__session_id__usage_post"];
         delete?: never;
@@ -983,12 +987,37 @@ export interface components {
             /** Budget */
             budget: number;
             /**
+             * Cache Provider
+             * @description whose rules: anthropic for format=anthropic or a claude* model, else openai
+             * @default openai
+             * @enum {string}
+             */
+            cache_provider?: "openai" | "anthropic";
+            /**
+             * Cached Input Tokens
+             * @description of input_tokens, what the provider bills at its cached rate: stable_prefix_tokens under its caching rules (OpenAI: none below 1,024 tokens, then whole 128-token steps; Anthropic: the prefix up to the stable prefix's cache breakpoint, if the stream's previous call was at most five minutes ago and it reaches the model's minimum of 1,024 tokens, 2,048 for Haiku)
+             * @default 0
+             */
+            cached_input_tokens?: number;
+            /**
              * Calibration Factor
              * @description the factor the counts were scaled by (1 for exact tokenizers)
              */
             calibration_factor: number;
+            /**
+             * Full History Input Tokens
+             * @description what sending the whole history would have cost: the same system block, tools and dynamic context, and every in-context message of the log, compacted ones included
+             * @default 0
+             */
+            full_history_input_tokens?: number;
             /** Input Tokens */
             input_tokens: number;
+            /**
+             * Re Reads
+             * @description the session's re-reads so far: tool calls so far whose name and arguments repeat an earlier call whose result the payload no longer held whole: at or below the watermark (folded into the summary), left out or masked by the stream's last trim (its stored layout, when it still holds for the session's watermark), or over the tool-output preview limit; counted by the append that makes the call, once (a replayed append counts nothing)
+             * @default 0
+             */
+            re_reads?: number;
             /**
              * Recent Tokens
              * @description tokens of the newest contiguous run of the history the payload holds (what the agent just did; a trim keeps it before any older prefix)
@@ -1004,6 +1033,18 @@ export interface components {
             stable_prefix_tokens?: number | null;
             /** Status */
             status: string;
+            /**
+             * Summariser Input Tokens
+             * @description the summariser's input tokens of compactions stored since the session's previous payload call
+             * @default 0
+             */
+            summariser_input_tokens?: number;
+            /**
+             * Summariser Output Tokens
+             * @description the summariser's output tokens, likewise
+             * @default 0
+             */
+            summariser_output_tokens?: number;
             /** Tokenizer Mode */
             tokenizer_mode: string;
             /**
@@ -1387,6 +1428,55 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * SessionBill
+         * @description `stats.bill`: the sums of the payload calls' figures, and the saving.
+         */
+        SessionBill: {
+            /**
+             * Billed Input Equivalent
+             * @description input tokens at the full price that the bill amounts to: uncached input, cached input at 0.1, the summariser's input and output at 1
+             */
+            billed_input_equivalent: number;
+            /**
+             * Cached Input Tokens
+             * @description the calls' estimates, each replaced by the provider's own figure where a client reported it (POST /sessions/{id}/usage with estimated_cached_input_tokens)
+             */
+            cached_input_tokens: number;
+            /**
+             * Calls
+             * @description payload calls billed (observe calls are not)
+             */
+            calls: number;
+            /** Full History Input Tokens */
+            full_history_input_tokens: number;
+            /** Input Tokens */
+            input_tokens: number;
+            /**
+             * Reported Calls
+             * @description calls whose cached figure is the provider's
+             */
+            reported_calls: number;
+            /**
+             * Saved Tokens
+             * @description full_history_input_tokens minus billed_input_equivalent
+             */
+            saved_tokens: number;
+            /**
+             * Saving Ratio
+             * @description saved_tokens / full_history_input_tokens
+             */
+            saving_ratio: number;
+            /**
+             * Summariser Input Tokens
+             * @description of every stored compaction
+             */
+            summariser_input_tokens: number;
+            /** Summariser Output Tokens */
+            summariser_output_tokens: number;
+        } & {
+            [key: string]: unknown;
+        };
         /** SessionPage */
         SessionPage: {
             /** Next Cursor */
@@ -1432,6 +1522,7 @@ export interface components {
         };
         /** SessionStats */
         SessionStats: {
+            bill?: components["schemas"]["SessionBill"] | null;
             /** Context Tokens */
             context_tokens: number;
             /** Last Compaction Seq */
@@ -1442,6 +1533,12 @@ export interface components {
             message_counts: {
                 [key: string]: number;
             };
+            /**
+             * Re Reads
+             * @description tool calls so far whose name and arguments repeat an earlier call whose result the payload no longer held whole: at or below the watermark (folded into the summary), left out or masked by the stream's last trim (its stored layout, when it still holds for the session's watermark), or over the tool-output preview limit; counted by the append that makes the call, once (a replayed append counts nothing)
+             * @default 0
+             */
+            re_reads?: number;
             /** Token Calibration */
             token_calibration?: {
                 [key: string]: unknown;
@@ -1681,6 +1778,16 @@ export interface components {
              * @default 0
              */
             cache_read_input_tokens?: number;
+            /**
+             * Cached Input Tokens
+             * @description OpenAI's usage.prompt_tokens_details.cached_tokens (Anthropic's is cache_read_input_tokens)
+             */
+            cached_input_tokens?: number | null;
+            /**
+             * Estimated Cached Input Tokens
+             * @description the usage.cached_input_tokens of the context response that was sent: with the provider's cached figure, the session's bill takes the provider's
+             */
+            estimated_cached_input_tokens?: number | null;
             /** Input Tokens */
             input_tokens: number;
             /** Lock Token */
@@ -1690,6 +1797,12 @@ export interface components {
         };
         /** UsageReport */
         UsageReport: {
+            /**
+             * Bill Replaced
+             * @description the provider's cached figure replaced the estimate
+             * @default false
+             */
+            bill_replaced?: boolean;
             /** Calibration */
             calibration: {
                 [key: string]: unknown;
