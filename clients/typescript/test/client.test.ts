@@ -172,7 +172,7 @@ describe("the client against a real contextd", () => {
         assert.equal(l.lost, undefined);
         return (await ctx.append(id, [{ role: "user", content: "leased" }], { lockToken: l.lock_token })).messages.map((m) => m.seq);
       },
-      { ttlS: 2, renewEvery: 0.1 },
+      { ttlS: 30, renewEvery: 0.1 }, // renewals every 0.1 s; no expiry a busy machine could reach
     );
     assert.deepEqual(seqs, [3]);
     const free = await ctx.claimLease(id, "worker-d"); // released at the end of withLease
