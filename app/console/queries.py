@@ -61,7 +61,9 @@ async def session_page(
         stmt = stmt.where(func.starts_with(SessionRow.id, prefix))
     if sort in ("tokens", "activity"):
         # Largest first, or the latest write (append, settings, compaction) first.
-        key: ColumnElement[Any] = raw_tokens() if sort == "tokens" else SessionRow.updated_at
+        key: ColumnElement[Any] = (
+            raw_tokens() if sort == "tokens" else SessionRow.updated_at.expression
+        )
         if after is not None:
             value, last_id = after
             stmt = stmt.where(or_(key < value, and_(key == value, SessionRow.id > last_id)))

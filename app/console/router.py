@@ -115,7 +115,7 @@ async def list_sessions(
     next_cursor = None
     if len(rows) > limit:
         last = page[-1]
-        keys = {
+        keys: dict[str, list[Any]] = {
             "tokens": [queries.raw_tokens_of(last)],
             "activity": [last.updated_at.isoformat()],
         }

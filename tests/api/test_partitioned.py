@@ -162,14 +162,15 @@ async def _run_paths(c: httpx.AsyncClient, sid: str) -> None:
     release = {"lock_token": lease["lock_token"]}
     (await c.request("DELETE", f"/sessions/{sid}/lock", json=release)).raise_for_status()
     # Payloads: every format, one small enough to trim (a layout is written), repeated.
-    for params in (
+    payloads: list[dict[str, str | int]] = [
         {},
         {"format": "anthropic"},
         {"format": "responses"},
         {"max_tokens": 1500},
         {"max_tokens": 1500},
         {"max_tokens": 1500, "recall": "true"},
-    ):
+    ]
+    for params in payloads:
         (await c.get(f"/sessions/{sid}/context", params=params)).raise_for_status()
     (await c.get(f"/sessions/{sid}/budget")).raise_for_status()
     # Search and reads.
