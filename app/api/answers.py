@@ -298,11 +298,15 @@ class CompactionJob(BaseModel):
     force: bool | None = None
     attempts: int | None = None
     reason: str | None = None
+    watermark_before: int | None = None
     watermark_after: int | None = None
     compaction_metadata: dict[str, Any] | None = None
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    reverted_at: datetime | None = Field(
+        None, description="when a revert undid this compaction (null: never)"
+    )
 
 
 class CompactionDryRun(BaseModel):
@@ -333,6 +337,9 @@ class CompactionState(BaseModel):
     compaction_metadata: dict[str, Any] | None
     memory_flush_candidates: list[dict[str, Any]]
     jobs: list[CompactionJob]
+    revertable_job_id: str | None = Field(
+        None, description="the job a revert would undo now: the latest stored compaction"
+    )
 
 
 class TokenCount(BaseModel):

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.api.answers import CompactionDryRun, CompactionJob, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
-from app.api.openapi import answers
-from app.compaction import service
+from app.api.openapi import answers, problem_response
+from app.compaction import revert, service
+from app.compaction.metrics import COMPACTION_REVERTS
 from app.leases.schemas import LockToken
 from app.limits import COMPACT_WAIT_MAX_S
 
@@ -90,3 +92,73 @@ async def compaction_state(
     """Summary text and structure, watermark, metadata, memory-flush candidates, recent jobs."""
     async with db.transaction() as s:
         return encoded(await service.state(s, tenant, session_id))
+
+
+class CompactionRevert(BaseModel):
+    """What `POST /sessions/{id}/compaction/{job_id}/revert` put back."""
+
+    model_config = ConfigDict(extra="allow")
+
+    job_id: str = Field(description="the compaction reverted")
+    reverted: Literal[True]
+    watermark_restored: int = Field(description="the watermark the session has again")
+    watermark_reverted: int = Field(description="the watermark the compaction had set")
+    last_compaction_seq: int = Field(description="the session's watermark now (as restored)")
+    summary_restored: bool = Field(
+        description="a previous summary came back (false: the session has none again)"
+    )
+    compaction_count: int = Field(description="compactions the restored summary stands for")
+    cancelled_jobs: list[str] = Field(
+        description="jobs that were pending or running on the replaced state, ended as failed"
+    )
+    reverted_at: datetime
+
+
+class RevertIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lock_token: LockToken | None = None
+
+
+JobId = Annotated[
+    str,
+    Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="a job id of `GET .../compaction`"),
+]
+
+
+@router.post(
+    "/sessions/{session_id}/compaction/{job_id}/revert",
+    summary="Undo the latest stored compaction",
+    responses={
+        **answers({200: (CompactionRevert, "the watermark and summary restored")}),
+        404: problem_response("`not_found`: no such session, or no such job in it"),
+        409: problem_response(
+            "`not_latest_compaction` (a later compaction is stored, or a clear since), "
+            "`not_revertable` (the job stored nothing: noop, failed, pending or running), "
+            "`already_reverted`, or the lease refuses the write"
+        ),
+    },
+)
+async def revert_compaction(
+    session_id: SessionId,
+    job_id: JobId,
+    db: DatabaseDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    body: RevertIn | None = None,
+) -> dict[str, Any]:
+    """Puts back the summary and watermark the job's store replaced, in one update of the
+    session fenced like an append (`lock_token` while a lease is live); the log is
+    untouched. Only the session's latest stored compaction can be reverted; after a
+    revert the one before it is the latest, so reverts walk back one compaction at a
+    time. Jobs pending or running on the replaced state are ended as `failed` (they
+    would redo what was undone, or store on a basis that is gone), payloads are
+    selected afresh (as after a compaction), and automatic compaction leaves the
+    session alone until its log has grown past the restored state by the regrowth
+    rule (`regrowth_ratio` of its effective history, at least `min_free_ratio` of the
+    usable budget); a `POST /compact` is not held back. A `compaction.reverted` event
+    records it."""
+    body = body or RevertIn()
+    async with db.transaction() as s:
+        out = await revert.revert(s, tenant, session_id, job_id, body.lock_token, settings)
+    COMPACTION_REVERTS.inc()  # committed
+    return encoded(out)

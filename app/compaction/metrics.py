@@ -27,6 +27,10 @@ AUTO_SKIPPED = Counter(
     "Appends at compact_needed that queued no job: the session row showed nothing to free, "
     "or the state of its last noop had not grown enough",
 )
+COMPACTION_REVERTS = Counter(
+    "contextd_compaction_reverts_total",
+    "Stored compactions undone by POST /sessions/{id}/compaction/{job_id}/revert",
+)
 QUEUE_JOBS = Gauge(
     "contextd_compaction_queue_jobs",
     "Compaction jobs waiting or running, across the database (all processes, all tenants)",

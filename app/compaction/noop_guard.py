@@ -55,35 +55,47 @@ def noop_state(row: SessionRow) -> dict[str, int]:
 
 
 async def _after_noop(db: AsyncSession, row: SessionRow, settings: Settings) -> bool:
-    """False while the session is in the state (or barely past it) its last noop saw.
+    """False while the session is in the state (or barely past it) its last noop, or its
+    last revert, left it in.
 
     A plan that found nothing to compact finds nothing again until the log has
     grown: by `regrowth_ratio` of the history it saw (at least `min_free_ratio`
     of the usable budget, and at least one token), on the same watermark and
-    generation. Read from the session's latest noop job (its primary key prefix).
+    generation. A reverted compaction is not redone by the same rule: the revert
+    remembers the state it restored (its watermark, the generation it bumped, the
+    log's tokens then), and automatic compaction leaves the session alone until
+    the log has grown that much past it (a manual `POST /compact` is not held back).
+    Read from the session's latest noop job and latest revert (primary key prefix).
     """
-    last = await db.scalar(
-        select(CompactionJobRow.result)
-        .where(
-            CompactionJobRow.tenant_id == row.tenant_id,
-            CompactionJobRow.session_id == row.id,
-            CompactionJobRow.status == "noop",
-        )
-        .order_by(CompactionJobRow.finished_at.desc())
+    J = CompactionJobRow
+    mine = (J.tenant_id == row.tenant_id, J.session_id == row.id)
+    last_noop = await db.scalar(
+        select(J.result).where(*mine, J.status == "noop").order_by(J.finished_at.desc()).limit(1)
+    )
+    last_revert = await db.scalar(
+        select(J.revert_state)
+        .where(*mine, J.reverted_at.is_not(None))
+        .order_by(J.reverted_at.desc())
         .limit(1)
     )
-    state = (last or {}).get("state")
+    return not _held(row, (last_noop or {}).get("state"), settings) and not _held(
+        row, last_revert, settings
+    )
+
+
+def _held(row: SessionRow, state: object, settings: Settings) -> bool:
+    """The session is still in `state` (a noop's or a revert's), or barely past it."""
     if not isinstance(state, dict):
-        return True
+        return False
     if (state.get("watermark"), state.get("generation")) != (
         row.last_compaction_seq,
         row.generation,
     ):
-        return True  # compacted, cut or cleared since: a new state
+        return False  # compacted, cut, cleared or reverted since: a new state
     c = session_compaction(row, settings)
     growth = max(
         1,
         int(c.regrowth_ratio * int(state.get("history_tokens", 0))),
         int(c.min_free_ratio * c.usable_budget),
     )
-    return row.context_tokens >= int(state.get("context_tokens", 0)) + growth
+    return row.context_tokens < int(state.get("context_tokens", 0)) + growth

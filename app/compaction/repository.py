@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import conversation
+from app.compaction import revert_repository
 from app.conversation import LoggedMessage
 from app.database import Driver
 from app.leases.fencing import store_admits
@@ -312,7 +313,11 @@ async def store_summary(
     live, the lease still carries the job's token. Otherwise nothing is written.
     `kept_below_tokens` are tokens at or below the new watermark that stay in the
     effective history (the turn anchor, SPEC §5): budget status keeps counting them.
+    The state it replaces is kept on the job, so that a revert can put it back.
     """
+    replaced = await revert_repository.state_before_store(db, job)
+    if replaced is None:
+        return False
     through = (
         select(MessageRow.context_tokens_through)
         .where(
@@ -340,7 +345,10 @@ async def store_summary(
         .returning(SessionRow.id)
         .execution_options(synchronize_session=False)
     )
-    return (await db.execute(stmt)).first() is not None
+    if (await db.execute(stmt)).first() is None:
+        return False
+    await revert_repository.keep_replaced(db, job, replaced)
+    return True
 
 
 async def history_after(

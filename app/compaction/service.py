@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.budget import session_compaction
 from app.compaction import repository as repo
+from app.compaction.revert import revertable_job
 from app.compaction.turns import CompactionPlan, NoopReason, plan_for_settings
 from app.context import summary_message
 from app.conversation import LoggedMessage
@@ -33,11 +34,13 @@ def job_view(job: repo.Job) -> dict[str, Any]:
         "force": job.force,
         "attempts": job.attempts,
         "reason": job.reason,
+        "watermark_before": job.watermark_before,
         "watermark_after": job.watermark_after,
         "compaction_metadata": job.result,
         "created_at": job.created_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
+        "reverted_at": job.reverted_at,
     }
 
 
@@ -142,4 +145,5 @@ async def state(s: AsyncSession, tenant: str, sid: str) -> dict[str, Any]:
         "compaction_metadata": row.compaction_metadata,
         "memory_flush_candidates": row.memory_flush_candidates,
         "jobs": [job_view(j) for j in jobs],
+        "revertable_job_id": await revertable_job(s, row),
     }

@@ -188,7 +188,9 @@ async def _compactions(db: AsyncSession, row: SessionRow) -> list[dict[str, Any]
     # Each job with the log's tokens through its watermark (a probe each).
     mine = select(J, through).where(J.tenant_id == row.tenant_id, J.session_id == row.id)
     newest = mine.order_by(J.created_at.desc()).limit(MAX_JOBS)
-    stored = newest.where(J.status.in_(STORED), J.watermark_after.is_not(None))
+    stored = newest.where(
+        J.status.in_(STORED), J.watermark_after.is_not(None), J.reverted_at.is_(None)
+    )
     jobs = {j.id: (j, t) for j, t in (await db.execute(newest)).all()}
     jobs.update({j.id: (j, t) for j, t in (await db.execute(stored)).all()})
     ordered = sorted(jobs.values(), key=lambda jt: jt[0].created_at)
@@ -213,7 +215,13 @@ async def _compactions(db: AsyncSession, row: SessionRow) -> list[dict[str, Any]
 
 
 def _stored(j: CompactionJobRow) -> bool:
-    return j.status in STORED and j.watermark_after is not None and j.finished_at is not None
+    # A reverted job's summary is no longer in effect: it draws as a job that stored nothing.
+    return (
+        j.status in STORED
+        and j.watermark_after is not None
+        and j.finished_at is not None
+        and j.reverted_at is None
+    )
 
 
 def _series(
@@ -260,6 +268,7 @@ def _job_point(j: CompactionJobRow, through: int | None, summary: int | None) ->
         "reason": j.reason,
         "watermark_before": j.watermark_before,
         "watermark_after": j.watermark_after,
+        "reverted_at": j.reverted_at,
         "watermark_through": through,
         "summary_tokens": summary,
         "tokens_freed": freed,

@@ -85,6 +85,13 @@ class CompactionJobRow(Base):
     result: Mapped[dict[str, Any] | None] = mapped_column()
     watermark_before: Mapped[int | None] = mapped_column(BigInteger)
     watermark_after: Mapped[int | None] = mapped_column(BigInteger)
+    # The session's compaction state this job's store replaced (summary, watermark and
+    # the totals beside them), written with the store: a revert puts it back.
+    replaced: Mapped[dict[str, Any] | None] = mapped_column()
+    reverted_at: Mapped[datetime | None] = mapped_column()
+    # The session as the revert left it: automatic compaction leaves that state alone
+    # until the log has grown past it (app/compaction/noop_guard.py).
+    revert_state: Mapped[dict[str, Any] | None] = mapped_column()
     created_at: Mapped[datetime] = created_at_column()
     started_at: Mapped[datetime | None] = mapped_column()
     finished_at: Mapped[datetime | None] = mapped_column()

@@ -248,7 +248,7 @@ async function sessionPage(token, sid) {
       stat(session.lease ? session.lease.owner : "–", session.lease ? `lease until ${new Date(session.lease.expires_at).toLocaleTimeString()}` : "no lease")),
     h("h2", {}, "Budget"), breakdownCard(context, b), whyCard(plan, compaction),
     h("h2", {}, "Tokens over seq"), chartCard(series, b),
-    h("h2", {}, "Compaction history"), historyCard(compaction, series),
+    h("h2", {}, "Compaction history"), historyCard(compaction, series, base),
     h("h2", {}, "Current payload"), payloadCard(context, sid));
 }
 
@@ -337,12 +337,37 @@ function chartCard(series, b) {
     h("p", { class: "muted" }, `${pts.length} points (downsampled from ${fmt(series.last_seq)} seqs); dotted lines: compactions (×N: several at one seq); tokens = system + tools + summary + history after the watermark then in effect; the last point is what the session holds now (${fmt(pts[pts.length - 1].tokens)}).`));
 }
 
-function historyCard(compaction, series) {
+// Undo the latest stored compaction (POST .../revert) after the operator confirms; a
+// leased session answers 409 lock_required, shown in place (the console holds no lease).
+function revertButton(base, j) {
+  const out = h("span", { class: "error revert-error" });
+  const button = h("button", {
+    type: "button", class: "revert", "data-job": j.job_id,
+    onclick: async () => {
+      const to = j.watermark_before ?? 0;
+      const ok = window.confirm(`Revert this compaction? The summary and watermark it replaced come back (watermark ${fmt(j.watermark_after)} → ${fmt(to)}); the log is untouched.`);
+      if (!ok) return;
+      button.disabled = true;
+      try {
+        await api(`${base}/compaction/${encodeURIComponent(j.job_id)}/revert`, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+        route();
+      } catch (err) {
+        button.disabled = false;
+        out.textContent = `Revert failed: ${err.message}`;
+      }
+    },
+  }, "Revert");
+  return h("div", {}, button, " ", out);
+}
+
+function historyCard(compaction, series, base) {
   const freed = Object.fromEntries(series.compactions.map((c) => [c.job_id, c.tokens_freed]));
   const jobs = compaction.jobs || [];
   const rows = jobs.map((j) => {
     const m = j.compaction_metadata || {};
     const details = [];
+    if (j.reverted_at) details.push(h("div", { class: "muted reverted" }, `reverted ${age(j.reverted_at)}: watermark back to ${fmt(j.watermark_before ?? 0)}`));
+    if (j.job_id === compaction.revertable_job_id) details.push(revertButton(base, j));
     // Jobs degraded before the job itself carried the reason have it in their metadata only.
     const reason = j.reason || (j.status === "degraded" ? m.reason : null);
     if (reason) details.push(h("div", { class: j.status === "failed" ? "error" : "muted" }, reason));
@@ -354,7 +379,7 @@ function historyCard(compaction, series) {
       if (m[k] !== undefined && m[k] !== null && !(Array.isArray(m[k]) && !m[k].length)) details.push(h("div", {}, h("code", {}, `${k}: ${JSON.stringify(m[k])}`)));
     }
     const range = m.range ? `${m.range.from_seq}–${m.range.to_seq}` : "–";
-    return h("tr", { class: "job", "data-status": j.status },
+    return h("tr", { class: "job", "data-status": j.status, "data-job": j.job_id, "data-reverted": j.reverted_at ? "true" : "false" },
       h("td", {}, badge(j.status)), h("td", {}, j.trigger), h("td", {}, age(j.created_at)),
       h("td", { class: "num" }, range), h("td", { class: "num" }, fmt(m.summarized_count)),
       h("td", { class: "num" }, fmt(freed[j.job_id] ?? m.tokens_freed)),

@@ -262,6 +262,14 @@ def compaction(session_id: str) -> Call[m.CompactionState]:
     return _call("GET", path, _model(m.CompactionState), idempotent=True)
 
 
+def revert_compaction(session_id: str, job_id: str, lock_token: str | None) -> Call[m.RevertResult]:
+    # Not retried without an answer: it names its job, so a second attempt cannot undo
+    # another one, but it would answer 409 `already_reverted` for the first one's work.
+    body = _body(lock_token=lock_token)
+    path = f"/sessions/{_sid(session_id)}/compaction/{quote(job_id, safe='')}/revert"
+    return _call("POST", path, _model(m.RevertResult), body=body)
+
+
 def events(
     session_id: str, after_id: int | None, limit: int | None, type: str | None
 ) -> Call[m.EventPage]:

@@ -313,6 +313,15 @@ class AsyncContextdClient:
     async def compaction(self, session_id: str) -> m.CompactionState:
         return await self._send(_api.compaction(session_id))
 
+    async def revert_compaction(
+        self, session_id: str, job_id: str, *, lock_token: str | None = None
+    ) -> m.RevertResult:
+        """Undo the session's latest stored compaction (`job_id`, e.g. the state's
+        `revertable_job_id`): the summary and watermark it replaced come back; the log is
+        untouched. 409 `not_latest_compaction`, `not_revertable` or `already_reverted`
+        otherwise. Not retried without an answer (`already_reverted` would answer it)."""
+        return await self._send(_api.revert_compaction(session_id, job_id, lock_token))
+
     async def events(
         self,
         session_id: str,

@@ -323,6 +323,15 @@ class ContextdClient:
     def compaction(self, session_id: str) -> m.CompactionState:
         return self._send(_api.compaction(session_id))
 
+    def revert_compaction(
+        self, session_id: str, job_id: str, *, lock_token: str | None = None
+    ) -> m.RevertResult:
+        """Undo the session's latest stored compaction (`job_id`, e.g. the state's
+        `revertable_job_id`): the summary and watermark it replaced come back; the log is
+        untouched. 409 `not_latest_compaction`, `not_revertable` or `already_reverted`
+        otherwise. Not retried without an answer (`already_reverted` would answer it)."""
+        return self._send(_api.revert_compaction(session_id, job_id, lock_token))
+
     def events(
         self,
         session_id: str,

@@ -297,6 +297,23 @@ class CompactionState(_Model):
     compaction_metadata: dict[str, Any] | None = None
     memory_flush_candidates: list[dict[str, Any]] = Field(default_factory=list)
     jobs: list[dict[str, Any]] = Field(default_factory=list)
+    compaction_count: int = 0
+    # The job `revert_compaction` would undo now (the latest stored compaction), if any.
+    revertable_job_id: str | None = None
+
+
+class RevertResult(_Model):
+    """What `revert_compaction` put back: the watermark restored, and whether a previous
+    summary came back (False: the session has none again)."""
+
+    job_id: str
+    watermark_restored: int
+    watermark_reverted: int
+    last_compaction_seq: int
+    summary_restored: bool
+    compaction_count: int = 0
+    cancelled_jobs: list[str] = Field(default_factory=list)
+    reverted_at: datetime | None = None
 
 
 class Event(_Model):

@@ -374,6 +374,22 @@ export class ContextdClient {
   }
 
   /**
+   * Undo the session's latest stored compaction (`jobId`, e.g. the state's
+   * `revertable_job_id`): the summary and watermark it replaced come back, the log is
+   * untouched. Any other job is a `Conflict` (`not_latest_compaction`,
+   * `not_revertable`, `already_reverted`). Not sent twice without an answer: the
+   * second attempt would answer `already_reverted` for the first one's work.
+   */
+  revertCompaction(sessionId: string, jobId: string, lockToken?: string): Promise<T.RevertResult> {
+    return this.send({
+      method: "post",
+      path: "/sessions/{session_id}/compaction/{job_id}/revert",
+      params: { session_id: sessionId, job_id: jobId },
+      body: { lock_token: lockToken ?? null },
+    });
+  }
+
+  /**
    * Recall: full-text search over the whole log, compacted and trimmed messages included.
    * `search(id, "words", { limit })` as the Python client's `search(id, q, limit=...)`,
    * or `search(id, { q: "words", limit })`.

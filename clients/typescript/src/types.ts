@@ -33,6 +33,7 @@ export type BudgetPreview = S["BudgetPreview"];
 export type CompactOptions = Omit<NonNullable<S["CompactIn"]>, "lock_token">;
 export type CompactResult = S["CompactionJob"] | S["CompactionDryRun"];
 export type CompactionState = S["CompactionState"];
+export type RevertResult = S["CompactionRevert"];
 export type EventPage = S["EventPage"];
 export type SearchResult = S["SearchOut"];
 export type SearchQuery = { q: string; limit?: number; before_seq?: number; roles?: string[] };

@@ -179,6 +179,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{session_id}/compaction/{job_id}/revert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Undo the latest stored compaction
+         * @description Puts back the summary and watermark the job's store replaced, in one update of the
+         *     session fenced like an append (`lock_token` while a lease is live); the log is
+         *     untouched. Only the session's latest stored compaction can be reverted; after a
+         *     revert the one before it is the latest, so reverts walk back one compaction at a
+         *     time. Jobs pending or running on the replaced state are ended as `failed` (they
+         *     would redo what was undone, or store on a basis that is gone), payloads are
+         *     selected afresh (as after a compaction), and automatic compaction leaves the
+         *     session alone until its log has grown past the restored state by the regrowth
+         *     rule (`regrowth_ratio` of its effective history, at least `min_free_ratio` of the
+         *     usable budget); a `POST /compact` is not held back. A `compaction.reverted` event
+         *     records it.
+         */
+        post: operations["revert_compaction_sessions__session_id__compaction__job_id__revert_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sessions/{session_id}/context": {
         parameters: {
             query?: never;
@@ -695,6 +725,11 @@ export interface components {
             job_id: string;
             /** Reason */
             reason?: string | null;
+            /**
+             * Reverted At
+             * @description when a revert undid this compaction (null: never)
+             */
+            reverted_at?: string | null;
             /** Started At */
             started_at?: string | null;
             /**
@@ -706,6 +741,61 @@ export interface components {
             trigger?: string | null;
             /** Watermark After */
             watermark_after?: number | null;
+            /** Watermark Before */
+            watermark_before?: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * CompactionRevert
+         * @description What `POST /sessions/{id}/compaction/{job_id}/revert` put back.
+         */
+        CompactionRevert: {
+            /**
+             * Cancelled Jobs
+             * @description jobs that were pending or running on the replaced state, ended as failed
+             */
+            cancelled_jobs: string[];
+            /**
+             * Compaction Count
+             * @description compactions the restored summary stands for
+             */
+            compaction_count: number;
+            /**
+             * Job Id
+             * @description the compaction reverted
+             */
+            job_id: string;
+            /**
+             * Last Compaction Seq
+             * @description the session's watermark now (as restored)
+             */
+            last_compaction_seq: number;
+            /**
+             * Reverted
+             * @constant
+             */
+            reverted: true;
+            /**
+             * Reverted At
+             * Format: date-time
+             */
+            reverted_at: string;
+            /**
+             * Summary Restored
+             * @description a previous summary came back (false: the session has none again)
+             */
+            summary_restored: boolean;
+            /**
+             * Watermark Restored
+             * @description the watermark the session has again
+             */
+            watermark_restored: number;
+            /**
+             * Watermark Reverted
+             * @description the watermark the compaction had set
+             */
+            watermark_reverted: number;
         } & {
             [key: string]: unknown;
         };
@@ -727,6 +817,11 @@ export interface components {
             memory_flush_candidates: {
                 [key: string]: unknown;
             }[];
+            /**
+             * Revertable Job Id
+             * @description the job a revert would undo now: the latest stored compaction
+             */
+            revertable_job_id?: string | null;
             summary: components["schemas"]["CompactionSummary"];
         } & {
             [key: string]: unknown;
@@ -1167,6 +1262,11 @@ export interface components {
              * @default 30
              */
             ttl_s?: number;
+        };
+        /** RevertIn */
+        RevertIn: {
+            /** Lock Token */
+            lock_token?: string | null;
         };
         /** SearchHit */
         SearchHit: {
@@ -2575,6 +2675,89 @@ export interface operations {
                 };
             };
             /** @description lock_held, lock_required, stale_lock_token, idempotency_conflict, or compaction_failed (payloads, with COMPACTION_FAIL_OPEN false) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description body or message larger than the configured limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description validation_error: `errors` names each faulty field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the database is unreachable; retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    revert_compaction_sessions__session_id__compaction__job_id__revert_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a job id of `GET .../compaction` */
+                job_id: string;
+                /** @description 1–128 characters of [A-Za-z0-9._:-], not `.` or `..`, chosen by the client */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RevertIn"] | null;
+            };
+        };
+        responses: {
+            /** @description the watermark and summary restored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompactionRevert"];
+                };
+            };
+            /** @description missing or wrong API key (when keys are configured) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such session, or no such job in it */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_latest_compaction` (a later compaction is stored, or a clear since), `not_revertable` (the job stored nothing: noop, failed, pending or running), `already_reverted`, or the lease refuses the write */
             409: {
                 headers: {
                     [name: string]: unknown;
