@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     revoke.add_argument("key")
     listing = keys_sub.add_parser("list", help="list keys (ids, tenants, never the keys)")
     listing.add_argument("--tenant", default=None, type=cli_args.tenant)
+    keyless = keys_sub.add_parser(
+        "keyless",
+        help="delete every key (revoked ones too): the next start is keyless, on loopback only",
+    )
+    keyless.add_argument("--yes", action="store_true", help="do it (without: say what it does)")
     args = parser.parse_args(argv)
 
     try:
@@ -134,7 +139,7 @@ def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
         _migrate(url)
         from app.auth.cli import run_keys
 
-        return run_keys(url, args)
+        return run_keys(url, args, settings)
     if args.command == "worker":
         from app.worker import run_worker
 

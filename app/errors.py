@@ -14,7 +14,7 @@ in the log, rendered as a bland problem so nothing internal leaks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -121,3 +121,49 @@ def printable(value: Any) -> Any:
 
 def problem_of(exc: ContextdError) -> dict[str, Any]:
     return problem(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
+
+
+# pydantic's error types, in contextd's words: the field is named by `loc`, so each
+# says what the value must be. Its own texts were raw ("Unable to parse input string as
+# an integer, exceeded maximum size" for a JSON 1e30, which is no string).
+_WORDS = {
+    "int_parsing": "must be an integer, written in digits (like 4000)",
+    "int_parsing_size": "must be an integer, and this number is far too large for one",
+    "int_from_float": "must be a whole number (an integer), not a fraction",
+    "int_type": "must be an integer",
+    "float_parsing": "must be a number (like 2.5)",
+    "float_type": "must be a number",
+    "finite_number": "must be a finite number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be an array",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "missing": "is required",
+    "extra_forbidden": "is not a field this accepts",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be more than {gt}",
+    "string_too_short": "must be at least {min_length} character(s) long",
+    "string_too_long": "must be at most {max_length} characters long",
+    "too_short": "must hold at least {min_length} item(s)",
+    "too_long": "must hold at most {max_length} items",
+    "literal_error": "must be one of {expected}",
+    "enum": "must be one of {expected}",
+    "string_pattern_mismatch": "must match the pattern {pattern}",
+}
+
+
+def in_words(error: Mapping[str, Any]) -> str:
+    """One pydantic error's message in contextd's words (its own when it has none)."""
+    words = _WORDS.get(str(error.get("type", "")))
+    ctx = error.get("ctx") or {}
+    if words is None:
+        return str(error.get("msg", "is invalid"))
+    try:
+        return words.format(**ctx)
+    except (KeyError, IndexError, ValueError):
+        return str(error.get("msg", "is invalid"))

@@ -7,6 +7,8 @@ are rendered into every format and were copied into payloads unchecked).
 
 from __future__ import annotations
 
+import binascii
+import re
 from collections.abc import Sequence
 
 # Part type -> (the key that holds its value, that value's type).
@@ -75,6 +77,34 @@ def _inner_problem(ptype: str, value: dict[str, object]) -> tuple[str, str] | No
         for key in ("data", "format"):
             if not text(key):
                 return f".{key}", "is required"
+        if not is_base64(str(value["data"])):
+            return ".data", "must be base64 (A-Z, a-z, 0-9, +, /, padded with = to a multiple of 4)"
     if ptype == "file" and not any(text(k) for k in ("file_data", "file_id", "file_url")):
         return ".file_data", "is required (or file_id, file_url)"
+    for key in ("url", "file_data"):
+        if text(key) and not base64_data_url_ok(str(value[key])):
+            return f".{key}", "is a base64 data URL whose data is empty or not base64"
     return None
+
+
+# A data URL that says it is base64: `data:[type][;param=value]*;base64,DATA`.
+_BASE64_DATA_URL = re.compile(r"^data:[^,]*;base64,", re.IGNORECASE)
+
+
+def base64_data_url_ok(url: str) -> bool:
+    """False for a data URL that says base64 and holds something else. Stored, its data
+    reached every provider that decodes it (Anthropic's format sniffs the image type from
+    the bytes), and every payload keeping its message failed."""
+    found = _BASE64_DATA_URL.match(url)
+    return found is None or (len(url) > found.end() and is_base64(url[found.end() :]))
+
+
+def is_base64(data: str) -> bool:
+    """Standard base64, padded, nothing else in it: what providers decode."""
+    if not data.isascii():
+        return False
+    try:
+        binascii.a2b_base64(data, strict_mode=True)
+    except binascii.Error:
+        return False
+    return True

@@ -180,17 +180,25 @@ async def run(
 
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://app") as c:
-            # A cursor deep into the id order and the tokens order: page 100 of 50.
+            # A cursor deep into each order: page 100 of 50.
             deep: dict[str, str] = {}
-            for sort in ("id", "tokens"):
+            for sort in ("id", "tokens", "activity"):
                 cursor = None
                 for _ in range(min(100, args.sessions // 50 - 1)):
                     params = {"sort": sort, "limit": 50} | ({"cursor": cursor} if cursor else {})
                     cursor = (await c.get("/ui/api/sessions", params=params)).json()["next_cursor"]
                 deep[sort] = cursor or ""
             calls = [
-                ("sessions page: first 50 by id", "/ui/api/sessions?limit=50"),
-                ("sessions page: page 100 by id", f"/ui/api/sessions?limit=50&cursor={deep['id']}"),
+                ("sessions page: first 50 by id", "/ui/api/sessions?limit=50&sort=id"),
+                (
+                    "sessions page: page 100 by id",
+                    f"/ui/api/sessions?limit=50&sort=id&cursor={deep['id']}",
+                ),
+                ("sessions page: first 50 by activity", "/ui/api/sessions?limit=50"),
+                (
+                    "sessions page: page 100 by activity",
+                    f"/ui/api/sessions?limit=50&cursor={deep['activity']}",
+                ),
                 ("sessions page: first 50 by tokens", "/ui/api/sessions?limit=50&sort=tokens"),
                 (
                     "sessions page: page 100 by tokens",

@@ -23,7 +23,9 @@ class CompactIn(BaseModel):
     # Strict: JSON's true or false, as every other flag of the API (`"yes"` is a 422).
     wait: StrictBool = False
     force: StrictBool = Field(
-        False, description="skip the no-thrash guards (too little to free, not regrown)"
+        False,
+        description="skip the no-thrash guards (too little to free, not regrown); the "
+        "preserved tail stays: lower the session's min_preserved_turns to fold more",
     )
     dry_run: StrictBool = Field(False, description="answer what would be compacted; write nothing")
     timeout_s: float | None = Field(

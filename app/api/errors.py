@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import db as database
-from app.errors import ContextdError, Unavailable, problem, problem_of
+from app.errors import ContextdError, Unavailable, in_words, problem, problem_of
 
 log = structlog.get_logger("contextd")
 
@@ -103,7 +103,7 @@ def request_error(request: Request, error: dict[str, Any]) -> dict[str, str]:
         # Our own validators' words (app/jsonsafe.py json_number), without pydantic's
         # "Value error, " in front.
         return {"loc": format_loc(loc), "msg": str(error.get("ctx", {}).get("error", error["msg"]))}
-    return {"loc": format_loc(loc), "msg": error["msg"]}
+    return {"loc": format_loc(loc), "msg": in_words(error)}
 
 
 _JSON_TYPE = re.compile(r"application/(?:[!#$%&'*.^_`|~0-9a-z-]+\+)?json")

@@ -1,4 +1,4 @@
-"""`contextd keys create | revoke | list`."""
+"""`contextd keys create | revoke | list | keyless`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ import argparse
 import asyncio
 
 from app import db as database
-from app.auth.keys import any_key, create_key, list_keys, parse_env_keys, revoke_key
+from app.auth.keys import (
+    any_key,
+    create_key,
+    forget_all_keys,
+    list_keys,
+    parse_env_keys,
+    revoke_key,
+)
 from app.settings import Settings
 
 
@@ -26,8 +33,40 @@ def keys_configured(settings: Settings, url: str) -> bool:
     return asyncio.run(check())
 
 
-def run_keys(url: str, args: argparse.Namespace) -> int:
+def run_keys(url: str, args: argparse.Namespace, settings: Settings) -> int:
+    if args.keys_command == "keyless":
+        return asyncio.run(_keyless(url, args.yes, settings))
     return asyncio.run(_run(url, args))
+
+
+async def _keyless(url: str, yes: bool, settings: Settings) -> int:
+    """Back to keyless mode on purpose: revoking the last key locks everyone out (a
+    revoked key still counts, so that no revocation opens a server), and this is the
+    way back that keeps the data."""
+    engine = database.create_engine(url, pool_size=1)
+    factory = database.session_factory(engine)
+    try:
+        async with factory() as db, db.begin():
+            rows = await list_keys(db)
+            active = sum(1 for row in rows if row.revoked_at is None)
+            if not yes:
+                print(
+                    f"This deletes all {len(rows)} API keys of this database ({active} active):"
+                    " the next `contextd serve` starts without keys, on loopback only, and"
+                    " every request is in the tenant `default` (sessions of other tenants"
+                    " stay stored, out of reach until keys are back). Run it again with --yes."
+                )
+                return 1
+            deleted, was_active = await forget_all_keys(db)
+        print(
+            f"deleted {deleted} keys ({was_active} active). Servers running now stay keyed"
+            " until they restart."
+        )
+        if settings.api_keys is not None and parse_env_keys(settings.api_keys.get_secret_value()):
+            print("CONTEXTD_API_KEYS is still set: the server stays keyed until it is unset.")
+        return 0
+    finally:
+        await engine.dispose()
 
 
 async def _run(url: str, args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.models import ApiKeyRow
@@ -68,6 +68,14 @@ async def revoke_key(db: AsyncSession, key_or_id: str) -> bool:
     return (await db.execute(stmt)).first() is not None
 
 
+async def forget_all_keys(db: AsyncSession) -> tuple[int, int]:
+    """Delete every key, revoked ones too: (deleted, of which active). With none left
+    and no `CONTEXTD_API_KEYS`, the next server starts keyless (on loopback only); a
+    server already running stays keyed (Keyring.enabled) until it restarts."""
+    rows = (await db.execute(delete(ApiKeyRow).returning(ApiKeyRow.revoked_at))).all()
+    return len(rows), sum(1 for (revoked_at,) in rows if revoked_at is None)
+
+
 async def list_keys(db: AsyncSession, tenant: str | None = None) -> list[ApiKeyRow]:
     stmt = select(ApiKeyRow).order_by(ApiKeyRow.tenant_id, ApiKeyRow.created_at)
     if tenant:
@@ -113,7 +121,9 @@ class Keyring:
     async def _ask_enabled(self, now: float) -> bool:
         try:
             assert self.engine is not None
-            found = await any_key(self.engine)
+            # Once keyed, keyed until restarted: `contextd keys keyless` deleting every
+            # key must not open a server that is listening beyond loopback now.
+            found = await any_key(self.engine) or bool(self._enabled and self._enabled[1])
             self._enabled = (now, found)
             return found
         finally:

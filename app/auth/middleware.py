@@ -10,6 +10,7 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.docs_ui import is_public_docs_path
 from app.auth.keys import Keyring
 from app.console.assets import is_public_path as is_console_page
 from app.db import is_unavailable
@@ -25,7 +26,8 @@ class Authenticate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or path in PUBLIC_PATHS or is_console_page(path):
+        public = path in PUBLIC_PATHS or is_console_page(path) or is_public_docs_path(path)
+        if scope["type"] != "http" or public:
             await self.app(scope, receive, send)
             return
         try:

@@ -334,10 +334,14 @@ def _why_empty(
                 f"watermark and its last {min_preserved_steps} (min_preserved_steps) are "
                 "always kept; they reach back to the watermark"
             )
+        earlier = len({u.turn for u in units if u.start >= tail.start}) - 1
+        turns = f"{earlier} earlier turn" + ("" if earlier == 1 else "s")
         return (
             f"the preserved tail holds everything after the watermark ({tail.tokens} tokens): "
-            f"the current turn and the {min_preserved_turns} before it (min_preserved_turns) "
-            "fit in keep_recent_ratio of the usable budget"
+            f"the current turn and {turns}, within the {min_preserved_turns} "
+            "min_preserved_turns, fit in keep_recent_ratio of the usable budget; `force` "
+            "skips only the guards, so to compact them now lower the session's "
+            "min_preserved_turns (0 keeps only the current turn)"
         )
     first_open = next((u for u in units if u.open), None)
     if first_open is not None and first_open.start < tail.start:

@@ -50,7 +50,7 @@ async def session_page(
     db: AsyncSession,
     tenant: str,
     sort: str,
-    after: tuple[int | None, str] | None,
+    after: tuple[Any, str] | None,
     prefix: str | None,
     limit: int,
 ) -> list[SessionRow]:
@@ -59,12 +59,15 @@ async def session_page(
         # A filter on the primary-key walk (LIKE would need escaping, and neither uses
         # the index outside the C collation): cheap at 10,000 sessions per tenant.
         stmt = stmt.where(func.starts_with(SessionRow.id, prefix))
-    if sort == "tokens":
-        tokens = raw_tokens()
+    if sort in ("tokens", "activity"):
+        # Largest first, or the latest write (append, settings, compaction) first.
+        key: ColumnElement[Any] = (
+            raw_tokens() if sort == "tokens" else SessionRow.updated_at.expression
+        )
         if after is not None:
             value, last_id = after
-            stmt = stmt.where(or_(tokens < value, and_(tokens == value, SessionRow.id > last_id)))
-        stmt = stmt.order_by(tokens.desc(), SessionRow.id)
+            stmt = stmt.where(or_(key < value, and_(key == value, SessionRow.id > last_id)))
+        stmt = stmt.order_by(key.desc(), SessionRow.id)
     else:
         if after is not None:
             stmt = stmt.where(SessionRow.id > after[1])

@@ -72,7 +72,7 @@ async def me(request: Request, tenant: TenantDep) -> dict[str, Any]:
     return {"tenant": tenant, "keys_required": keys}
 
 
-SortKey = Literal["id", "tokens"]
+SortKey = Literal["activity", "id", "tokens"]
 
 
 @router.get("/ui/api/sessions")
@@ -82,10 +82,11 @@ async def list_sessions(
     settings: SettingsDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[StoredStr | None, Query(max_length=600)] = None,
-    sort: SortKey = "id",
+    sort: SortKey = "activity",
     prefix: Annotated[StoredStr | None, Query(max_length=128)] = None,
 ) -> dict[str, Any]:
-    """One page of the tenant's sessions, ordered by id or by tokens (largest first)."""
+    """One page of the tenant's sessions: the latest active first (`activity`, the
+    default), by id, or by tokens (largest first)."""
     after = _decode_cursor(cursor, sort) if cursor else None
     async with db.reading() as s:
         rows = await queries.session_page(s, tenant, sort, after, prefix or None, limit + 1)
@@ -114,9 +115,11 @@ async def list_sessions(
     next_cursor = None
     if len(rows) > limit:
         last = page[-1]
-        next_cursor = _encode_cursor(
-            [queries.raw_tokens_of(last), last.id] if sort == "tokens" else [last.id]
-        )
+        keys: dict[str, list[Any]] = {
+            "tokens": [queries.raw_tokens_of(last)],
+            "activity": [last.updated_at.isoformat()],
+        }
+        next_cursor = _encode_cursor([*keys.get(sort, []), last.id])
     return encoded({"sessions": items, "next_cursor": next_cursor, "sort": sort})
 
 
@@ -167,7 +170,7 @@ def _encode_cursor(values: list[Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
 
 
-def _decode_cursor(cursor: str, sort: SortKey) -> tuple[int | None, str]:
+def _decode_cursor(cursor: str, sort: SortKey) -> tuple[Any, str]:
     bad = invalid("cursor", "is not a cursor returned by this endpoint for this sort")
     try:
         values = json.loads(base64.b64decode(cursor.encode(), altchars=b"-_", validate=True))
@@ -181,8 +184,25 @@ def _decode_cursor(cursor: str, sort: SortKey) -> tuple[int | None, str]:
             and abs(values[0]) < 2**62
             and isinstance(values[1], str)
         )
+    elif sort == "activity":
+        ok = isinstance(values, list) and len(values) == 2 and isinstance(values[1], str)
+        when = _instant(values[0]) if ok else None
+        if when is None:
+            raise bad
+        values[0] = when
     else:
         ok = isinstance(values, list) and len(values) == 1 and isinstance(values[0], str)
     if not ok or storable_problem(values[-1], "cursor"):
         raise bad
-    return (values[0] if sort == "tokens" else None), values[-1]
+    return (values[0] if sort != "id" else None), values[-1]
+
+
+def _instant(value: object) -> datetime | None:
+    """The activity cursor's time, as `_encode_cursor` wrote it (ISO 8601 with its zone)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None

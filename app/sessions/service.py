@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app import budget as budgets
 from app.budget import budget_of, effective_model, session_compaction
 from app.context.bill import session_bill
-from app.errors import NotFound, ValidationFailed, invalid
+from app.errors import NotFound, ValidationFailed, in_words, invalid
 from app.jsonsafe import storable_problem
 from app.leases.guard import check_write
 from app.models import SessionRow
@@ -114,7 +114,7 @@ def _validate_changes(changes: dict[str, Any], row: SessionRow, settings: Settin
             CompactionSettings(**merged)
         except ValidationError as exc:
             errors = [
-                {"loc": "compaction" + "".join(f".{p}" for p in e["loc"]), "msg": e["msg"]}
+                {"loc": "compaction" + "".join(f".{p}" for p in e["loc"]), "msg": in_words(e)}
                 for e in exc.errors()
                 if e["loc"]
             ]

@@ -8,8 +8,9 @@ import re
 import httpx
 import pytest
 
-# src/href attributes, Swagger UI's `url:` and Redoc's `spec-url`.
-_URLS = re.compile(r"""(?:src|href|spec-url)="([^"]*)"|\burl: '([^']*)'""")
+# src/href attributes, the description /docs reads (`data-openapi`), Swagger UI's
+# `url:` and Redoc's `spec-url`.
+_URLS = re.compile(r"""(?:src|href|spec-url|data-openapi)="([^"]*)"|\burl: '([^']*)'""")
 
 
 @pytest.mark.parametrize(

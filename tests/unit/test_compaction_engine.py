@@ -147,8 +147,11 @@ async def test_failures_degrade_to_the_extractive_summary(
 ) -> None:
     llm.behaviour = behaviour
     started = time.monotonic()
-    outcome = await _run(llm, http, compact_timeout_s=0.5)
-    assert time.monotonic() - started < 3
+    # A model that never answers runs into a short limit on purpose; the others get one
+    # no busy machine reaches, and their fallback comes at once, not when it runs out.
+    limit = 0.5 if behaviour == "timeout" else 60
+    outcome = await _run(llm, http, compact_timeout_s=limit)
+    assert time.monotonic() - started < limit / 2 + 3
     assert (outcome.status, outcome.summarizer, outcome.reason) == (
         "degraded",
         "extractive",

@@ -142,7 +142,8 @@ async function route() {
 const sessionsState = { cursors: [null], index: 0, sortCol: null, sortDir: 1 };
 
 async function sessionsPage(token, params) {
-  const sort = params.get("sort") === "tokens" ? "tokens" : "id";
+  // The latest active first unless asked otherwise: with hundreds of sessions, by id hid them.
+  const sort = ["id", "tokens"].includes(params.get("sort")) ? params.get("sort") : "activity";
   const prefix = params.get("prefix") || "";
   const limit = Math.min(Number(params.get("limit")) || 50, 500);
   const key = `${sort}|${prefix}|${limit}`;
@@ -207,6 +208,7 @@ async function sessionsPage(token, params) {
     h("div", { class: "controls" },
       h("form", { onsubmit: (ev) => { ev.preventDefault(); setParam("prefix", prefixInput.value.trim()); } }, prefixInput, " ", h("button", { type: "submit" }, "Filter")),
       h("label", {}, "Order ", h("select", { id: "sort", onchange: (ev) => setParam("sort", ev.target.value) },
+        h("option", { value: "activity", selected: sort === "activity" }, "by last activity, latest first"),
         h("option", { value: "id", selected: sort === "id" }, "by id"),
         h("option", { value: "tokens", selected: sort === "tokens" }, "by tokens, largest first"))),
       h("span", { class: "muted" }, "Show:"), statusBoxes),

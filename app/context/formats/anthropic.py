@@ -33,6 +33,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context.formats.parts import data_url, omitted, texts, tool_input
+from app.parts import is_base64
 
 PLACEHOLDER = "(conversation continues)"
 CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
@@ -220,6 +222,9 @@ def _image(part: Mapping[str, Any]) -> dict[str, Any]:
     inline = data_url(url)
     if inline is not None:
         media_type, data = inline
+        if not is_base64(data) or not data:
+            # Refused at the append since; one stored before must not fail every payload.
+            return _text("[image omitted: its data URL does not hold base64]")
         media_type = _sniffed(data) or _ALIASES.get(media_type, media_type)
         if media_type in IMAGE_TYPES:
             source = {"type": "base64", "media_type": media_type, "data": data}
@@ -247,7 +252,10 @@ def _sniffed(data: str) -> str | None:
     for prefix, media_type in _MAGIC:
         if data.startswith(prefix):
             return media_type
-    head = base64.b64decode(data[:16] + "=" * (-len(data[:16]) % 4), validate=False)
+    try:
+        head = base64.b64decode(data[:16] + "=" * (-len(data[:16]) % 4), validate=False)
+    except binascii.Error:
+        return None
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "image/webp"
     return None
@@ -256,7 +264,7 @@ def _sniffed(data: str) -> str | None:
 def _document(part: Mapping[str, Any]) -> dict[str, Any]:
     file = part.get("file") or {}
     inline = data_url(str(file.get("file_data", "")))
-    if inline is not None and inline[0] == "application/pdf":
+    if inline is not None and inline[0] == "application/pdf" and inline[1] and is_base64(inline[1]):
         source = {"type": "base64", "media_type": "application/pdf", "data": inline[1]}
         block: dict[str, Any] = {"type": "document", "source": source}
         if isinstance(file.get("filename"), str):

@@ -389,9 +389,14 @@ export class ContextdClient {
     });
   }
 
-  /** Recall: full-text search over the whole log, compacted and trimmed messages included. */
-  search(sessionId: string, query: T.SearchQuery): Promise<T.SearchResult> {
-    return this.send({ method: "get", path: "/sessions/{session_id}/search", params: { session_id: sessionId }, query, idempotent: true });
+  /**
+   * Recall: full-text search over the whole log, compacted and trimmed messages included.
+   * `search(id, "words", { limit })` as the Python client's `search(id, q, limit=...)`,
+   * or `search(id, { q: "words", limit })`.
+   */
+  search(sessionId: string, query: string | T.SearchQuery, options: Omit<T.SearchQuery, "q"> = {}): Promise<T.SearchResult> {
+    const q: T.SearchQuery = typeof query === "string" ? { ...options, q: query } : { ...options, ...query };
+    return this.send({ method: "get", path: "/sessions/{session_id}/search", params: { session_id: sessionId }, query: q, idempotent: true });
   }
 
   events(sessionId: string, query: { after_id?: number; limit?: number; type?: string } = {}): Promise<T.EventPage> {

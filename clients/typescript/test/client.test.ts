@@ -172,7 +172,7 @@ describe("the client against a real contextd", () => {
         assert.equal(l.lost, undefined);
         return (await ctx.append(id, [{ role: "user", content: "leased" }], { lockToken: l.lock_token })).messages.map((m) => m.seq);
       },
-      { ttlS: 2, renewEvery: 0.1 },
+      { ttlS: 30, renewEvery: 0.1 }, // renewals every 0.1 s; no expiry a busy machine could reach
     );
     assert.deepEqual(seqs, [3]);
     const free = await ctx.claimLease(id, "worker-d"); // released at the end of withLease
@@ -202,6 +202,13 @@ describe("the client against a real contextd", () => {
     assert.equal(found.hits[0]?.seq, 3); // the tool output holding both words ranks first
     const users = await ctx.search(id, { q: "second line", roles: ["user"] });
     assert.ok(users.hits.every((h) => h.role === "user"));
+    // The Python client's shape too: the query as a string, the rest as options (from
+    // JavaScript this was sent as a query of the string's characters: 422 q).
+    assert.deepEqual(await ctx.search(id, "second line"), found);
+    const one = await ctx.search(id, "second line", { limit: 1 });
+    assert.deepEqual(one.hits.map((h) => h.seq), [3]);
+    const untyped = ctx.search as (sid: string, q: unknown) => Promise<unknown>;
+    assert.deepEqual(await untyped.call(ctx, id, "second line"), found);
     const preview = await ctx.previewBudget(id, [{ role: "user", content: "more" }]);
     assert.equal(preview.fits, true);
     const job = await ctx.compact(id, { wait: true, force: true });

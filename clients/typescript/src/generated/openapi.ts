@@ -678,7 +678,7 @@ export interface components {
             dry_run?: boolean;
             /**
              * Force
-             * @description skip the no-thrash guards (too little to free, not regrown)
+             * @description skip the no-thrash guards (too little to free, not regrown); the preserved tail stays: lower the session's min_preserved_turns to fold more
              * @default false
              */
             force?: boolean;
