@@ -63,31 +63,21 @@ class PendingBill:
     summariser_output_seen: int = 0
 
 
-# Adds each session's pending sums to its row: rows locked in key order first, so two
-# processes' flushes (and group appends, which lock the same way) never deadlock.
-_ADD_BILLS = text("""
-WITH u AS (
-    SELECT * FROM unnest(CAST(:tenants AS text[]), CAST(:sids AS text[]),
-        CAST(:calls AS bigint[]), CAST(:input AS bigint[]), CAST(:cached AS bigint[]),
-        CAST(:full AS bigint[]), CAST(:at AS timestamptz[]), CAST(:sin AS bigint[]),
-        CAST(:sout AS bigint[]))
-        AS u(tenant_id, session_id, calls, input, cached, full_history, at, sin, sout)
-), locked AS MATERIALIZED (
-    SELECT s.tenant_id, s.id FROM sessions s
-    JOIN u ON s.tenant_id = u.tenant_id AND s.id = u.session_id
-    ORDER BY s.tenant_id, s.id
-    FOR NO KEY UPDATE OF s
-)
-UPDATE sessions s SET
-    bill_calls = s.bill_calls + u.calls,
-    bill_input_tokens = s.bill_input_tokens + u.input,
-    bill_cached_input_tokens = s.bill_cached_input_tokens + u.cached,
-    bill_full_history_input_tokens = s.bill_full_history_input_tokens + u.full_history,
-    bill_last_call_at = GREATEST(s.bill_last_call_at, u.at),
-    bill_summariser_input_seen = GREATEST(s.bill_summariser_input_seen, u.sin),
-    bill_summariser_output_seen = GREATEST(s.bill_summariser_output_seen, u.sout)
-FROM u JOIN locked ON locked.tenant_id = u.tenant_id AND locked.id = u.session_id
-WHERE s.tenant_id = u.tenant_id AND s.id = u.session_id
+# Adds one session's pending sums to its row. One statement per session, run as one
+# executemany in key order: the rows are locked in that order, so two processes'
+# flushes (and group appends, which lock the same way) never deadlock, and each
+# statement names its session, so a table distributed by session routes it to one
+# shard (a join with an unnest of every session's key touched them all).
+_ADD_BILL = text("""
+UPDATE sessions SET
+    bill_calls = bill_calls + :calls,
+    bill_input_tokens = bill_input_tokens + :input,
+    bill_cached_input_tokens = bill_cached_input_tokens + :cached,
+    bill_full_history_input_tokens = bill_full_history_input_tokens + :full,
+    bill_last_call_at = GREATEST(bill_last_call_at, CAST(:at AS timestamptz)),
+    bill_summariser_input_seen = GREATEST(bill_summariser_input_seen, :sin),
+    bill_summariser_output_seen = GREATEST(bill_summariser_output_seen, :sout)
+WHERE tenant_id = :tenant AND id = :sid
 """)
 
 
@@ -224,24 +214,23 @@ class EventWriter:
         bills, self._bills = self._bills, {}
         if not bills:
             return
-        keys = sorted(bills)
-        rows = [bills[k] for k in keys]
+        params = [
+            {
+                "tenant": tenant,
+                "sid": sid,
+                "calls": b.calls,
+                "input": b.input_tokens,
+                "cached": b.cached_input_tokens,
+                "full": b.full_history_input_tokens,
+                "at": b.last_call_at,
+                "sin": b.summariser_input_seen,
+                "sout": b.summariser_output_seen,
+            }
+            for (tenant, sid), b in sorted(bills.items())
+        ]
         try:
             async with self.database.transaction() as db:
-                await db.execute(
-                    _ADD_BILLS,
-                    {
-                        "tenants": [k[0] for k in keys],
-                        "sids": [k[1] for k in keys],
-                        "calls": [b.calls for b in rows],
-                        "input": [b.input_tokens for b in rows],
-                        "cached": [b.cached_input_tokens for b in rows],
-                        "full": [b.full_history_input_tokens for b in rows],
-                        "at": [b.last_call_at for b in rows],
-                        "sin": [b.summariser_input_seen for b in rows],
-                        "sout": [b.summariser_output_seen for b in rows],
-                    },
-                )
+                await db.execute(_ADD_BILL, params)
         except BaseException:
             for key, b in bills.items():  # back, merged with what came meanwhile
                 now = self._bills.get(key)
