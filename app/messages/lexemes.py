@@ -10,8 +10,9 @@ hands PostgreSQL a ready `tsvector`:
   conversation mixes languages, and a stemmer of one language mangles the rest;
 - an identifier (`src/app/models.py`, `snake_case_name`, `getUserName`,
   `HXDUBJ`) is indexed whole and as its parts at consecutive positions, so it
-  is found whole, and by any run of its parts as a phrase (`app/models.py`,
-  `case_name`, `UserName`);
+  is found whole, and by any run of its parts (`app/models.py`, `case_name`,
+  `UserName`): through the index by the AND of the parts, wherever the message
+  holds them, then checked against the message's text (`Term.needle`);
 - a run of CJK characters (no spaces between words) is indexed as overlapping
   bigrams at consecutive positions, and a query's run is the phrase of its
   bigrams: any substring of two or more characters is found.
@@ -104,10 +105,24 @@ class Term:
 
     text: str  # as the user wrote it (for snippets)
     tsquery: str  # PostgreSQL tsquery text, every lexeme quoted
-    # The term's one whole lexeme, without the prefix or the phrase of parts `tsquery`
-    # also allows (the same as `tsquery` when it allows neither): a search tries it
-    # first, as it costs no scan of other lexemes and no check of positions.
+    # The term's one whole lexeme, without the prefix `tsquery` also allows (the same
+    # as `tsquery` when it allows none): a search tries it first, as it costs no scan
+    # of other lexemes. An identifier of several parts has no narrower form to try:
+    # its `tsquery` is what it is looked up by.
     exact: str = ""
+    # An identifier of several parts (`web.chal.csaw.io`, `special_handler.py`) is
+    # looked up by its whole lexeme or the AND of its parts, wherever they are: a
+    # phrase would need positions, and PostgreSQL keeps 256 per lexeme, none past
+    # 16,383 (a long tool output's later lines). A message matching the AND but not
+    # `strict` (the whole lexeme, or the parts as a phrase) is a hit only when its
+    # stored text holds `needle` (the identifier as the stored JSON writes it), case
+    # aside. Both empty for any other term.
+    strict: str = ""
+    needle: str = ""
+    # A message matching this ranks above one matching only `tsquery`: the word
+    # itself above a longer word it starts (`00017` above `000170`), the identifier
+    # as a token of its own above one inside a longer token.
+    best: str = ""
 
     @property
     def identifier(self) -> bool:
@@ -272,43 +287,84 @@ def query_terms(q: str) -> list[Term]:
     terms: list[Term] = []
     seen: set[str] = set()
     for kind, piece in _segments(q):
-        groups: list[tuple[str, str, str]] = []  # text, tsquery, exact
+        groups: list[Term] = []
         if kind == "cjk":
             grams = _bigrams(piece)
             if len(piece) > CJK_PHRASE_CHARS:
                 # A sentence, or a name inside one: no spaces tell its words apart, so
                 # each pair is a term of its own, and the rare ones (a name's) decide.
-                groups.extend((g, _quote(g), _quote(g)) for g in grams)
+                groups.extend(Term(g, _quote(g), _quote(g)) for g in grams)
             elif len(grams) == 1 and len(piece) == 1:
-                groups.append((piece, _quote(piece) + ":*", _quote(piece) + ":*"))
+                groups.append(Term(piece, _quote(piece) + ":*", _quote(piece) + ":*"))
             else:
                 tsq = " <-> ".join(_quote(g) for g in grams)
-                groups.append((piece, tsq, tsq))
+                groups.append(Term(piece, tsq, tsq))
         else:
-            parts = [p for p in _parts(piece) if len(p) <= MAX_LEXEME_CHARS]
-            if not parts:
+            term = _word_term(piece)
+            if term is None:
                 continue
-            whole = piece.lower()
-            if len(parts) == 1:
-                one = _quote(parts[0])
-                tsq = one + ":*" if len(parts[0]) >= PREFIX_MIN_CHARS else one
-                exact = one
-                if whole != parts[0] and len(whole) <= MAX_LEXEME_CHARS:
-                    tsq = f"{_quote(whole)} | {tsq}"
-                    exact = _quote(whole)
-            else:
-                phrase = "(" + " <-> ".join(_quote(p) for p in parts) + ")"
-                tsq = f"{_quote(whole)} | {phrase}" if len(whole) <= MAX_LEXEME_CHARS else phrase
-                exact = _quote(whole) if len(whole) <= MAX_LEXEME_CHARS else phrase
-            groups.append((piece, tsq, exact))
-        for text, tsq, exact in groups:
-            if tsq in seen:
+            groups.append(term)
+        for term in groups:
+            if term.tsquery in seen:
                 continue
-            seen.add(tsq)
-            terms.append(Term(text, tsq, exact))
+            seen.add(term.tsquery)
+            terms.append(term)
             if len(terms) >= MAX_TERMS:
                 return terms
     return terms
+
+
+def _word_term(piece: str) -> Term | None:
+    """The term of a word or identifier chunk of a query (None: no letters or digits)."""
+    parts = [p for p in _parts(piece) if len(p) <= MAX_LEXEME_CHARS]
+    if not parts:
+        return None
+    whole = piece.lower()
+    fits = len(whole) <= MAX_LEXEME_CHARS
+    if len(parts) == 1:
+        one = _quote(parts[0])
+        tsq = one + ":*" if len(parts[0]) >= PREFIX_MIN_CHARS else one
+        exact = one
+        if whole != parts[0] and fits:
+            tsq = f"{_quote(whole)} | {tsq}"
+            exact = _quote(whole)
+        return Term(piece, tsq, exact, best=exact if tsq != exact else "")
+    quoted = [_quote(p) for p in parts]
+    every = "(" + " & ".join(dict.fromkeys(quoted)) + ")"
+    phrase = "(" + " <-> ".join(quoted) + ")"
+    tsq = f"{_quote(whole)} | {every}" if fits else every
+    strict = f"{_quote(whole)} | {phrase}" if fits else phrase
+    return Term(piece, tsq, tsq, strict, needle_pattern(piece), _quote(whole) if fits else "")
+
+
+# Where an identifier may start in the stored JSON text: its start, a character that is
+# no letter or digit (`/`, `.`, `_`, a quote, a space), a JSON escape (`\n`: a new line
+# in the text), or a part's edge inside a token (`getItem`, `mod12`); and where it may
+# end: the same edges, seen from its last character.
+_STARTS = (
+    "(?:^|[^[:alnum:]]|\\\\[nrtbf]|[[:lower:]](?=[[:upper:]])"
+    "|[[:alpha:]](?=[[:digit:]])|[[:digit:]](?=[[:alpha:]]))"
+)
+_ENDS = (
+    "(?:$|(?=[^[:alnum:]])|(?<=[[:lower:]])(?=[[:upper:]])"
+    "|(?<=[[:alpha:]])(?=[[:digit:]])|(?<=[[:digit:]])(?=[[:alpha:]]))"
+)
+
+
+def needle_pattern(piece: str) -> str:
+    """A PostgreSQL regular expression (case aside) for `piece` as a run of whole parts of
+    the message's stored JSON text (`web.chal.csaw.io` in `http://web.chal.csaw.io:8000`,
+    `getItem` in `localStorage.getItem(`, not `RX-12` in `RX-1200`), written as that
+    text writes it (a quote escaped)."""
+    out: list[str] = []
+    for c in json.dumps(piece, ensure_ascii=False)[1:-1]:
+        if c.lower() != c.upper():
+            out.append(f"[{c.lower()}{c.upper()}]" if len(c.upper()) == 1 else c)
+        elif c.isalnum():
+            out.append(c)
+        else:
+            out.append("\\" + c)
+    return _STARTS + "".join(out) + _ENDS
 
 
 SNIPPET_CHARS = 160

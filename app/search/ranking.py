@@ -29,9 +29,7 @@ A session no longer than the sample is counted exactly by it.
 
 from __future__ import annotations
 
-import itertools
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +37,7 @@ from typing import Any
 from app.database import Driver
 from app.messages.lexemes import MAX_TERMS, Term, in_session, literals
 from app.search import repository as repo
+from app.search.forms import aligned, checks_of, index_reads, phrase_parts, sampled, single, wider
 
 # A term matching more of the session's messages than this is "common": it weighs
 # in the score but does not pick candidates.
@@ -59,8 +58,6 @@ assert 2 * MAX_TERMS <= MAX_SAMPLED
 # phrase or a prefix is not rare.
 SAMPLE_HITS = 3
 SURELY_COMMON = 2 * COMMON
-# A word matching fewer messages than this also matches as a prefix.
-PREFIX_BELOW = 50
 # The newest messages a phrase or a prefix is matched against before the index, and
 # that a query of only common terms scores.
 WINDOW = 2000
@@ -86,6 +83,8 @@ class _Counted:
     indexed: bool = False
     # A phrase or a prefix the index found common: its newest COMMON holders.
     newest: list[int] | None = None
+    # The messages its exact form matched, when counted and a wider form replaced it.
+    exact_seqs: list[int] | None = None
 
 
 def _others(rows: Sequence[Any]) -> int | None:
@@ -93,25 +92,6 @@ def _others(rows: Sequence[Any]) -> int | None:
     rows are (they rank last, repo.FINISH: every other candidate is then among them)."""
     echoes = sum(1 for r in rows if r["echo"])
     return len(rows) - echoes if echoes else None
-
-
-def _single(tsquery: str) -> bool:
-    """One lexeme, looked up as itself: no phrase to check, no prefix to expand."""
-    return "<->" not in tsquery and ":*" not in tsquery
-
-
-def _wider(term: Term, exact_count: float) -> str | None:
-    """The form to look a term up by when its exact form is rare, or None.
-
-    A word also matches as a prefix (`datenbank` finds `Datenbanken`) when the word
-    itself is rare (a common one has matches enough); an identifier by the phrase of
-    its parts (`app/models.py` in `src/app/models.py`) only when its whole lexeme
-    matches nothing: the phrase costs a check of every message holding all the parts."""
-    if term.tsquery == term.exact:
-        return None
-    if term.tsquery == term.exact + ":*":
-        return term.tsquery if exact_count < PREFIX_BELOW else None
-    return term.tsquery if exact_count == 0 else None
 
 
 @dataclass(slots=True)
@@ -126,33 +106,6 @@ class _Window:
     rows: list[tuple[int, int]]
 
 
-_LEXEME = re.compile(r"'(?:[^'\\]|\\.|'')*'")
-
-
-def _phrase_parts(tsquery: str) -> list[str]:
-    """The lexemes of `tsquery` joined by `<->` (a phrase's parts), each quoted."""
-    found = list(_LEXEME.finditer(tsquery))
-    parts: dict[str, None] = {}
-    for a, b in itertools.pairwise(found):
-        if tsquery[a.end() : b.start()].strip() == "<->":
-            parts[a.group()] = None
-            parts[b.group()] = None
-    return list(parts)
-
-
-def _sampled(terms: Sequence[Term], whole: bool) -> list[str]:
-    """What the sample matches: each term's exact form (first, so bit i is term i), its
-    full form when the sample is the `whole` session (to count it there), and the parts
-    of any phrase, to judge what a lookup would cost."""
-    out = {t.exact: None for t in terms}
-    if whole:
-        out.update((t.tsquery, None) for t in terms)
-    for t in terms:
-        for form in (t.exact, t.tsquery):
-            out.update((part, None) for part in _phrase_parts(form))
-    return list(out)[:MAX_SAMPLED]
-
-
 async def _counts(
     conn: Driver,
     tenant: str,
@@ -163,22 +116,23 @@ async def _counts(
 ) -> tuple[list[_Counted], list[_Window]]:
     """Each term's form and count among the session's messages with seq <= `top`, and
     the recent windows read."""
-    sampled = _sampled(terms, top <= SAMPLE)
+    forms = sampled(terms, top <= SAMPLE, MAX_SAMPLED)
+    checks = checks_of(terms)
     if top <= SAMPLE:  # the sample is the whole session: its counts are exact
-        sample = await repo.matches(conn, tenant, sid, sampled, 1, top, roles)
-        held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(sampled)}
+        sample = await repo.matches(conn, tenant, sid, forms, aligned(checks, forms), 1, top, roles)
+        held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(forms)}
         out = [_Counted(t.exact, len(held[t.exact]), held[t.exact], True) for t in terms]
         for i, t in enumerate(terms):
-            wider = _wider(t, out[i].n)
-            if wider is not None:
-                out[i] = _Counted(wider, len(held[wider]), held[wider], True)
+            wide = wider(t, out[i].n)
+            if wide is not None:
+                out[i] = _Counted(wide, len(held[wide]), held[wide], True, None, out[i].seqs)
         return out, []
     # SAMPLE messages spread evenly over the session, one probe of the primary key each:
     # a word's frequency where it is frequent, recently or long ago.
     step = top / SAMPLE
     probes = sorted({top - int(j * step) for j in range(SAMPLE)})
-    sample = await repo.spread(conn, tenant, sid, sampled, probes, roles)
-    seen = {q: sum(1 for _, bits in sample if bits >> k & 1) for k, q in enumerate(sampled)}
+    sample = await repo.spread(conn, tenant, sid, forms, aligned(checks, forms), probes, roles)
+    seen = {q: sum(1 for _, bits in sample if bits >> k & 1) for k, q in enumerate(forms)}
     scale = top / len(probes)
 
     def surely_common(form: str) -> bool:
@@ -189,9 +143,9 @@ async def _counts(
         whose parts is in none of the sample's messages (the index then reads only the
         messages holding that part). Not a prefix: the index reads every lexeme it
         starts, in every session."""
-        if _single(form):
+        if single(form):
             return True
-        return any(seen.get(p, 1) == 0 for p in _phrase_parts(form))
+        return any(seen.get(p, 1) == 0 for p in phrase_parts(form))
 
     out = [_Counted(t.exact, seen.get(t.exact, 0) * scale) for t in terms]
     windows: list[_Window] = []
@@ -199,12 +153,15 @@ async def _counts(
     async def count(which: list[int]) -> None:
         """Through the index: the rare terms' counts and messages (and the newest holders
         of a phrase or a prefix found common)."""
-        single = [i for i in which if _single(out[i].form)]
-        for part, newest in ((single, False), ([i for i in which if i not in single], True)):
+        one = [i for i in which if single(out[i].form)]
+        for part, newest in ((one, False), ([i for i in which if i not in one], True)):
             if not part:
                 continue
             qs = [in_session(tenant, sid, out[i].form) for i in part]
-            found = await repo.term_matches(conn, tenant, sid, qs, top + 1, roles, COMMON, newest)
+            found = await repo.term_matches(
+                conn, tenant, sid, qs, aligned(checks, [out[i].form for i in part]),
+                top + 1, roles, COMMON, newest,
+            )  # fmt: skip
             for i, seqs in zip(part, found, strict=True):
                 out[i].indexed = True
                 if len(seqs) < COMMON:
@@ -222,7 +179,9 @@ async def _counts(
         start = max(1, top - WINDOW + 1)
         having = " | ".join(f"({out[i].form})" for i in which)
         forms = [c.form for c in out]
-        rows = await repo.matches(conn, tenant, sid, forms, start, top, roles, having)
+        rows = await repo.matches(
+            conn, tenant, sid, forms, aligned(checks, forms), start, top, roles, having
+        )
         wide_scale = top / (top - start + 1)
         rare: list[int] = []
         for i in which:
@@ -246,13 +205,14 @@ async def _counts(
     wider_up: list[int] = []
     wider_recent: list[int] = []
     for i in unsure:
-        wider = _wider(terms[i], out[i].n)
-        if wider is None:
+        wide = wider(terms[i], out[i].n)
+        if wide is None:
             continue
-        out[i] = _Counted(wider, seen.get(wider, 0) * scale)
-        if not surely_common(wider):
+        exact_seqs = out[i].seqs
+        out[i] = _Counted(wide, seen.get(wide, 0) * scale, exact_seqs=exact_seqs)
+        if not surely_common(wide):
             # A prefix reads every lexeme it starts, in every session: the window first.
-            (wider_up if cheap(wider) else wider_recent).append(i)
+            (wider_up if cheap(wide) else wider_recent).append(i)
     await count(wider_up)
     await recent(wider_recent)
     return out, windows
@@ -280,7 +240,12 @@ async def rank(
         i: math.log1p(total / counted[i].n) * (IDENTIFIER_BOOST if terms[i].identifier else 1.0)
         for i in present
     }
-    weighted = [(counted[i].form, weight[i]) for i in present]
+    checks = checks_of(terms)
+    weighted = [(counted[i].form, checks.get(counted[i].form), weight[i]) for i in present]
+    # A message matching a term's best form (the word itself, not a longer one it starts;
+    # the identifier as a token, or its parts in a row) counts the term twice.
+    bonus = [i for i in present if terms[i].best and terms[i].best != counted[i].form]
+    weighted += [(terms[i].best, None, weight[i]) for i in bonus]
     # Exact text of the query in a message beats any sum of its words.
     literal_weight = 2 * sum(weight.values())
     exact_texts = literals(q)
@@ -299,11 +264,13 @@ async def rank(
         # best: matching them against every candidate would read each one's whole vector.
         by_seq: dict[int, float] = {}
         for i in selective:
-            for seq in counted[i].seqs or ():
+            for seq in [*(counted[i].seqs or ()), *(counted[i].exact_seqs or ())]:
                 by_seq[seq] = by_seq.get(seq, 0.0) + weight[i]
         ranked = sorted(by_seq.items(), key=lambda kv: (-kv[1], -kv[0]))
-        # Every term is selective: the scores are whole.
-        whole = len(selective) == len(present)
+        # Every term is selective and every bonus known: the scores are whole.
+        whole = len(selective) == len(present) and all(
+            counted[i].exact_seqs is not None for i in bonus
+        )
         candidates = [(seq, s if whole else None) for seq, s in ranked]
         rows = await finish(candidates[:RESCORED])
         if len(candidates) > RESCORED and _others(rows) is not None:
@@ -329,14 +296,16 @@ async def rank(
         ),
         None,
     )
-    if window is None and _single(forms[rarest]) and counted[rarest].n <= WINDOW:
-        # One lexeme in no more messages than the window holds: the newest holding it,
-        # through the index, which reads no vector to find them.
+    if window is None and index_reads(forms[rarest]) and counted[rarest].n <= WINDOW:
+        # One lexeme (or an identifier's AND of them) in no more messages than the window
+        # holds: the newest holding it, through the index, which reads no vector to find
+        # them.
         newest = await repo.newest_indexed(
             conn,
             tenant,
             sid,
             in_session(tenant, sid, forms[rarest]),
+            checks.get(forms[rarest]),
             top + 1,
             roles,
             RESCORED,
@@ -350,6 +319,7 @@ async def rank(
             tenant,
             sid,
             forms,
+            aligned(checks, forms),
             start,
             top,
             roles,
@@ -362,21 +332,25 @@ async def rank(
         return sum(weight[i] for i in present if bits >> i & 1)
 
     best = sorted(scored, key=lambda row: (-score(row[1]), -row[0]))[:RESCORED]
-    chosen: list[tuple[int, float | None]] = [(seq, score(bits)) for seq, bits in best]
+    # A bonus is known only in FINISH, where it is matched.
+    chosen: list[tuple[int, float | None]] = [
+        (seq, None if bonus else score(bits)) for seq, bits in best
+    ]
 
     async def older(below: int, wanted: int, term: int, indexed: bool) -> list[Any]:
         """Older messages holding `term` (seq, score or None), newest first: through the
         index when it finds them cheaply, else further back by primary key, within bounds."""
         if indexed:
             seqs = await repo.newest_indexed(
-                conn, tenant, sid, in_session(tenant, sid, forms[term]), below, roles, wanted
-            )
+                conn, tenant, sid, in_session(tenant, sid, forms[term]),
+                checks.get(forms[term]), below, roles, wanted,
+            )  # fmt: skip
             return [(seq, None) for seq in seqs]
         further = await repo.matches(
-            conn, tenant, sid, forms, max(1, below - FURTHER), below - 1, roles,
-            forms[term], wanted,
+            conn, tenant, sid, forms, aligned(checks, forms), max(1, below - FURTHER),
+            below - 1, roles, forms[term], wanted,
         )  # fmt: skip
-        return [(seq, score(bits)) for seq, bits in further]
+        return [(seq, None if bonus else score(bits)) for seq, bits in further]
 
     if len(chosen) < limit and start > 1:  # too few recent ones
         indexed, held = counted[rarest].indexed, counted[rarest].newest
@@ -393,7 +367,7 @@ async def rank(
         # them its weightiest term (an identifier, most often) is rare: older holders.
         term = max(present, key=lambda i: weight[i])
         below = min(seq for seq, _ in chosen)
-        more = await older(below, limit - others, term, _single(forms[term]))
+        more = await older(below, limit - others, term, index_reads(forms[term]))
         if more:
             rows = await finish(chosen + more)
     return Ranked(rows, found)
