@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.database import Driver
-from app.messages.lexemes import MAX_TERMS, Term, in_session, literals
+from app.messages.lexemes import MAX_TERMS, Term, in_session
 from app.search import repository as repo
 from app.search.forms import aligned, checks_of, index_reads, phrase_parts, sampled, single, wider
+from app.search.hits import literals
 
 # A term matching more of the session's messages than this is "common": it weighs
 # in the score but does not pick candidates.

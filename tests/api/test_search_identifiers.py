@@ -75,7 +75,10 @@ async def test_a_host_inside_a_url_is_found_beside_the_host_as_a_word(
         http,
         sid,
         user("The server is web.chal.csaw.io, see below."),
-        {"role": "assistant", "content": "curl http://web.chal.csaw.io:8000/index.html returned 500"},
+        {
+            "role": "assistant",
+            "content": "curl http://web.chal.csaw.io:8000/index.html returned 500",
+        },
     )
     found = await search(http, sid, "web.chal.csaw.io")
     assert set(seqs(found)) == {1, 2}, found
@@ -91,7 +94,9 @@ async def test_a_path_in_a_long_tool_output_is_found_whole_and_by_its_tail(
     """Past PostgreSQL's 256 positions per lexeme (`src`, `py` in every line) and, with
     2,500 lines, past the last position it keeps (16,383)."""
     sid = fresh()
-    await append(http, sid, call("c1", "lint", '{"target": "src"}'), result("c1", lint_output(lines)))
+    await append(
+        http, sid, call("c1", "lint", '{"target": "src"}'), result("c1", lint_output(lines))
+    )
     for q in (
         "src/app/special_handler.py",
         "special_handler.py",
@@ -124,7 +129,9 @@ async def test_an_identifier_embedded_in_a_longer_token_is_found(
     http: httpx.AsyncClient, text: str, q: str
 ) -> None:
     sid = fresh()
-    await append(http, sid, user("unrelated words first"), result_pair(text)[0], result_pair(text)[1])
+    await append(
+        http, sid, user("unrelated words first"), result_pair(text)[0], result_pair(text)[1]
+    )
     found = await search(http, sid, q)
     assert seqs(found) == [3], (q, found)
 
