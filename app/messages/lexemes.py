@@ -24,7 +24,6 @@ run); `app/search/service.py` ranks messages by the rarer groups they match.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -124,6 +123,9 @@ class Term:
     # aside. Both empty for any other term.
     strict: str = ""
     needle: str = ""
+    # The longest run of the identifier without a backslash (which JSON doubles): a text
+    # without it, case aside, cannot hold the needle.
+    literal: str = ""
     # A message matching this ranks above one matching only `tsquery`: the word
     # itself above a longer word it starts (`00017` above `000170`), the identifier
     # as a token of its own above one inside a longer token.
@@ -339,7 +341,9 @@ def _word_term(piece: str) -> Term | None:
     phrase = "(" + " <-> ".join(quoted) + ")"
     tsq = f"{_quote(whole)} | {every}" if fits else every
     strict = f"{_quote(whole)} | {phrase}" if fits else phrase
-    return Term(piece, tsq, tsq, strict, needle_pattern(piece), _quote(whole) if fits else "")
+    literal = max(piece.split("\\"), key=len)
+    best = _quote(whole) if fits else ""
+    return Term(piece, tsq, tsq, strict, needle_pattern(piece), literal, best)
 
 
 # Where an identifier may start in the stored JSON text: its start, a character that is
@@ -358,12 +362,14 @@ _ENDS = (
 
 def needle_pattern(piece: str) -> str:
     """A PostgreSQL regular expression (case aside) for `piece` as a run of whole parts of
-    the message's stored JSON text (`web.chal.csaw.io` in `http://web.chal.csaw.io:8000`,
-    `getItem` in `localStorage.getItem(`, not `RX-12` in `RX-1200`), written as that
-    text writes it (a quote escaped)."""
+    a message's text (`web.chal.csaw.io` in `http://web.chal.csaw.io:8000`, `getItem` in
+    `localStorage.getItem(`, not `RX-12` in `RX-1200`): its string fields as they are,
+    its tool calls as JSON (a backslash doubled, a new line written `\\n`)."""
     out: list[str] = []
-    for c in json.dumps(piece, ensure_ascii=False)[1:-1]:
-        if c.lower() != c.upper():
+    for c in piece:
+        if c == "\\":  # as written, as JSON writes it (`\\\\`), or inside a JSON string
+            out.append("\\\\+")
+        elif c.lower() != c.upper():
             out.append(f"[{c.lower()}{c.upper()}]" if len(c.upper()) == 1 else c)
         elif c.isalnum():
             out.append(c)

@@ -75,7 +75,7 @@ def sampled(terms: Sequence[Term], whole: bool, most: int) -> list[str]:
 def checks_of(terms: Sequence[Term]) -> dict[str, Check]:
     """form -> what confirms a match of it, for the forms that need it (an identifier's
     AND of parts: app/messages/lexemes.py `Term.needle`)."""
-    return {t.tsquery: (t.strict, t.needle) for t in terms if t.needle}
+    return {t.tsquery: (t.strict, t.needle, t.literal) for t in terms if t.needle}
 
 
 def aligned(checks: Mapping[str, Check], forms: Sequence[str]) -> list[Check]:

@@ -37,7 +37,7 @@ from typing import Any
 from app.database import Driver
 from app.messages.lexemes import MAX_TERMS, Term, in_session
 from app.search import repository as repo
-from app.search.forms import aligned, checks_of, index_reads, phrase_parts, sampled, single, wider
+from app.search.forms import aligned, checks_of, index_reads, phrase_parts, sampled, wider
 from app.search.hits import literals
 
 # A term matching more of the session's messages than this is "common": it weighs
@@ -140,11 +140,12 @@ async def _counts(
         return seen.get(form, 0) >= SAMPLE_HITS and seen[form] * scale >= SURELY_COMMON
 
     def cheap(form: str) -> bool:
-        """Whether the index finds `form` at little cost: one lexeme, or a phrase one of
-        whose parts is in none of the sample's messages (the index then reads only the
-        messages holding that part). Not a prefix: the index reads every lexeme it
-        starts, in every session."""
-        if single(form):
+        """Whether the index finds `form` at little cost: one lexeme or an AND of them (an
+        identifier's parts: the index reads its rarest part's entries, and no vector), or
+        a phrase one of whose parts is in none of the sample's messages (the index then
+        reads only the messages holding that part). Not a prefix: the index reads every
+        lexeme it starts, in every session."""
+        if index_reads(form):
             return True
         return any(seen.get(p, 1) == 0 for p in phrase_parts(form))
 
@@ -154,16 +155,23 @@ async def _counts(
     async def count(which: list[int]) -> None:
         """Through the index: the rare terms' counts and messages (and the newest holders
         of a phrase or a prefix found common)."""
-        one = [i for i in which if single(out[i].form)]
-        for part, newest in ((one, False), ([i for i in which if i not in one], True)):
-            if not part:
+        # One lexeme or an AND of them: the index stops at COMMON matches.
+        one = [i for i in which if index_reads(out[i].form)]
+        several = [i for i in which if i not in one]
+        # An identifier's whole lexeme beside them (cheap): the messages holding it as a
+        # token of its own rank first, known without a match in FINISH.
+        best = [i for i in one if terms[i].needle and terms[i].best]
+        for part, newest in ((one, False), (several, True)):
+            forms = [out[i].form for i in part] + ([] if newest else [terms[i].best for i in best])
+            if not forms:
                 continue
-            qs = [in_session(tenant, sid, out[i].form) for i in part]
+            qs = [in_session(tenant, sid, f) for f in forms]
             found = await repo.term_matches(
-                conn, tenant, sid, qs, aligned(checks, [out[i].form for i in part]),
-                top + 1, roles, COMMON, newest,
-            )  # fmt: skip
-            for i, seqs in zip(part, found, strict=True):
+                conn, tenant, sid, qs, aligned(checks, forms), top + 1, roles, COMMON, newest
+            )
+            for i, seqs in zip(best if not newest else (), found[len(part) :], strict=True):
+                out[i].exact_seqs = seqs if len(seqs) < COMMON else None
+            for i, seqs in zip(part, found[: len(part)], strict=True):
                 out[i].indexed = True
                 if len(seqs) < COMMON:
                     out[i].n, out[i].seqs = len(seqs), seqs

@@ -35,13 +35,29 @@ _ROLES = "($5::text[] IS NULL OR m.role = ANY($5::text[]))"
 # against it decompresses it again. Where several terms are matched against one
 # message, `setweight(v, 'D')` (D is the weight every lexeme already has: the same
 # vector) makes one decompressed copy for all of them.
-def _checked(v: str, q: str, strict: str, needle: str, body: str) -> str:
+def _text(body: str) -> str:
+    # What search sees of a stored message (app/messages/lexemes.py `searchable_text`),
+    # without writing the whole JSON out as text: its string fields as they are, the tool
+    # calls as JSON.
+    return (
+        f"concat_ws(E'\\n', {body} ->> 'content', {body} ->> 'name',"
+        f" ({body} -> 'tool_calls')::text, {body} ->> 'refusal')"
+    )
+
+
+def _confirmed(literal: str, needle: str, body: str) -> str:
+    # The identifier in the text, on part edges; a plain search for its letters first,
+    # which rules most texts out at a fraction of the expression's cost.
+    return f"(strpos(lower({_text(body)}), lower({literal})) > 0 AND {_text(body)} ~ {needle})"
+
+
+def _checked(v: str, q: str, strict: str, literal: str, needle: str, body: str) -> str:
     # A message matching `q` (an identifier's parts, wherever they are) that the stored
     # text must confirm: the vector first (the whole lexeme, or the parts as a phrase),
     # the text only where positions cannot tell (app/messages/lexemes.py `Term.needle`).
     return (
         f"(CASE WHEN NOT {v} @@ {q} THEN false WHEN {needle} IS NULL THEN true"
-        f" WHEN {v} @@ {strict} THEN true ELSE {body}::text ~ {needle} END)"
+        f" WHEN {v} @@ {strict} THEN true ELSE {_confirmed(literal, needle, body)} END)"
     )
 
 
@@ -51,13 +67,14 @@ def _matches_sql(terms: int, spread: bool = False, checked: frozenset[int] = fro
     # (`spread`: each of the seqs $3) matches, for those matching `$6` (every message when
     # NULL), newest first, at most $7 (all when NULL). By primary key, newest first, so
     # a limit stops the read; each vector matched in memory. The terms `checked` have
-    # their strict forms and needles in the two arrays after the terms.
-    s, n = f"${8 + terms}::tsquery[]", f"${9 + terms}::text[]"
+    # their strict forms, needles and literals in the three arrays after the terms.
+    s, n, lit = (f"${8 + terms + k}::{t}[]" for k, t in enumerate(("tsquery", "text", "text")))
 
     def match(i: int) -> str:
         q = f"${8 + i}::tsquery"
         if i in checked:
-            return _checked("w.v", q, f"({s})[{i + 1}]", f"({n})[{i + 1}]", "w.body")
+            j = f"[{i + 1}]"
+            return _checked("w.v", q, f"({s}){j}", f"({lit}){j}", f"({n}){j}", "w.body")
         return f"(w.v @@ {q})"
 
     bits = " | ".join(f"({match(i)}::int::bigint << {i})" for i in range(terms))
@@ -96,8 +113,8 @@ LIMIT $7
 
 
 # The newest `$6` messages matching `$3` (the session's key in it) below seq `$4`,
-# through the index; with `$8` (the needle of strict form `$7`), newest first until `$6`
-# of them are confirmed.
+# through the index; with `$8` (the needle of strict form `$7`, literal `$9`), newest
+# first until `$6` of them are confirmed.
 NEWEST_INDEXED = f"""
 SELECT seq FROM (
     SELECT m.seq, m.search, m.body FROM (
@@ -108,7 +125,7 @@ SELECT seq FROM (
     ORDER BY seq DESC
     OFFSET 0
 ) AS k
-WHERE $8::text IS NULL OR k.search @@ $7::tsquery OR k.body::text ~ $8::text
+WHERE $8::text IS NULL OR k.search @@ $7::tsquery OR {_confirmed("$9::text", "$8::text", "k.body")}
 ORDER BY seq DESC
 LIMIT $6
 """
@@ -151,7 +168,7 @@ _RECALL_TRAFFIC = """(
 
 # The final score of a few candidates `$3`, and their rows, the best `$9`: the base
 # score `$10` when known (NULL: the weights `$5` of the terms `$4` it matches, matched
-# here, confirmed by the strict forms `$12` and needles `$13` where given), plus the
+# here, confirmed by the strict forms `$12`, needles `$13` and literals `$14`), plus the
 # literal texts `$6` found (`$7` times their tokens `$8`). The recall tool's calls and
 # answers quote what an earlier search found (its query, its snippets): the next
 # search for the same thing would find them first, the newest, above the messages
@@ -160,8 +177,9 @@ _RECALL_TRAFFIC = """(
 FINISH = f"""
 SELECT m.seq, m.role, m.body, coalesce(c.base, (
     SELECT coalesce(sum(t.w), 0)
-    FROM unnest($4::tsquery[], $5::float8[], $12::tsquery[], $13::text[]) AS t(q, w, s, n)
-    WHERE {_checked("v.v", "t.q", "t.s", "t.n", "m.body")}
+    FROM unnest($4::tsquery[], $5::float8[], $12::tsquery[], $13::text[], $14::text[])
+        AS t(q, w, s, n, l)
+    WHERE {_checked("v.v", "t.q", "t.s", "t.l", "t.n", "m.body")}
 )) + {_literal_bonus("$6", "$7", "$8")} AS score, coalesce({_RECALL_TRAFFIC}, false) AS echo
 FROM unnest($3::bigint[], $10::float8[]) AS c(seq, base)
 JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = c.seq
@@ -177,12 +195,13 @@ LIMIT $9
 # `$4`, at most `$6` each, in no order: through the index, the bitmap holds every match
 # of a term before the read stops, so only terms not already known to be common are
 # looked up so. Fewer than `$6` is all of them; `$6` means common.
-# A query with a needle (`$8`, its strict form `$7`) counts the messages its text
+# A query with a needle (`$8`, its strict form `$7`, literal `$9`) counts the messages its text
 # confirms (app/messages/lexemes.py `Term.needle`), reading each text only as far as
 # the limit needs.
 TERM_MATCHES = f"""
 SELECT g.i, x.seq
-FROM unnest($3::tsquery[], $7::tsquery[], $8::text[]) WITH ORDINALITY AS g(q, s, n, i)
+FROM unnest($3::tsquery[], $7::tsquery[], $8::text[], $9::text[])
+    WITH ORDINALITY AS g(q, s, n, l, i)
 CROSS JOIN LATERAL (
     SELECT k.seq FROM (
         SELECT m.seq, m.search, m.body FROM (
@@ -192,7 +211,7 @@ CROSS JOIN LATERAL (
         WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
         OFFSET 0
     ) AS k
-    WHERE g.n IS NULL OR k.search @@ g.s OR k.body::text ~ g.n
+    WHERE g.n IS NULL OR k.search @@ g.s OR {_confirmed("g.l", "g.n", "k.body")}
     LIMIT $6
 ) AS x
 """
@@ -218,13 +237,13 @@ async def session(conn: Driver, tenant: str, sid: str) -> Any:
     return await conn.fetchrow(SESSION, tenant, sid)
 
 
-# What confirms a match of a tsquery (app/messages/lexemes.py `Term`): its strict form
-# and needle, or None when matching the tsquery is a hit.
-Check = tuple[str, str] | None
+# What confirms a match of a tsquery (app/messages/lexemes.py `Term`): its strict form,
+# needle and literal, or None when matching the tsquery is a hit.
+Check = tuple[str, str, str] | None
 
 
-def _split_checks(checks: Sequence[Check]) -> tuple[list[str | None], list[str | None]]:
-    return [c[0] if c else None for c in checks], [c[1] if c else None for c in checks]
+def _split_checks(checks: Sequence[Check]) -> list[list[str | None]]:
+    return [[c[k] if c else None for c in checks] for k in range(3)]
 
 
 async def matches(
@@ -242,7 +261,7 @@ async def matches(
     """(seq, bit i set when term i matches), newest first, for the messages with seq in
     [first, last] that match `having` (when given) and any term; the newest `limit`."""
     checked = frozenset(i for i, c in enumerate(checks) if c)
-    extra = list(_split_checks(checks)) if checked else []
+    extra = _split_checks(checks) if checked else []
     rows = await conn.fetch(
         _matches_sql(len(tsqueries), False, checked),
         *(tenant, sid, first, last, roles, having, limit),
@@ -263,7 +282,7 @@ async def spread(
 ) -> list[tuple[int, int]]:
     """As `matches`, for the messages with these seqs: one probe of the primary key each."""
     checked = frozenset(i for i, c in enumerate(checks) if c)
-    extra = list(_split_checks(checks)) if checked else []
+    extra = _split_checks(checks) if checked else []
     rows = await conn.fetch(
         _matches_sql(len(tsqueries), True, checked),
         *(tenant, sid, list(seqs), None, roles, None, None),
@@ -283,9 +302,9 @@ async def newest_indexed(
     roles: Sequence[str] | None,
     limit: int,
 ) -> list[int]:
-    strict, needle = check or (None, None)
+    strict, needle, literal = check or (None, None, None)
     rows = await conn.fetch(
-        NEWEST_INDEXED, tenant, sid, tsquery, before_seq, roles, limit, strict, needle
+        NEWEST_INDEXED, tenant, sid, tsquery, before_seq, roles, limit, strict, needle, literal
     )
     return [int(r["seq"]) for r in rows]
 
@@ -301,7 +320,7 @@ async def finish(
     limit: int,
 ) -> list[Any]:
     """The best `limit` of the candidates (seq, base score or None to score it here)."""
-    stricts, needles = _split_checks([c for _, c, _ in weighted])
+    stricts, needles, literals_ = _split_checks([c for _, c, _ in weighted])
     return list(
         await conn.fetch(
             FINISH,
@@ -318,6 +337,7 @@ async def finish(
             RECALL,
             stricts,
             needles,
+            literals_,
         )
     )
 
@@ -336,9 +356,8 @@ async def term_matches(
     """For each query, the seqs of the messages it matches, at most `cap` of them (the
     newest, newest first, when `newest`)."""
     sql = TERM_MATCHES_NEWEST if newest else TERM_MATCHES
-    stricts, needles = _split_checks(checks)
     rows = await conn.fetch(
-        sql, tenant, sid, list(queries), before_seq, roles, cap, stricts, needles
+        sql, tenant, sid, list(queries), before_seq, roles, cap, *_split_checks(checks)
     )
     out: list[list[int]] = [[] for _ in queries]
     for r in rows:

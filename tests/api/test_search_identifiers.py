@@ -6,6 +6,7 @@ database: app/messages/lexemes.py `Term.needle`, app/search/ranking.py.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -213,3 +214,19 @@ async def test_in_a_long_session_every_holder_is_found_common_or_rare(
     await append(http, sid, user("fetch http://web.chal.csaw.io/robots.txt"))  # 75
     found = seqs(await search(http, sid, "web.chal.csaw.io", limit=20))
     assert found[:12] == list(range(74, 62, -1)) and found[12] == 75, found
+
+
+async def test_a_windows_path_past_the_positions_kept_is_found_in_output_and_arguments(
+    http: httpx.AsyncClient,
+) -> None:
+    """Backslashes, which the stored JSON doubles (and doubles again inside a tool call's
+    arguments), in a text whose parts' positions PostgreSQL no longer keeps."""
+    lines = [f"C:\\src\\pkg\\mod{i}.py:{i}: W0001 unused" for i in range(300)]
+    output = "\n".join([*lines, "C:\\src\\app\\special_handler.py:12: E1101 no member"])
+    paths = [f"C:\\src\\pkg\\mod{i}.py" for i in range(300)] + ["C:\\src\\app\\other_one.py"]
+    args = json.dumps({"paths": paths})
+    sid = fresh()
+    await append(http, sid, call("c1", "lint", args), result("c1", output))
+    assert seqs(await search(http, sid, "app\\special_handler.py")) == [2]
+    assert seqs(await search(http, sid, "src\\app\\other_one.py")) == [1]
+    assert seqs(await search(http, sid, "app\\mod3.py")) == []
