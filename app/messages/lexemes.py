@@ -126,6 +126,9 @@ class Term:
     # The longest run of the identifier without a backslash (which JSON doubles): a text
     # without it, case aside, cannot hold the needle.
     literal: str = ""
+    # The AND of the parts without the whole lexeme: the messages a lookup of the whole
+    # lexeme does not find, each to confirm.
+    rest: str = ""
     # A message matching this ranks above one matching only `tsquery`: the word
     # itself above a longer word it starts (`00017` above `000170`), the identifier
     # as a token of its own above one inside a longer token.
@@ -343,7 +346,8 @@ def _word_term(piece: str) -> Term | None:
     strict = f"{_quote(whole)} | {phrase}" if fits else phrase
     literal = max(piece.split("\\"), key=len)
     best = _quote(whole) if fits else ""
-    return Term(piece, tsq, tsq, strict, needle_pattern(piece), literal, best)
+    rest = f"{every} & !{_quote(whole)}" if fits else every
+    return Term(piece, tsq, tsq, strict, needle_pattern(piece), literal, rest, best)
 
 
 # Where an identifier may start in the stored JSON text: its start, a character that is

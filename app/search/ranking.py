@@ -39,6 +39,7 @@ from app.messages.lexemes import MAX_TERMS, Term, in_session
 from app.search import repository as repo
 from app.search.forms import aligned, checks_of, index_reads, phrase_parts, sampled, wider
 from app.search.hits import literals
+from app.search.repository import Check
 
 # A term matching more of the session's messages than this is "common": it weighs
 # in the score but does not pick candidates.
@@ -158,19 +159,29 @@ async def _counts(
         # One lexeme or an AND of them: the index stops at COMMON matches.
         one = [i for i in which if index_reads(out[i].form)]
         several = [i for i in which if i not in one]
-        # An identifier's whole lexeme beside them (cheap): the messages holding it as a
-        # token of its own rank first, known without a match in FINISH.
-        best = [i for i in one if terms[i].needle and terms[i].best]
+        # An identifier whose whole lexeme is known: the messages holding it (cheap, and
+        # they rank first), and apart the others holding its parts, each text confirmed.
+        best = [i for i in one if terms[i].rest and out[i].form == terms[i].tsquery]
         for part, newest in ((one, False), (several, True)):
-            forms = [out[i].form for i in part] + ([] if newest else [terms[i].best for i in best])
-            if not forms:
+            lookups: list[tuple[str, Check]] = [
+                (terms[i].rest, (None, terms[i].needle, terms[i].literal))
+                if i in best
+                else (out[i].form, checks.get(out[i].form))
+                for i in part
+            ]
+            lookups += [] if newest else [(terms[i].best, None) for i in best]
+            if not lookups:
                 continue
-            qs = [in_session(tenant, sid, f) for f in forms]
             found = await repo.term_matches(
-                conn, tenant, sid, qs, aligned(checks, forms), top + 1, roles, COMMON, newest
-            )
+                conn, tenant, sid, [in_session(tenant, sid, f) for f, _ in lookups],
+                [c for _, c in lookups], top + 1, roles, COMMON, newest,
+            )  # fmt: skip
             for i, seqs in zip(best if not newest else (), found[len(part) :], strict=True):
-                out[i].exact_seqs = seqs if len(seqs) < COMMON else None
+                whole = seqs if len(seqs) < COMMON else None
+                out[i].exact_seqs = whole
+                others = found[part.index(i)]
+                # Common when either is: the COMMON newest are not these then.
+                found[part.index(i)] = others + seqs if whole is not None else seqs
             for i, seqs in zip(part, found[: len(part)], strict=True):
                 out[i].indexed = True
                 if len(seqs) < COMMON:
