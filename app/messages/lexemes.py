@@ -202,7 +202,20 @@ def _cjk_split(run: str) -> _Split:
 
 def lexemes(text: str) -> dict[str, list[int]]:
     """Lexeme -> positions (1-based, as PostgreSQL counts) of the text's words."""
+    return lexemes_and_cut(text)[0]
+
+
+# The lexeme a vector carries when PostgreSQL does not keep all of its positions (a
+# lexeme past 256 of them, a text past position 16,383): there, the parts of an
+# identifier found apart may still be in a row, and only the text can tell
+# (app/search/repository.py). Like the session's key, it starts with `~`.
+POSITIONS_CUT = "~cut"
+
+
+def lexemes_and_cut(text: str) -> tuple[dict[str, list[int]], bool]:
+    """`lexemes(text)`, and whether some positions are not kept (POSITIONS_CUT)."""
     text = unicodedata.normalize("NFC", text[:MAX_INDEXED_CHARS])
+    many = False
     out: dict[str, list[int]] = {}
     pos = 1
     room = MAX_TSVECTOR_BYTES
@@ -227,8 +240,10 @@ def lexemes(text: str) -> dict[str, list[int]]:
                 room -= 2
                 at = pos + offset
                 where.append(at if at < MAX_POSITION else MAX_POSITION)
+            elif len(where) >= 256:
+                many = True
         pos += width
-    return out
+    return out, many or pos - 1 >= MAX_POSITION
 
 
 def _quote(lexeme: str) -> str:
@@ -240,12 +255,16 @@ _NUMBERS = [str(n) for n in range(MAX_POSITION + 1)]
 
 def tsvector_literal(text: str) -> str:
     """The text's lexemes as a tsvector literal (`'a':1 'b':2,5`), for `::tsvector`."""
+    return _literal(text, lexemes(text))
+
+
+def _literal(text: str, found: dict[str, list[int]]) -> str:
     # A lexeme is a piece of the text, lower-cased: without quotes or backslashes in
     # the text, none needs escaping.
     plain = "'" not in text and "\\" not in text
     numbers = _NUMBERS
     out: list[str] = []
-    for lex, pos in lexemes(text).items():
+    for lex, pos in found.items():
         quoted = "'" + lex + "'" if plain else _quote(lex)
         if not pos:
             out.append(quoted)
@@ -273,10 +292,13 @@ def in_session(tenant: str, sid: str, tsquery: str) -> str:
 
 
 def message_tsvector(body: Mapping[str, Any], session_key: str) -> str:
-    """What the append stores in `messages.search` for this body: its lexemes and the
-    session's key lexeme."""
-    words = tsvector_literal(searchable_text(body))
-    return f"{_quote(session_key)} {words}" if words else _quote(session_key)
+    """What the append stores in `messages.search` for this body: its lexemes, the
+    session's key lexeme, and POSITIONS_CUT where positions are not all kept."""
+    text = searchable_text(body)
+    found, cut = lexemes_and_cut(text)
+    words = _literal(text, found)
+    key = _quote(session_key) + (" " + _quote(POSITIONS_CUT) if cut else "")
+    return f"{key} {words}" if words else key
 
 
 # A query's bounds: groups past these add nothing a user meant to ask.

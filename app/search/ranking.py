@@ -164,7 +164,7 @@ async def _counts(
         best = [i for i in one if terms[i].rest and out[i].form == terms[i].tsquery]
         for part, newest in ((one, False), (several, True)):
             lookups: list[tuple[str, Check]] = [
-                (terms[i].rest, (None, terms[i].needle, terms[i].literal))
+                (terms[i].rest, (terms[i].strict, terms[i].needle, terms[i].literal))
                 if i in best
                 else (out[i].form, checks.get(out[i].form))
                 for i in part

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.database import Driver
+from app.messages.lexemes import POSITIONS_CUT
 from app.search.tools import NAME as RECALL
 
 SESSION = """
@@ -56,13 +57,18 @@ def _confirmed(literal: str, needle: str, body: str) -> str:
     )
 
 
+# The vectors whose positions PostgreSQL did not all keep (app/messages/lexemes.py).
+_CUT = "'''" + POSITIONS_CUT + "'''::tsquery"
+
+
 def _checked(v: str, q: str, strict: str, literal: str, needle: str, body: str) -> str:
     # A message matching `q` (an identifier's parts, wherever they are) that the stored
     # text must confirm: the vector first (the whole lexeme, or the parts as a phrase),
     # the text only where positions cannot tell (app/messages/lexemes.py `Term.needle`).
     return (
         f"(CASE WHEN NOT {v} @@ {q} THEN false WHEN {needle} IS NULL THEN true"
-        f" WHEN {v} @@ {strict} THEN true ELSE {_confirmed(literal, needle, body)} END)"
+        f" WHEN {v} @@ {strict} THEN true WHEN NOT {v} @@ {_CUT} THEN false"
+        f" ELSE {_confirmed(literal, needle, body)} END)"
     )
 
 
@@ -130,7 +136,8 @@ SELECT seq FROM (
     ORDER BY seq DESC
     OFFSET 0
 ) AS k
-WHERE $8::text IS NULL OR k.search @@ $7::tsquery OR {_confirmed("$9::text", "$8::text", "k.body")}
+WHERE $8::text IS NULL OR k.search @@ $7::tsquery
+    OR (k.search @@ {_CUT} AND {_confirmed("$9::text", "$8::text", "k.body")})
 ORDER BY seq DESC
 LIMIT $6
 """
@@ -216,7 +223,8 @@ CROSS JOIN LATERAL (
         WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
         OFFSET 0
     ) AS k
-    WHERE g.n IS NULL OR k.search @@ g.s OR {_confirmed("g.l", "g.n", "k.body")}
+    WHERE g.n IS NULL OR k.search @@ g.s
+        OR (k.search @@ {_CUT} AND {_confirmed("g.l", "g.n", "k.body")})
     LIMIT $6
 ) AS x
 """
@@ -244,7 +252,7 @@ async def session(conn: Driver, tenant: str, sid: str) -> Any:
 
 # What confirms a match of a tsquery (app/messages/lexemes.py `Term`): its strict form,
 # needle and literal, or None when matching the tsquery is a hit.
-Check = tuple[str | None, str, str] | None
+Check = tuple[str, str, str] | None
 
 
 def _split_checks(checks: Sequence[Check]) -> list[list[str | None]]:
