@@ -114,20 +114,16 @@ class Term:
     # of other lexemes. An identifier of several parts has no narrower form to try:
     # its `tsquery` is what it is looked up by.
     exact: str = ""
-    # An identifier of several parts (`web.chal.csaw.io`, `special_handler.py`) is
-    # looked up by its whole lexeme or the AND of its parts, wherever they are: a
-    # phrase would need positions, and PostgreSQL keeps 256 per lexeme, none past
-    # 16,383 (a long tool output's later lines). A message matching the AND but not
-    # `strict` (the whole lexeme, or the parts as a phrase) is a hit only when its
-    # stored text holds `needle` (the identifier as the stored JSON writes it), case
-    # aside. Both empty for any other term.
+    # An identifier of several parts (`web.chal.csaw.io`) is looked up by its whole
+    # lexeme or the AND of its parts, wherever they are (a phrase needs positions, which
+    # PostgreSQL cuts in long texts). A message matching the AND but not `strict` (the
+    # whole lexeme, or the parts as a phrase) is a hit only where its vector's positions
+    # were cut (POSITIONS_CUT) and its text holds `needle` (after a plain search for
+    # `literal`, the longest run without a backslash). `rest`: the AND without the whole
+    # lexeme, the messages to confirm. All empty for any other term.
     strict: str = ""
     needle: str = ""
-    # The longest run of the identifier without a backslash (which JSON doubles): a text
-    # without it, case aside, cannot hold the needle.
     literal: str = ""
-    # The AND of the parts without the whole lexeme: the messages a lookup of the whole
-    # lexeme does not find, each to confirm.
     rest: str = ""
     # A message matching this ranks above one matching only `tsquery`: the word
     # itself above a longer word it starts (`00017` above `000170`), the identifier

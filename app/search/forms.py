@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from app.messages.lexemes import Term
 from app.search.repository import Check
@@ -69,6 +70,9 @@ def sampled(terms: Sequence[Term], whole: bool, most: int) -> list[str]:
     for t in terms:
         for form in (t.exact, t.tsquery):
             out.update((part, None) for part in phrase_parts(form))
+    # What an identifier's confirmations would read: the messages holding its parts but
+    # not its whole lexeme.
+    out.update((t.rest, None) for t in terms if t.rest)
     return list(out)[:most]
 
 
@@ -80,3 +84,30 @@ def checks_of(terms: Sequence[Term]) -> dict[str, Check]:
 
 def aligned(checks: Mapping[str, Check], forms: Sequence[str]) -> list[Check]:
     return [checks.get(f) for f in forms]
+
+
+@dataclass(slots=True)
+class Counted:
+    form: str  # the tsquery the search uses for the term
+    n: float  # its matches in the session, counted or estimated
+    # Every message it matches, when counted (through the index, or in a sample that is
+    # the whole session) and fewer than COMMON: the term may then pick candidates.
+    seqs: list[int] | None = None
+    # Whether the index was asked for it (so finds it at little cost).
+    indexed: bool = False
+    # A phrase or a prefix the index found common: its newest COMMON holders.
+    newest: list[int] | None = None
+    # The messages its exact form matched, when counted and a wider form replaced it.
+    exact_seqs: list[int] | None = None
+
+
+@dataclass(slots=True)
+class Window:
+    """The newest messages from `start` matched in memory: (seq, bit i for term i), for
+    those matching any of the terms `complete` (so it holds every recent match of
+    these)."""
+
+    start: int
+    complete: frozenset[int]
+    forms: list[str]  # what bit i was matched with: term i's form then
+    rows: list[tuple[int, int]]

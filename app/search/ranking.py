@@ -37,7 +37,16 @@ from typing import Any
 from app.database import Driver
 from app.messages.lexemes import MAX_TERMS, Term, in_session
 from app.search import repository as repo
-from app.search.forms import aligned, checks_of, index_reads, phrase_parts, sampled, wider
+from app.search.forms import (
+    Counted,
+    Window,
+    aligned,
+    checks_of,
+    index_reads,
+    phrase_parts,
+    sampled,
+    wider,
+)
 from app.search.hits import literals
 from app.search.repository import Check
 
@@ -60,6 +69,9 @@ assert 2 * MAX_TERMS <= MAX_SAMPLED
 # phrase or a prefix is not rare.
 SAMPLE_HITS = 3
 SURELY_COMMON = 2 * COMMON
+# An identifier's parts held apart by more messages than this (estimated) are not
+# confirmed one by one through the index (each a read of the message's vector).
+REST_READ = 2 * COMMON
 # The newest messages a phrase or a prefix is matched against before the index, and
 # that a query of only common terms scores.
 WINDOW = 2000
@@ -74,38 +86,11 @@ class Ranked:
     present: list[tuple[Term, float]]  # the terms some message matches, with their counts
 
 
-@dataclass(slots=True)
-class _Counted:
-    form: str  # the tsquery the search uses for the term
-    n: float  # its matches in the session, counted or estimated
-    # Every message it matches, when counted (through the index, or in a sample that is
-    # the whole session) and fewer than COMMON: the term may then pick candidates.
-    seqs: list[int] | None = None
-    # Whether the index was asked for it (so finds it at little cost).
-    indexed: bool = False
-    # A phrase or a prefix the index found common: its newest COMMON holders.
-    newest: list[int] | None = None
-    # The messages its exact form matched, when counted and a wider form replaced it.
-    exact_seqs: list[int] | None = None
-
-
 def _others(rows: Sequence[Any]) -> int | None:
     """How many candidates are not the recall tool's own traffic, when some of the best
     rows are (they rank last, repo.FINISH: every other candidate is then among them)."""
     echoes = sum(1 for r in rows if r["echo"])
     return len(rows) - echoes if echoes else None
-
-
-@dataclass(slots=True)
-class _Window:
-    """The newest messages from `start` matched in memory: (seq, bit i for term i), for
-    those matching any of the terms `complete` (so it holds every recent match of
-    these)."""
-
-    start: int
-    complete: frozenset[int]
-    forms: list[str]  # what bit i was matched with: term i's form then
-    rows: list[tuple[int, int]]
 
 
 async def _counts(
@@ -115,7 +100,7 @@ async def _counts(
     terms: Sequence[Term],
     top: int,
     roles: Sequence[str] | None,
-) -> tuple[list[_Counted], list[_Window]]:
+) -> tuple[list[Counted], list[Window]]:
     """Each term's form and count among the session's messages with seq <= `top`, and
     the recent windows read."""
     forms = sampled(terms, top <= SAMPLE, MAX_SAMPLED)
@@ -123,11 +108,11 @@ async def _counts(
     if top <= SAMPLE:  # the sample is the whole session: its counts are exact
         sample = await repo.matches(conn, tenant, sid, forms, aligned(checks, forms), 1, top, roles)
         held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(forms)}
-        out = [_Counted(t.exact, len(held[t.exact]), held[t.exact], True) for t in terms]
+        out = [Counted(t.exact, len(held[t.exact]), held[t.exact], True) for t in terms]
         for i, t in enumerate(terms):
             wide = wider(t, out[i].n)
             if wide is not None:
-                out[i] = _Counted(wide, len(held[wide]), held[wide], True, None, out[i].seqs)
+                out[i] = Counted(wide, len(held[wide]), held[wide], True, None, out[i].seqs)
         return out, []
     # SAMPLE messages spread evenly over the session, one probe of the primary key each:
     # a word's frequency where it is frequent, recently or long ago.
@@ -150,8 +135,20 @@ async def _counts(
             return True
         return any(seen.get(p, 1) == 0 for p in phrase_parts(form))
 
-    out = [_Counted(t.exact, seen.get(t.exact, 0) * scale) for t in terms]
-    windows: list[_Window] = []
+    out = [Counted(t.exact, seen.get(t.exact, 0) * scale) for t in terms]
+    windows: list[Window] = []
+
+    def scattered(i: int) -> bool:
+        """Whether so many messages hold an identifier's parts but not its whole lexeme
+        (`13.0`: `13` and `0`) that confirming each through the index would cost more than
+        the recent window: the sample met one."""
+        return bool(terms[i].rest) and seen.get(terms[i].rest, 0) * scale > REST_READ
+
+    def in_window(i: int) -> list[int]:
+        """The holders of term i the recent windows found."""
+        return sorted(
+            {seq for w in windows if i in w.complete for seq, bits in w.rows if bits >> i & 1}
+        )
 
     async def count(which: list[int]) -> None:
         """Through the index: the rare terms' counts and messages (and the newest holders
@@ -160,29 +157,33 @@ async def _counts(
         one = [i for i in which if index_reads(out[i].form)]
         several = [i for i in which if i not in one]
         # An identifier whose whole lexeme is known: the messages holding it (cheap, and
-        # they rank first), and apart the others holding its parts, each text confirmed.
+        # they rank first), and apart the others holding its parts, each confirmed; when
+        # too many hold them all (each a read), the recent window's instead.
         best = [i for i in one if terms[i].rest and out[i].form == terms[i].tsquery]
         for part, newest in ((one, False), (several, True)):
-            lookups: list[tuple[str, Check]] = [
-                (terms[i].rest, (terms[i].strict, terms[i].needle, terms[i].literal))
-                if i in best
-                else (out[i].form, checks.get(out[i].form))
-                for i in part
-            ]
-            lookups += [] if newest else [(terms[i].best, None) for i in best]
+            lookups: dict[tuple[str, int], tuple[str, Check]] = {}
+            for i in part:
+                if i not in best:
+                    lookups["form", i] = (out[i].form, checks.get(out[i].form))
+                    continue
+                t = terms[i]
+                lookups["whole", i] = (t.best, None)
+                if not scattered(i):
+                    lookups["rest", i] = (t.rest, (t.strict, t.needle, t.literal))
             if not lookups:
                 continue
-            found = await repo.term_matches(
-                conn, tenant, sid, [in_session(tenant, sid, f) for f, _ in lookups],
-                [c for _, c in lookups], top + 1, roles, COMMON, newest,
-            )  # fmt: skip
-            for i, seqs in zip(best if not newest else (), found[len(part) :], strict=True):
-                whole = seqs if len(seqs) < COMMON else None
-                out[i].exact_seqs = whole
-                others = found[part.index(i)]
-                # Common when either is: the COMMON newest are not these then.
-                found[part.index(i)] = others + seqs if whole is not None else seqs
-            for i, seqs in zip(part, found[: len(part)], strict=True):
+            qs = [in_session(tenant, sid, f) for f, _ in lookups.values()]
+            cs = [c for _, c in lookups.values()]
+            got = await repo.term_matches(conn, tenant, sid, qs, cs, top + 1, roles, COMMON, newest)
+            found = dict(zip(lookups, got, strict=True))
+            for i in part:
+                seqs = found.get(("form", i), [])
+                if i in best:
+                    whole = found["whole", i]
+                    out[i].exact_seqs = whole if len(whole) < COMMON else None
+                    rest = found["rest", i] if not scattered(i) else in_window(i)
+                    # Common when either is: the COMMON newest are not these then.
+                    seqs = list(dict.fromkeys(rest + whole)) if len(whole) < COMMON else whole
                 out[i].indexed = True
                 if len(seqs) < COMMON:
                     out[i].n, out[i].seqs = len(seqs), seqs
@@ -211,14 +212,16 @@ async def _counts(
                 out[i].seqs, out[i].indexed = (seqs if len(seqs) < COMMON else None), True
             elif len(seqs) < SAMPLE_HITS:
                 rare.append(i)
-        windows.append(_Window(start, frozenset(which), forms, rows))
+        windows.append(Window(start, frozenset(which), forms, rows))
         await count(rare)
 
     unsure = [i for i, t in enumerate(terms) if not surely_common(t.exact)]
     # A term the sample never met is likely rare: through the index, cheaply. One it met
     # once or twice may be in thousands of messages, each a read there; a phrase of
     # common parts costs a check of every message holding them: the window first.
-    first_up = [i for i in unsure if cheap(out[i].form) and not seen.get(out[i].form)]
+    first_up = [
+        i for i in unsure if cheap(out[i].form) and not seen.get(out[i].form) and not scattered(i)
+    ]
     await count(first_up)
     await recent([i for i in unsure if i not in first_up])
     # Wider forms, where the exact form is rare.
@@ -229,7 +232,7 @@ async def _counts(
         if wide is None:
             continue
         exact_seqs = out[i].seqs
-        out[i] = _Counted(wide, seen.get(wide, 0) * scale, exact_seqs=exact_seqs)
+        out[i] = Counted(wide, seen.get(wide, 0) * scale, exact_seqs=exact_seqs)
         if not surely_common(wide):
             # A prefix reads every lexeme it starts, in every session: the window first.
             (wider_up if cheap(wide) else wider_recent).append(i)
