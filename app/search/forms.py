@@ -13,6 +13,7 @@ import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app.messages.lexemes import Term
 from app.search.repository import Check
@@ -111,3 +112,17 @@ class Window:
     complete: frozenset[int]
     forms: list[str]  # what bit i was matched with: term i's form then
     rows: list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    rows: list[Any]  # seq, role, body, score; best first
+    present: list[tuple[Term, float]]  # the terms some message matches, with their counts
+
+
+def non_echoes(rows: Sequence[Any]) -> int | None:
+    """How many candidates are not the recall tool's own traffic, when some of the best
+    rows are (they rank last, app/search/repository.py FINISH: every other candidate is
+    then among them)."""
+    echoes = sum(1 for r in rows if r["echo"])
+    return len(rows) - echoes if echoes else None

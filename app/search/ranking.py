@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from app.database import Driver
@@ -39,10 +38,12 @@ from app.messages.lexemes import MAX_TERMS, Term, in_session
 from app.search import repository as repo
 from app.search.forms import (
     Counted,
+    Ranked,
     Window,
     aligned,
     checks_of,
     index_reads,
+    non_echoes,
     phrase_parts,
     sampled,
     wider,
@@ -78,19 +79,6 @@ WINDOW = 2000
 # How much further back a query of only common terms reads, by primary key, when the
 # window holds fewer hits than asked for and its rarest term is a phrase or a prefix.
 FURTHER = 8000
-
-
-@dataclass(frozen=True, slots=True)
-class Ranked:
-    rows: list[Any]  # seq, role, body, score; best first
-    present: list[tuple[Term, float]]  # the terms some message matches, with their counts
-
-
-def _others(rows: Sequence[Any]) -> int | None:
-    """How many candidates are not the recall tool's own traffic, when some of the best
-    rows are (they rank last, repo.FINISH: every other candidate is then among them)."""
-    echoes = sum(1 for r in rows if r["echo"])
-    return len(rows) - echoes if echoes else None
 
 
 async def _counts(
@@ -141,14 +129,22 @@ async def _counts(
     def scattered(i: int) -> bool:
         """Whether so many messages hold an identifier's parts but not its whole lexeme
         (`13.0`: `13` and `0`) that confirming each through the index would cost more than
-        the recent window: the sample met one."""
+        the recent window (the sample met one): when messages hold it whole, they and the
+        window's holders are its holders."""
         return bool(terms[i].rest) and seen.get(terms[i].rest, 0) * scale > REST_READ
 
-    def in_window(i: int) -> list[int]:
-        """The holders of term i the recent windows found."""
-        return sorted(
-            {seq for w in windows if i in w.complete for seq, bits in w.rows if bits >> i & 1}
-        )
+    def in_window(i: int) -> list[int]:  # term i's holders the recent windows found
+        return [seq for w in windows if i in w.complete for seq, bits in w.rows if bits >> i & 1]
+
+    async def lookup(
+        lookups: dict[tuple[str, int], tuple[str, Check]], newest: bool
+    ) -> dict[tuple[str, int], list[int]]:
+        if not lookups:
+            return {}
+        qs = [in_session(tenant, sid, f) for f, _ in lookups.values()]
+        cs = [c for _, c in lookups.values()]
+        got = await repo.term_matches(conn, tenant, sid, qs, cs, top + 1, roles, COMMON, newest)
+        return dict(zip(lookups, got, strict=True))
 
     async def count(which: list[int]) -> None:
         """Through the index: the rare terms' counts and messages (and the newest holders
@@ -156,9 +152,8 @@ async def _counts(
         # One lexeme or an AND of them: the index stops at COMMON matches.
         one = [i for i in which if index_reads(out[i].form)]
         several = [i for i in which if i not in one]
-        # An identifier whose whole lexeme is known: the messages holding it (cheap, and
-        # they rank first), and apart the others holding its parts, each confirmed; when
-        # too many hold them all (each a read), the recent window's instead.
+        # An identifier's whole lexeme's holders (cheap, they rank first) and apart the
+        # others holding its parts, each confirmed (`scattered`: the window's instead).
         best = [i for i in one if terms[i].rest and out[i].form == terms[i].tsquery]
         for part, newest in ((one, False), (several, True)):
             lookups: dict[tuple[str, int], tuple[str, Check]] = {}
@@ -172,16 +167,25 @@ async def _counts(
                     lookups["rest", i] = (t.rest, (t.strict, t.needle, t.literal))
             if not lookups:
                 continue
-            qs = [in_session(tenant, sid, f) for f, _ in lookups.values()]
-            cs = [c for _, c in lookups.values()]
-            got = await repo.term_matches(conn, tenant, sid, qs, cs, top + 1, roles, COMMON, newest)
-            found = dict(zip(lookups, got, strict=True))
+            found = await lookup(lookups, newest)
+            # Held apart by many and whole by none: read as the phrase of its parts was.
+            found |= await lookup(
+                {
+                    ("rest", i): (
+                        terms[i].rest,
+                        (terms[i].strict, terms[i].needle, terms[i].literal),
+                    )
+                    for i in best
+                    if scattered(i) and not found["whole", i]
+                },
+                newest,
+            )
             for i in part:
                 seqs = found.get(("form", i), [])
                 if i in best:
                     whole = found["whole", i]
                     out[i].exact_seqs = whole if len(whole) < COMMON else None
-                    rest = found["rest", i] if not scattered(i) else in_window(i)
+                    rest = found.get(("rest", i)) or in_window(i)
                     # Common when either is: the COMMON newest are not these then.
                     seqs = list(dict.fromkeys(rest + whole)) if len(whole) < COMMON else whole
                 out[i].indexed = True
@@ -296,7 +300,7 @@ async def rank(
         )
         candidates = [(seq, s if whole else None) for seq, s in ranked]
         rows = await finish(candidates[:RESCORED])
-        if len(candidates) > RESCORED and _others(rows) is not None:
+        if len(candidates) > RESCORED and non_echoes(rows) is not None:
             # The recall tool's echoes (ranked last), as rare as what they quote and
             # newer, filled the candidates scored: the others are scored too.
             rest = await finish(candidates[RESCORED:])
@@ -383,7 +387,7 @@ async def rank(
         else:
             chosen += await older(start, wanted, rarest, indexed)
     rows = await finish(chosen)
-    others = _others(rows)
+    others = non_echoes(rows)
     if others is not None and start > 1:
         # The model searched for this before: its recent calls and answers quote the
         # query, make its terms look common in the window and take the places. Without

@@ -216,15 +216,16 @@ FROM unnest($3::tsquery[], $7::tsquery[], $8::text[], $9::text[])
     WITH ORDINALITY AS g(q, s, n, l, i)
 CROSS JOIN LATERAL (
     SELECT k.seq FROM (
-        SELECT m.seq, m.search, m.body FROM (
-            SELECT m.tenant_id, m.session_id, m.seq, m.role, m.search, m.body FROM messages m
+        SELECT m.seq, m.v, m.body FROM (
+            SELECT m.tenant_id, m.session_id, m.seq, m.role, m.body,
+                CASE WHEN g.n IS NOT NULL THEN setweight(m.search, 'D') END AS v
+            FROM messages m
             WHERE m.search @@ g.q OFFSET 0
         ) AS m
         WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
         OFFSET 0
     ) AS k
-    WHERE g.n IS NULL OR k.search @@ g.s
-        OR (k.search @@ {_CUT} AND {_confirmed("g.l", "g.n", "k.body")})
+    WHERE g.n IS NULL OR k.v @@ g.s OR (k.v @@ {_CUT} AND {_confirmed("g.l", "g.n", "k.body")})
     LIMIT $6
 ) AS x
 """
