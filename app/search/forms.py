@@ -25,11 +25,6 @@ _LEXEME = re.compile(r"'(?:[^'\\]|\\.|'')*'")
 _JOINS = ("<->", "&")
 
 
-def single(tsquery: str) -> bool:
-    """One lexeme, looked up as itself: no parts to intersect, no prefix to expand."""
-    return all(j not in tsquery for j in (*_JOINS, ":*"))
-
-
 def index_reads(tsquery: str) -> bool:
     """Whether the index tells the form's matches without reading their vectors: one
     lexeme, or an AND of lexemes (no positions to check, no prefix to expand)."""

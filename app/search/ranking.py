@@ -13,15 +13,15 @@ common scores the recent messages holding the rarest of them.
 What a search costs is what it reads to learn how common each term is, and to
 find its candidates. Through the GIN index (app/search/repository.py) a term costs
 a read of all its matches in the session: nothing for a code, tens of thousands of
-entries for "the" in a long session. A phrase (the parts of an identifier, a run of
-Chinese) costs more: the index knows no positions, so every message holding all
-its parts is read and checked. Hence:
+entries for "the" in a long session. A phrase (a run of Chinese) costs more: the
+index knows no positions, so every message holding all its parts is read and
+checked. Hence:
 
 - the newest SAMPLE messages are read first, by primary key, and each term matched
   against them in memory: a term found often there is common, its count estimated
   from the sample, and it is never looked up in the index;
-- an identifier is looked up by its exact form (`models.py` as one lexeme), and
-  only when that matches nothing by the phrase of its parts;
+- an identifier of several parts by its whole lexeme or the AND of its parts, the
+  messages holding the parts but not the whole lexeme each confirmed (`Term.needle`);
 - a phrase or a prefix is first matched against the newest WINDOW messages; only
   one rare there goes to the index, which reads its newest holders with the count.
 A session no longer than the sample is counted exactly by it.
