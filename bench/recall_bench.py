@@ -299,9 +299,18 @@ def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
             piece = run[: 2 + len(zh) % 3]
             if len(zh) < 60 and len(piece) >= 2 and piece not in zh:
                 zh.append(piece)
+    # An identifier's tail (`core/merge.py` of `xarray/core/merge.py`): found inside the
+    # longer token, which is what the dataset's messages hold.
+    tails: list[str] = []
+    for ident in idents:
+        cut = re.search(r"\w[./:]", ident)
+        tail = ident[cut.end() :] if cut else ""
+        if len(tail) >= 4 and re.search(r"\w[./:_-]\w", tail) and tail not in tails:
+            tails.append(tail)
     return {
         "unique code": codes,
         "dataset word or identifier": (words + idents[::7])[:60],
+        "identifier inside a longer token": tails[::3][:60],
         "question naming a code": [f"what did the output say about {c}?" for c in codes],
         "question of common words": [
             f"what did the {a} say about the {b}?" for a in words for b in words if a != b

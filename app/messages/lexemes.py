@@ -10,8 +10,9 @@ hands PostgreSQL a ready `tsvector`:
   conversation mixes languages, and a stemmer of one language mangles the rest;
 - an identifier (`src/app/models.py`, `snake_case_name`, `getUserName`,
   `HXDUBJ`) is indexed whole and as its parts at consecutive positions, so it
-  is found whole, and by any run of its parts as a phrase (`app/models.py`,
-  `case_name`, `UserName`);
+  is found whole, and by any run of its parts (`app/models.py`, `case_name`,
+  `UserName`): through the index by the AND of the parts, wherever the message
+  holds them, then checked against the message's text (`Term.needle`);
 - a run of CJK characters (no spaces between words) is indexed as overlapping
   bigrams at consecutive positions, and a query's run is the phrase of its
   bigrams: any substring of two or more characters is found.
@@ -23,7 +24,6 @@ run); `app/search/service.py` ranks messages by the rarer groups they match.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -92,6 +92,11 @@ def _parts(chunk: str) -> list[str]:
     return out
 
 
+def parts_of(chunk: str) -> list[str]:
+    """The lower-cased parts of a word or identifier chunk, as search indexes them."""
+    return _parts(chunk)
+
+
 def _bigrams(run: str) -> list[str]:
     if len(run) == 1:
         return [run]
@@ -104,10 +109,26 @@ class Term:
 
     text: str  # as the user wrote it (for snippets)
     tsquery: str  # PostgreSQL tsquery text, every lexeme quoted
-    # The term's one whole lexeme, without the prefix or the phrase of parts `tsquery`
-    # also allows (the same as `tsquery` when it allows neither): a search tries it
-    # first, as it costs no scan of other lexemes and no check of positions.
+    # The term's one whole lexeme, without the prefix `tsquery` also allows (the same
+    # as `tsquery` when it allows none): a search tries it first, as it costs no scan
+    # of other lexemes. An identifier of several parts has no narrower form to try:
+    # its `tsquery` is what it is looked up by.
     exact: str = ""
+    # An identifier of several parts (`web.chal.csaw.io`) is looked up by its whole
+    # lexeme or the AND of its parts, wherever they are (a phrase needs positions, which
+    # PostgreSQL cuts in long texts). A message matching the AND but not `strict` (the
+    # whole lexeme, or the parts as a phrase) is a hit only where its vector's positions
+    # were cut (POSITIONS_CUT) and its text holds `needle` (after a plain search for
+    # `literal`, the longest run without a backslash). `rest`: the AND without the whole
+    # lexeme, the messages to confirm. All empty for any other term.
+    strict: str = ""
+    needle: str = ""
+    literal: str = ""
+    rest: str = ""
+    # A message matching this ranks above one matching only `tsquery`: the word
+    # itself above a longer word it starts (`00017` above `000170`), the identifier
+    # as a token of its own above one inside a longer token.
+    best: str = ""
 
     @property
     def identifier(self) -> bool:
@@ -177,7 +198,20 @@ def _cjk_split(run: str) -> _Split:
 
 def lexemes(text: str) -> dict[str, list[int]]:
     """Lexeme -> positions (1-based, as PostgreSQL counts) of the text's words."""
+    return lexemes_and_cut(text)[0]
+
+
+# The lexeme a vector carries when PostgreSQL does not keep all of its positions (a
+# lexeme past 256 of them, a text past position 16,383): there, the parts of an
+# identifier found apart may still be in a row, and only the text can tell
+# (app/search/repository.py). Like the session's key, it starts with `~`.
+POSITIONS_CUT = "~cut"
+
+
+def lexemes_and_cut(text: str) -> tuple[dict[str, list[int]], bool]:
+    """`lexemes(text)`, and whether some positions are not kept (POSITIONS_CUT)."""
     text = unicodedata.normalize("NFC", text[:MAX_INDEXED_CHARS])
+    many = False
     out: dict[str, list[int]] = {}
     pos = 1
     room = MAX_TSVECTOR_BYTES
@@ -202,8 +236,10 @@ def lexemes(text: str) -> dict[str, list[int]]:
                 room -= 2
                 at = pos + offset
                 where.append(at if at < MAX_POSITION else MAX_POSITION)
+            elif len(where) >= 256:
+                many = True
         pos += width
-    return out
+    return out, many or pos - 1 >= MAX_POSITION
 
 
 def _quote(lexeme: str) -> str:
@@ -215,12 +251,16 @@ _NUMBERS = [str(n) for n in range(MAX_POSITION + 1)]
 
 def tsvector_literal(text: str) -> str:
     """The text's lexemes as a tsvector literal (`'a':1 'b':2,5`), for `::tsvector`."""
+    return _literal(text, lexemes(text))
+
+
+def _literal(text: str, found: dict[str, list[int]]) -> str:
     # A lexeme is a piece of the text, lower-cased: without quotes or backslashes in
     # the text, none needs escaping.
     plain = "'" not in text and "\\" not in text
     numbers = _NUMBERS
     out: list[str] = []
-    for lex, pos in lexemes(text).items():
+    for lex, pos in found.items():
         quoted = "'" + lex + "'" if plain else _quote(lex)
         if not pos:
             out.append(quoted)
@@ -248,10 +288,13 @@ def in_session(tenant: str, sid: str, tsquery: str) -> str:
 
 
 def message_tsvector(body: Mapping[str, Any], session_key: str) -> str:
-    """What the append stores in `messages.search` for this body: its lexemes and the
-    session's key lexeme."""
-    words = tsvector_literal(searchable_text(body))
-    return f"{_quote(session_key)} {words}" if words else _quote(session_key)
+    """What the append stores in `messages.search` for this body: its lexemes, the
+    session's key lexeme, and POSITIONS_CUT where positions are not all kept."""
+    text = searchable_text(body)
+    found, cut = lexemes_and_cut(text)
+    words = _literal(text, found)
+    key = _quote(session_key) + (" " + _quote(POSITIONS_CUT) if cut else "")
+    return f"{key} {words}" if words else key
 
 
 # A query's bounds: groups past these add nothing a user meant to ask.
@@ -272,120 +315,86 @@ def query_terms(q: str) -> list[Term]:
     terms: list[Term] = []
     seen: set[str] = set()
     for kind, piece in _segments(q):
-        groups: list[tuple[str, str, str]] = []  # text, tsquery, exact
+        groups: list[Term] = []
         if kind == "cjk":
             grams = _bigrams(piece)
             if len(piece) > CJK_PHRASE_CHARS:
                 # A sentence, or a name inside one: no spaces tell its words apart, so
                 # each pair is a term of its own, and the rare ones (a name's) decide.
-                groups.extend((g, _quote(g), _quote(g)) for g in grams)
+                groups.extend(Term(g, _quote(g), _quote(g)) for g in grams)
             elif len(grams) == 1 and len(piece) == 1:
-                groups.append((piece, _quote(piece) + ":*", _quote(piece) + ":*"))
+                groups.append(Term(piece, _quote(piece) + ":*", _quote(piece) + ":*"))
             else:
                 tsq = " <-> ".join(_quote(g) for g in grams)
-                groups.append((piece, tsq, tsq))
+                groups.append(Term(piece, tsq, tsq))
         else:
-            parts = [p for p in _parts(piece) if len(p) <= MAX_LEXEME_CHARS]
-            if not parts:
+            term = _word_term(piece)
+            if term is None:
                 continue
-            whole = piece.lower()
-            if len(parts) == 1:
-                one = _quote(parts[0])
-                tsq = one + ":*" if len(parts[0]) >= PREFIX_MIN_CHARS else one
-                exact = one
-                if whole != parts[0] and len(whole) <= MAX_LEXEME_CHARS:
-                    tsq = f"{_quote(whole)} | {tsq}"
-                    exact = _quote(whole)
-            else:
-                phrase = "(" + " <-> ".join(_quote(p) for p in parts) + ")"
-                tsq = f"{_quote(whole)} | {phrase}" if len(whole) <= MAX_LEXEME_CHARS else phrase
-                exact = _quote(whole) if len(whole) <= MAX_LEXEME_CHARS else phrase
-            groups.append((piece, tsq, exact))
-        for text, tsq, exact in groups:
-            if tsq in seen:
+            groups.append(term)
+        for term in groups:
+            if term.tsquery in seen:
                 continue
-            seen.add(tsq)
-            terms.append(Term(text, tsq, exact))
+            seen.add(term.tsquery)
+            terms.append(term)
             if len(terms) >= MAX_TERMS:
                 return terms
     return terms
 
 
-SNIPPET_CHARS = 160
-_EDGE = "\"'`.,;:!?()[]{}<>"
-_IDENTISH = re.compile(r"[\d_./\\:=\-\[\](){}#@]|[a-z][A-Z]")
+def _word_term(piece: str) -> Term | None:
+    """The term of a word or identifier chunk of a query (None: no letters or digits)."""
+    parts = [p for p in _parts(piece) if len(p) <= MAX_LEXEME_CHARS]
+    if not parts:
+        return None
+    whole = piece.lower()
+    fits = len(whole) <= MAX_LEXEME_CHARS
+    if len(parts) == 1:
+        one = _quote(parts[0])
+        tsq = one + ":*" if len(parts[0]) >= PREFIX_MIN_CHARS else one
+        exact = one
+        if whole != parts[0] and fits:
+            tsq = f"{_quote(whole)} | {tsq}"
+            exact = _quote(whole)
+        return Term(piece, tsq, exact, best=exact if tsq != exact else "")
+    quoted = [_quote(p) for p in parts]
+    every = "(" + " & ".join(dict.fromkeys(quoted)) + ")"
+    phrase = "(" + " <-> ".join(quoted) + ")"
+    tsq = f"{_quote(whole)} | {every}" if fits else every
+    strict = f"{_quote(whole)} | {phrase}" if fits else phrase
+    literal = max(piece.split("\\"), key=len)
+    best = _quote(whole) if fits else ""
+    rest = f"{every} & !{_quote(whole)}" if fits else every
+    return Term(piece, tsq, tsq, strict, needle_pattern(piece), literal, rest, best)
 
 
-MAX_LITERALS = 24
+# Where an identifier may start in the stored JSON text: its start, a character that is
+# no letter or digit (`/`, `.`, `_`, a quote, a space), a JSON escape (`\n`: a new line
+# in the text), or a part's edge inside a token (`getItem`, `mod12`); and where it may
+# end: the same edges, seen from its last character.
+_STARTS = (
+    "(?:^|[^[:alnum:]]|\\\\[nrtbf]|[[:lower:]](?=[[:upper:]])"
+    "|[[:alpha:]](?=[[:digit:]])|[[:digit:]](?=[[:alpha:]]))"
+)
+_ENDS = (
+    "(?:$|(?=[^[:alnum:]])|(?<=[[:lower:]])(?=[[:upper:]])"
+    "|(?<=[[:alpha:]])(?=[[:digit:]])|(?<=[[:digit:]])(?=[[:alpha:]]))"
+)
 
 
-def literals(q: str) -> list[tuple[str, int]]:
-    """Exact texts of the query to look for in the stored JSON of the best candidates,
-    each with its length in tokens: every run of up to five tokens that holds code
-    (a path, a call, an operator), so "what did the test say about pytest -rsx a.py"
-    finds the message with that very command first. JSON-escaped as the stored body is
-    (`"` as `\\"`), case kept; the whole query first when it is short code."""
-    q = q.strip()
-    tokens = [t for t in q.split() if t]
-    out: dict[str, int] = {}
-    if len(q) >= 3 and _IDENTISH.search(q) and len(tokens) <= 4:
-        out[q] = len(tokens)
-    for n in range(min(5, len(tokens)), 0, -1):
-        for i in range(len(tokens) - n + 1):
-            run = tokens[i : i + n]
-            if not any(_IDENTISH.search(t) for t in run):
-                continue
-            text = " ".join(run)
-            # A run's ends may carry the question's own punctuation ("…about x.py?").
-            text = text.rstrip("?!,;") if i + n == len(tokens) else text
-            # One token also without the quotes or brackets around it (`"x.py",`), and
-            # as written, since they may be its code (`['CVS']`, `input()`).
-            for t in (text, text.strip(_EDGE)) if n == 1 else (text,):
-                if len(t) >= 3:
-                    out.setdefault(t, n)
-    escaped: dict[str, int] = {}
-    for text, n in out.items():
-        e = json.dumps(text, ensure_ascii=False)[1:-1]
-        if 3 <= len(e) <= 500:
-            escaped.setdefault(e, n)
-    return list(escaped.items())[:MAX_LITERALS]
-
-
-def match_at(text: str, terms: list[Term]) -> tuple[int, str]:
-    """Where the first of `terms` (the most selective first) occurs in `text`, as
-    written or by its first part: (index, what was found), or (-1, "")."""
-    lower = text.lower()
-    for term in terms:
-        needle = term.text.lower()
-        at = lower.find(needle)
-        if at < 0:
-            parts = _parts(term.text)
-            if parts:
-                needle = parts[0]
-                at = lower.find(needle)
-        if at >= 0:
-            return at, needle
-    return -1, ""
-
-
-def line_of(text: str, at: int) -> int | None:
-    """The 1-based line of index `at` (None when nothing was found)."""
-    return text.count("\n", 0, at) + 1 if at >= 0 else None
-
-
-def snippet(text: str, terms: list[Term], width: int = SNIPPET_CHARS) -> str:
-    """About `width` characters of `text` around the first place one of `terms` (the
-    most selective first) occurs; the text's start when none is found literally."""
-    at, found = match_at(text, terms)
-    if at < 0:
-        head = text[:width]
-        return _flat(head) + ("…" if len(text) > width else "")
-    start = max(0, at - (width - len(found)) // 2)
-    end = min(len(text), start + width)
-    start = max(0, min(start, end - width))
-    piece = text[start:end]
-    return ("…" if start > 0 else "") + _flat(piece) + ("…" if end < len(text) else "")
-
-
-def _flat(s: str) -> str:
-    return " ".join(s.split())
+def needle_pattern(piece: str) -> str:
+    """A PostgreSQL regular expression (case aside) for `piece` as a run of whole parts of
+    a message's text (`web.chal.csaw.io` in `http://web.chal.csaw.io:8000`, `getItem` in
+    `localStorage.getItem(`, not `RX-12` in `RX-1200`): its string fields as they are,
+    its tool calls as JSON (a backslash doubled, a new line written `\\n`)."""
+    out: list[str] = []
+    for c in piece:
+        if c == "\\":  # as written, as JSON writes it (`\\\\`), or inside a JSON string
+            out.append("\\\\+")
+        elif c.lower() != c.upper():
+            out.append(f"[{c.lower()}{c.upper()}]" if len(c.upper()) == 1 else c)
+        elif c.isalnum():
+            out.append(c)
+        else:
+            out.append("\\" + c)
+    return _STARTS + "".join(out) + _ENDS

@@ -36,6 +36,7 @@ from app.messages.lexemes import (
     MAX_LEXEME_CHARS,
     MAX_POSITION,
     MAX_TSVECTOR_BYTES,
+    POSITIONS_CUT,
     _cjk_split,
     _segments,
     _split,
@@ -223,6 +224,9 @@ def _cost(vector: dict[bytes, bytes | bytearray]) -> int:
     return sum(map(len, vector)) + 7 * len(vector) + positions
 
 
+_CUT = POSITIONS_CUT.encode() + b"\0"
+
+
 def text_vector(text: str, session_key: str) -> bytes:
     """The binary tsvector of `text`'s lexemes (as `lexemes()` makes them) and the
     session's key lexeme (positionless)."""
@@ -231,14 +235,17 @@ def text_vector(text: str, session_key: str) -> bytes:
     try:
         vector, end, most = _lexemes_of(data)
         exact = len(data) > _WITHIN_BUDGET_BYTES and _cost(vector) > MAX_TSVECTOR_BYTES
+        cut = end - 1 >= MAX_POSITION or most > MAX_POSITIONS
     except IndexError:  # more positions than _AT holds: NFC lengthened the text
-        exact, end = True, MAX_POSITION + 1
+        exact, end, cut = True, MAX_POSITION + 1, True
     if exact:
         vector = {}
         for lexeme, positions in lexemes(text).items():
             vector[lexeme.encode() + b"\0"] = b"".join([_AT[p] for p in positions])
         most = max(map(len, vector.values()), default=0) >> 1
     vector[session_key.encode() + b"\0"] = b""
+    if cut:
+        vector[_CUT] = b""
     return _binary(vector, end - 1 >= MAX_POSITION or most > MAX_POSITIONS)
 
 

@@ -13,15 +13,15 @@ common scores the recent messages holding the rarest of them.
 What a search costs is what it reads to learn how common each term is, and to
 find its candidates. Through the GIN index (app/search/repository.py) a term costs
 a read of all its matches in the session: nothing for a code, tens of thousands of
-entries for "the" in a long session. A phrase (the parts of an identifier, a run of
-Chinese) costs more: the index knows no positions, so every message holding all
-its parts is read and checked. Hence:
+entries for "the" in a long session. A phrase (a run of Chinese) costs more: the
+index knows no positions, so every message holding all its parts is read and
+checked. Hence:
 
 - the newest SAMPLE messages are read first, by primary key, and each term matched
   against them in memory: a term found often there is common, its count estimated
   from the sample, and it is never looked up in the index;
-- an identifier is looked up by its exact form (`models.py` as one lexeme), and
-  only when that matches nothing by the phrase of its parts;
+- an identifier of several parts by its whole lexeme or the AND of its parts, the
+  messages holding the parts but not the whole lexeme each confirmed (`Term.needle`);
 - a phrase or a prefix is first matched against the newest WINDOW messages; only
   one rare there goes to the index, which reads its newest holders with the count.
 A session no longer than the sample is counted exactly by it.
@@ -29,16 +29,27 @@ A session no longer than the sample is counted exactly by it.
 
 from __future__ import annotations
 
-import itertools
 import math
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from app.database import Driver
-from app.messages.lexemes import MAX_TERMS, Term, in_session, literals
+from app.messages.lexemes import MAX_TERMS, Term, in_session
 from app.search import repository as repo
+from app.search.forms import (
+    Counted,
+    Ranked,
+    Window,
+    aligned,
+    checks_of,
+    index_reads,
+    non_echoes,
+    phrase_parts,
+    sampled,
+    wider,
+)
+from app.search.hits import literals
+from app.search.repository import Check
 
 # A term matching more of the session's messages than this is "common": it weighs
 # in the score but does not pick candidates.
@@ -59,98 +70,15 @@ assert 2 * MAX_TERMS <= MAX_SAMPLED
 # phrase or a prefix is not rare.
 SAMPLE_HITS = 3
 SURELY_COMMON = 2 * COMMON
-# A word matching fewer messages than this also matches as a prefix.
-PREFIX_BELOW = 50
+# An identifier's parts held apart by more messages than this (estimated) are not
+# confirmed one by one through the index (each a read of the message's vector).
+REST_READ = 2 * COMMON
 # The newest messages a phrase or a prefix is matched against before the index, and
 # that a query of only common terms scores.
 WINDOW = 2000
 # How much further back a query of only common terms reads, by primary key, when the
 # window holds fewer hits than asked for and its rarest term is a phrase or a prefix.
 FURTHER = 8000
-
-
-@dataclass(frozen=True, slots=True)
-class Ranked:
-    rows: list[Any]  # seq, role, body, score; best first
-    present: list[tuple[Term, float]]  # the terms some message matches, with their counts
-
-
-@dataclass(slots=True)
-class _Counted:
-    form: str  # the tsquery the search uses for the term
-    n: float  # its matches in the session, counted or estimated
-    # Every message it matches, when counted (through the index, or in a sample that is
-    # the whole session) and fewer than COMMON: the term may then pick candidates.
-    seqs: list[int] | None = None
-    # Whether the index was asked for it (so finds it at little cost).
-    indexed: bool = False
-    # A phrase or a prefix the index found common: its newest COMMON holders.
-    newest: list[int] | None = None
-
-
-def _others(rows: Sequence[Any]) -> int | None:
-    """How many candidates are not the recall tool's own traffic, when some of the best
-    rows are (they rank last, repo.FINISH: every other candidate is then among them)."""
-    echoes = sum(1 for r in rows if r["echo"])
-    return len(rows) - echoes if echoes else None
-
-
-def _single(tsquery: str) -> bool:
-    """One lexeme, looked up as itself: no phrase to check, no prefix to expand."""
-    return "<->" not in tsquery and ":*" not in tsquery
-
-
-def _wider(term: Term, exact_count: float) -> str | None:
-    """The form to look a term up by when its exact form is rare, or None.
-
-    A word also matches as a prefix (`datenbank` finds `Datenbanken`) when the word
-    itself is rare (a common one has matches enough); an identifier by the phrase of
-    its parts (`app/models.py` in `src/app/models.py`) only when its whole lexeme
-    matches nothing: the phrase costs a check of every message holding all the parts."""
-    if term.tsquery == term.exact:
-        return None
-    if term.tsquery == term.exact + ":*":
-        return term.tsquery if exact_count < PREFIX_BELOW else None
-    return term.tsquery if exact_count == 0 else None
-
-
-@dataclass(slots=True)
-class _Window:
-    """The newest messages from `start` matched in memory: (seq, bit i for term i), for
-    those matching any of the terms `complete` (so it holds every recent match of
-    these)."""
-
-    start: int
-    complete: frozenset[int]
-    forms: list[str]  # what bit i was matched with: term i's form then
-    rows: list[tuple[int, int]]
-
-
-_LEXEME = re.compile(r"'(?:[^'\\]|\\.|'')*'")
-
-
-def _phrase_parts(tsquery: str) -> list[str]:
-    """The lexemes of `tsquery` joined by `<->` (a phrase's parts), each quoted."""
-    found = list(_LEXEME.finditer(tsquery))
-    parts: dict[str, None] = {}
-    for a, b in itertools.pairwise(found):
-        if tsquery[a.end() : b.start()].strip() == "<->":
-            parts[a.group()] = None
-            parts[b.group()] = None
-    return list(parts)
-
-
-def _sampled(terms: Sequence[Term], whole: bool) -> list[str]:
-    """What the sample matches: each term's exact form (first, so bit i is term i), its
-    full form when the sample is the `whole` session (to count it there), and the parts
-    of any phrase, to judge what a lookup would cost."""
-    out = {t.exact: None for t in terms}
-    if whole:
-        out.update((t.tsquery, None) for t in terms)
-    for t in terms:
-        for form in (t.exact, t.tsquery):
-            out.update((part, None) for part in _phrase_parts(form))
-    return list(out)[:MAX_SAMPLED]
 
 
 async def _counts(
@@ -160,52 +88,106 @@ async def _counts(
     terms: Sequence[Term],
     top: int,
     roles: Sequence[str] | None,
-) -> tuple[list[_Counted], list[_Window]]:
+) -> tuple[list[Counted], list[Window]]:
     """Each term's form and count among the session's messages with seq <= `top`, and
     the recent windows read."""
-    sampled = _sampled(terms, top <= SAMPLE)
+    forms = sampled(terms, top <= SAMPLE, MAX_SAMPLED)
+    checks = checks_of(terms)
     if top <= SAMPLE:  # the sample is the whole session: its counts are exact
-        sample = await repo.matches(conn, tenant, sid, sampled, 1, top, roles)
-        held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(sampled)}
-        out = [_Counted(t.exact, len(held[t.exact]), held[t.exact], True) for t in terms]
+        sample = await repo.matches(conn, tenant, sid, forms, aligned(checks, forms), 1, top, roles)
+        held = {q: [seq for seq, bits in sample if bits >> k & 1] for k, q in enumerate(forms)}
+        out = [Counted(t.exact, len(held[t.exact]), held[t.exact], True) for t in terms]
         for i, t in enumerate(terms):
-            wider = _wider(t, out[i].n)
-            if wider is not None:
-                out[i] = _Counted(wider, len(held[wider]), held[wider], True)
+            wide = wider(t, out[i].n)
+            if wide is not None:
+                out[i] = Counted(wide, len(held[wide]), held[wide], True, None, out[i].seqs)
         return out, []
     # SAMPLE messages spread evenly over the session, one probe of the primary key each:
     # a word's frequency where it is frequent, recently or long ago.
     step = top / SAMPLE
     probes = sorted({top - int(j * step) for j in range(SAMPLE)})
-    sample = await repo.spread(conn, tenant, sid, sampled, probes, roles)
-    seen = {q: sum(1 for _, bits in sample if bits >> k & 1) for k, q in enumerate(sampled)}
+    sample = await repo.spread(conn, tenant, sid, forms, aligned(checks, forms), probes, roles)
+    seen = {q: sum(1 for _, bits in sample if bits >> k & 1) for k, q in enumerate(forms)}
     scale = top / len(probes)
 
     def surely_common(form: str) -> bool:
         return seen.get(form, 0) >= SAMPLE_HITS and seen[form] * scale >= SURELY_COMMON
 
     def cheap(form: str) -> bool:
-        """Whether the index finds `form` at little cost: one lexeme, or a phrase one of
-        whose parts is in none of the sample's messages (the index then reads only the
-        messages holding that part). Not a prefix: the index reads every lexeme it
-        starts, in every session."""
-        if _single(form):
+        """Whether the index finds `form` at little cost: one lexeme or an AND of them (an
+        identifier's parts: the index reads its rarest part's entries, and no vector), or
+        a phrase one of whose parts is in none of the sample's messages (the index then
+        reads only the messages holding that part). Not a prefix: the index reads every
+        lexeme it starts, in every session."""
+        if index_reads(form):
             return True
-        return any(seen.get(p, 1) == 0 for p in _phrase_parts(form))
+        return any(seen.get(p, 1) == 0 for p in phrase_parts(form))
 
-    out = [_Counted(t.exact, seen.get(t.exact, 0) * scale) for t in terms]
-    windows: list[_Window] = []
+    out = [Counted(t.exact, seen.get(t.exact, 0) * scale) for t in terms]
+    windows: list[Window] = []
+
+    def scattered(i: int) -> bool:
+        """Whether so many messages hold an identifier's parts but not its whole lexeme
+        (`13.0`: `13` and `0`) that confirming each through the index would cost more than
+        the recent window (the sample met one): when messages hold it whole, they and the
+        window's holders are its holders."""
+        return bool(terms[i].rest) and seen.get(terms[i].rest, 0) * scale > REST_READ
+
+    def in_window(i: int) -> list[int]:  # term i's holders the recent windows found
+        return [seq for w in windows if i in w.complete for seq, bits in w.rows if bits >> i & 1]
+
+    async def lookup(
+        lookups: dict[tuple[str, int], tuple[str, Check]], newest: bool
+    ) -> dict[tuple[str, int], list[int]]:
+        if not lookups:
+            return {}
+        qs = [in_session(tenant, sid, f) for f, _ in lookups.values()]
+        cs = [c for _, c in lookups.values()]
+        got = await repo.term_matches(conn, tenant, sid, qs, cs, top + 1, roles, COMMON, newest)
+        return dict(zip(lookups, got, strict=True))
 
     async def count(which: list[int]) -> None:
         """Through the index: the rare terms' counts and messages (and the newest holders
         of a phrase or a prefix found common)."""
-        single = [i for i in which if _single(out[i].form)]
-        for part, newest in ((single, False), ([i for i in which if i not in single], True)):
-            if not part:
+        # One lexeme or an AND of them: the index stops at COMMON matches.
+        one = [i for i in which if index_reads(out[i].form)]
+        several = [i for i in which if i not in one]
+        # An identifier's whole lexeme's holders (cheap, they rank first) and apart the
+        # others holding its parts, each confirmed (`scattered`: the window's instead).
+        best = [i for i in one if terms[i].rest and out[i].form == terms[i].tsquery]
+        for part, newest in ((one, False), (several, True)):
+            lookups: dict[tuple[str, int], tuple[str, Check]] = {}
+            for i in part:
+                if i not in best:
+                    lookups["form", i] = (out[i].form, checks.get(out[i].form))
+                    continue
+                t = terms[i]
+                lookups["whole", i] = (t.best, None)
+                if not scattered(i):
+                    lookups["rest", i] = (t.rest, (t.strict, t.needle, t.literal))
+            if not lookups:
                 continue
-            qs = [in_session(tenant, sid, out[i].form) for i in part]
-            found = await repo.term_matches(conn, tenant, sid, qs, top + 1, roles, COMMON, newest)
-            for i, seqs in zip(part, found, strict=True):
+            found = await lookup(lookups, newest)
+            # Held apart by many and whole by none: read as the phrase of its parts was.
+            found |= await lookup(
+                {
+                    ("rest", i): (
+                        terms[i].rest,
+                        (terms[i].strict, terms[i].needle, terms[i].literal),
+                    )
+                    for i in best
+                    if scattered(i) and not found["whole", i]
+                },
+                newest,
+            )
+            for i in part:
+                seqs = found.get(("form", i), [])
+                if i in best:
+                    whole = found["whole", i]
+                    out[i].exact_seqs = whole if len(whole) < COMMON else None
+                    rest = found.get(("rest", i)) or in_window(i)
+                    # Common when either is: the COMMON newest are not these then.
+                    seqs = list(dict.fromkeys(rest + whole)) if len(whole) < COMMON else whole
                 out[i].indexed = True
                 if len(seqs) < COMMON:
                     out[i].n, out[i].seqs = len(seqs), seqs
@@ -222,7 +204,9 @@ async def _counts(
         start = max(1, top - WINDOW + 1)
         having = " | ".join(f"({out[i].form})" for i in which)
         forms = [c.form for c in out]
-        rows = await repo.matches(conn, tenant, sid, forms, start, top, roles, having)
+        rows = await repo.matches(
+            conn, tenant, sid, forms, aligned(checks, forms), start, top, roles, having
+        )
         wide_scale = top / (top - start + 1)
         rare: list[int] = []
         for i in which:
@@ -232,27 +216,30 @@ async def _counts(
                 out[i].seqs, out[i].indexed = (seqs if len(seqs) < COMMON else None), True
             elif len(seqs) < SAMPLE_HITS:
                 rare.append(i)
-        windows.append(_Window(start, frozenset(which), forms, rows))
+        windows.append(Window(start, frozenset(which), forms, rows))
         await count(rare)
 
     unsure = [i for i, t in enumerate(terms) if not surely_common(t.exact)]
     # A term the sample never met is likely rare: through the index, cheaply. One it met
     # once or twice may be in thousands of messages, each a read there; a phrase of
     # common parts costs a check of every message holding them: the window first.
-    first_up = [i for i in unsure if cheap(out[i].form) and not seen.get(out[i].form)]
+    first_up = [
+        i for i in unsure if cheap(out[i].form) and not seen.get(out[i].form) and not scattered(i)
+    ]
     await count(first_up)
     await recent([i for i in unsure if i not in first_up])
     # Wider forms, where the exact form is rare.
     wider_up: list[int] = []
     wider_recent: list[int] = []
     for i in unsure:
-        wider = _wider(terms[i], out[i].n)
-        if wider is None:
+        wide = wider(terms[i], out[i].n)
+        if wide is None:
             continue
-        out[i] = _Counted(wider, seen.get(wider, 0) * scale)
-        if not surely_common(wider):
+        exact_seqs = out[i].seqs
+        out[i] = Counted(wide, seen.get(wide, 0) * scale, exact_seqs=exact_seqs)
+        if not surely_common(wide):
             # A prefix reads every lexeme it starts, in every session: the window first.
-            (wider_up if cheap(wider) else wider_recent).append(i)
+            (wider_up if cheap(wide) else wider_recent).append(i)
     await count(wider_up)
     await recent(wider_recent)
     return out, windows
@@ -280,7 +267,12 @@ async def rank(
         i: math.log1p(total / counted[i].n) * (IDENTIFIER_BOOST if terms[i].identifier else 1.0)
         for i in present
     }
-    weighted = [(counted[i].form, weight[i]) for i in present]
+    checks = checks_of(terms)
+    weighted = [(counted[i].form, checks.get(counted[i].form), weight[i]) for i in present]
+    # A message matching a term's best form (the word itself, not a longer one it starts;
+    # the identifier as a token, or its parts in a row) counts the term twice.
+    bonus = [i for i in present if terms[i].best and terms[i].best != counted[i].form]
+    weighted += [(terms[i].best, None, weight[i]) for i in bonus]
     # Exact text of the query in a message beats any sum of its words.
     literal_weight = 2 * sum(weight.values())
     exact_texts = literals(q)
@@ -299,14 +291,16 @@ async def rank(
         # best: matching them against every candidate would read each one's whole vector.
         by_seq: dict[int, float] = {}
         for i in selective:
-            for seq in counted[i].seqs or ():
+            for seq in [*(counted[i].seqs or ()), *(counted[i].exact_seqs or ())]:
                 by_seq[seq] = by_seq.get(seq, 0.0) + weight[i]
         ranked = sorted(by_seq.items(), key=lambda kv: (-kv[1], -kv[0]))
-        # Every term is selective: the scores are whole.
-        whole = len(selective) == len(present)
+        # Every term is selective and every bonus known: the scores are whole.
+        whole = len(selective) == len(present) and all(
+            counted[i].exact_seqs is not None for i in bonus
+        )
         candidates = [(seq, s if whole else None) for seq, s in ranked]
         rows = await finish(candidates[:RESCORED])
-        if len(candidates) > RESCORED and _others(rows) is not None:
+        if len(candidates) > RESCORED and non_echoes(rows) is not None:
             # The recall tool's echoes (ranked last), as rare as what they quote and
             # newer, filled the candidates scored: the others are scored too.
             rest = await finish(candidates[RESCORED:])
@@ -329,14 +323,16 @@ async def rank(
         ),
         None,
     )
-    if window is None and _single(forms[rarest]) and counted[rarest].n <= WINDOW:
-        # One lexeme in no more messages than the window holds: the newest holding it,
-        # through the index, which reads no vector to find them.
+    if window is None and index_reads(forms[rarest]) and counted[rarest].n <= WINDOW:
+        # One lexeme (or an identifier's AND of them) in no more messages than the window
+        # holds: the newest holding it, through the index, which reads no vector to find
+        # them.
         newest = await repo.newest_indexed(
             conn,
             tenant,
             sid,
             in_session(tenant, sid, forms[rarest]),
+            checks.get(forms[rarest]),
             top + 1,
             roles,
             RESCORED,
@@ -350,6 +346,7 @@ async def rank(
             tenant,
             sid,
             forms,
+            aligned(checks, forms),
             start,
             top,
             roles,
@@ -362,21 +359,25 @@ async def rank(
         return sum(weight[i] for i in present if bits >> i & 1)
 
     best = sorted(scored, key=lambda row: (-score(row[1]), -row[0]))[:RESCORED]
-    chosen: list[tuple[int, float | None]] = [(seq, score(bits)) for seq, bits in best]
+    # A bonus is known only in FINISH, where it is matched.
+    chosen: list[tuple[int, float | None]] = [
+        (seq, None if bonus else score(bits)) for seq, bits in best
+    ]
 
     async def older(below: int, wanted: int, term: int, indexed: bool) -> list[Any]:
         """Older messages holding `term` (seq, score or None), newest first: through the
         index when it finds them cheaply, else further back by primary key, within bounds."""
         if indexed:
             seqs = await repo.newest_indexed(
-                conn, tenant, sid, in_session(tenant, sid, forms[term]), below, roles, wanted
-            )
+                conn, tenant, sid, in_session(tenant, sid, forms[term]),
+                checks.get(forms[term]), below, roles, wanted,
+            )  # fmt: skip
             return [(seq, None) for seq in seqs]
         further = await repo.matches(
-            conn, tenant, sid, forms, max(1, below - FURTHER), below - 1, roles,
-            forms[term], wanted,
+            conn, tenant, sid, forms, aligned(checks, forms), max(1, below - FURTHER),
+            below - 1, roles, forms[term], wanted,
         )  # fmt: skip
-        return [(seq, score(bits)) for seq, bits in further]
+        return [(seq, None if bonus else score(bits)) for seq, bits in further]
 
     if len(chosen) < limit and start > 1:  # too few recent ones
         indexed, held = counted[rarest].indexed, counted[rarest].newest
@@ -386,14 +387,14 @@ async def rank(
         else:
             chosen += await older(start, wanted, rarest, indexed)
     rows = await finish(chosen)
-    others = _others(rows)
+    others = non_echoes(rows)
     if others is not None and start > 1:
         # The model searched for this before: its recent calls and answers quote the
         # query, make its terms look common in the window and take the places. Without
         # them its weightiest term (an identifier, most often) is rare: older holders.
         term = max(present, key=lambda i: weight[i])
         below = min(seq for seq, _ in chosen)
-        more = await older(below, limit - others, term, _single(forms[term]))
+        more = await older(below, limit - others, term, index_reads(forms[term]))
         if more:
             rows = await finish(chosen + more)
     return Ranked(rows, found)

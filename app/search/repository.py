@@ -17,10 +17,12 @@ session, on every search).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from app.database import Driver
+from app.messages.lexemes import POSITIONS_CUT
 from app.search.tools import NAME as RECALL
 
 SESSION = """
@@ -34,18 +36,65 @@ _ROLES = "($5::text[] IS NULL OR m.role = ANY($5::text[]))"
 # against it decompresses it again. Where several terms are matched against one
 # message, `setweight(v, 'D')` (D is the weight every lexeme already has: the same
 # vector) makes one decompressed copy for all of them.
-def _matches_sql(terms: int, spread: bool = False) -> str:
+def _text(body: str) -> str:
+    # What search sees of a stored message (app/messages/lexemes.py `searchable_text`),
+    # without writing the whole JSON out as text: its string fields as they are, the tool
+    # calls as JSON.
+    return (
+        f"concat_ws(E'\\n', {body} ->> 'content', {body} ->> 'name',"
+        f" ({body} -> 'tool_calls')::text, {body} ->> 'refusal')"
+    )
+
+
+def _confirmed(literal: str, needle: str, body: str) -> str:
+    # The identifier in the text, on part edges; a plain search for its characters first,
+    # which rules most texts out at a fraction of the expression's cost (lower-cased
+    # only when it has letters: lower() costs more than the search).
+    text = _text(body)
+    return (
+        f"((CASE WHEN lower({literal}) = upper({literal}) THEN strpos({text}, {literal})"
+        f" ELSE strpos(lower({text}), lower({literal})) END) > 0 AND {text} ~ {needle})"
+    )
+
+
+# The vectors whose positions PostgreSQL did not all keep (app/messages/lexemes.py).
+_CUT = "'''" + POSITIONS_CUT + "'''::tsquery"
+
+
+def _checked(v: str, q: str, strict: str, literal: str, needle: str, body: str) -> str:
+    # A message matching `q` (an identifier's parts, wherever they are) that the stored
+    # text must confirm: the vector first (the whole lexeme, or the parts as a phrase),
+    # the text only where positions cannot tell (app/messages/lexemes.py `Term.needle`).
+    return (
+        f"(CASE WHEN NOT {v} @@ {q} THEN false WHEN {needle} IS NULL THEN true"
+        f" WHEN {v} @@ {strict} THEN true WHEN NOT {v} @@ {_CUT} THEN false"
+        f" ELSE {_confirmed(literal, needle, body)} END)"
+    )
+
+
+@functools.cache
+def _matches_sql(terms: int, spread: bool = False, checked: frozenset[int] = frozenset()) -> str:
     # One bit per term: which of the query's terms each message of the window [$3, $4]
     # (`spread`: each of the seqs $3) matches, for those matching `$6` (every message when
     # NULL), newest first, at most $7 (all when NULL). By primary key, newest first, so
-    # a limit stops the read; each vector matched in memory.
-    bits = " | ".join(f"((w.v @@ ${8 + i}::tsquery)::int::bigint << {i})" for i in range(terms))
+    # a limit stops the read; each vector matched in memory. The terms `checked` have
+    # their strict forms, needles and literals in the three arrays after the terms.
+    s, n, lit = (f"${8 + terms + k}::{t}[]" for k, t in enumerate(("tsquery", "text", "text")))
+
+    def match(i: int) -> str:
+        q = f"${8 + i}::tsquery"
+        if i in checked:
+            j = f"[{i + 1}]"
+            return _checked("w.v", q, f"({s}){j}", f"({lit}){j}", f"({n}){j}", "w.body")
+        return f"(w.v @@ {q})"
+
+    bits = " | ".join(f"({match(i)}::int::bigint << {i})" for i in range(terms))
     messages = (
-        "SELECT m.seq, m.search FROM unnest($3::bigint[]) AS s(seq)"
+        "SELECT m.seq, m.search, m.body FROM unnest($3::bigint[]) AS s(seq)"
         " JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = s.seq"
         f" WHERE $4::bigint IS NULL AND {_ROLES}"
         if spread
-        else "SELECT m.seq, m.search FROM messages m"
+        else "SELECT m.seq, m.search, m.body FROM messages m"
         " WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq BETWEEN $3 AND $4"
         f" AND {_ROLES}"
     )
@@ -56,7 +105,7 @@ def _matches_sql(terms: int, spread: bool = False) -> str:
     return f"""
 SELECT seq, hits FROM (
     SELECT w.seq, {bits} AS hits FROM (
-        SELECT k.seq, setweight(k.search, 'D') AS v FROM (
+        SELECT k.seq, setweight(k.search, 'D') AS v, k.body FROM (
             {messages}
             ORDER BY m.seq DESC
             OFFSET 0
@@ -75,13 +124,20 @@ LIMIT $7
 
 
 # The newest `$6` messages matching `$3` (the session's key in it) below seq `$4`,
-# through the index.
+# through the index; with `$8` (the needle of strict form `$7`, literal `$9`), newest
+# first until `$6` of them are confirmed.
 NEWEST_INDEXED = f"""
 SELECT seq FROM (
-    SELECT m.tenant_id, m.session_id, m.seq, m.role FROM messages m
-    WHERE m.search @@ $3::tsquery OFFSET 0
-) AS m
-WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
+    SELECT m.seq, m.search, m.body FROM (
+        SELECT m.tenant_id, m.session_id, m.seq, m.role, m.search, m.body FROM messages m
+        WHERE m.search @@ $3::tsquery OFFSET 0
+    ) AS m
+    WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
+    ORDER BY seq DESC
+    OFFSET 0
+) AS k
+WHERE $8::text IS NULL OR k.search @@ $7::tsquery
+    OR (k.search @@ {_CUT} AND {_confirmed("$9::text", "$8::text", "k.body")})
 ORDER BY seq DESC
 LIMIT $6
 """
@@ -124,15 +180,18 @@ _RECALL_TRAFFIC = """(
 
 # The final score of a few candidates `$3`, and their rows, the best `$9`: the base
 # score `$10` when known (NULL: the weights `$5` of the terms `$4` it matches, matched
-# here), plus the literal texts `$6` found (`$7` times their tokens `$8`). The recall
-# tool's calls and answers quote what an earlier search found (its query, its
-# snippets): the next search for the same thing would find them first, the newest,
-# above the messages they quote; they come after every other candidate (`echo`), so
-# that when one is among the rows, every other candidate is too.
+# here, confirmed by the strict forms `$12`, needles `$13` and literals `$14`), plus the
+# literal texts `$6` found (`$7` times their tokens `$8`). The recall tool's calls and
+# answers quote what an earlier search found (its query, its snippets): the next
+# search for the same thing would find them first, the newest, above the messages
+# they quote; they come after every other candidate (`echo`), so that when one is
+# among the rows, every other candidate is too.
 FINISH = f"""
 SELECT m.seq, m.role, m.body, coalesce(c.base, (
-    SELECT coalesce(sum(t.w), 0) FROM unnest($4::tsquery[], $5::float8[]) AS t(q, w)
-    WHERE v.v @@ t.q
+    SELECT coalesce(sum(t.w), 0)
+    FROM unnest($4::tsquery[], $5::float8[], $12::tsquery[], $13::text[], $14::text[])
+        AS t(q, w, s, n, l)
+    WHERE {_checked("v.v", "t.q", "t.s", "t.l", "t.n", "m.body")}
 )) + {_literal_bonus("$6", "$7", "$8")} AS score, coalesce({_RECALL_TRAFFIC}, false) AS echo
 FROM unnest($3::bigint[], $10::float8[]) AS c(seq, base)
 JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = c.seq
@@ -148,23 +207,36 @@ LIMIT $9
 # `$4`, at most `$6` each, in no order: through the index, the bitmap holds every match
 # of a term before the read stops, so only terms not already known to be common are
 # looked up so. Fewer than `$6` is all of them; `$6` means common.
+# A query with a needle (`$8`, its strict form `$7`, literal `$9`) counts the messages its text
+# confirms (app/messages/lexemes.py `Term.needle`), reading each text only as far as
+# the limit needs.
 TERM_MATCHES = f"""
-SELECT g.i, x.seq FROM unnest($3::tsquery[]) WITH ORDINALITY AS g(q, i)
+SELECT g.i, x.seq
+FROM unnest($3::tsquery[], $7::tsquery[], $8::text[], $9::text[])
+    WITH ORDINALITY AS g(q, s, n, l, i)
 CROSS JOIN LATERAL (
-    SELECT m.seq FROM (
-        SELECT m.tenant_id, m.session_id, m.seq, m.role FROM messages m
-        WHERE m.search @@ g.q OFFSET 0
-    ) AS m
-    WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
+    SELECT k.seq FROM (
+        SELECT m.seq, m.v, m.body FROM (
+            SELECT m.tenant_id, m.session_id, m.seq, m.role, m.body,
+                CASE WHEN g.n IS NOT NULL THEN setweight(m.search, 'D') END AS v
+            FROM messages m
+            WHERE m.search @@ g.q OFFSET 0
+        ) AS m
+        WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
+        OFFSET 0
+    ) AS k
+    WHERE g.n IS NULL OR k.v @@ g.s OR (k.v @@ {_CUT} AND {_confirmed("g.l", "g.n", "k.body")})
     LIMIT $6
 ) AS x
 """
-# The same, the newest `$6` of each: every match is read and sorted. For a phrase or a
-# prefix, whose matches the index cannot tell without reading each (a phrase) or
-# reads whole anyway (a prefix): one found common then comes with its newest holders,
-# which a search of common terms would otherwise read again.
-TERM_MATCHES_NEWEST = TERM_MATCHES.replace("    LIMIT $6", "    ORDER BY m.seq DESC\n    LIMIT $6")
-assert TERM_MATCHES_NEWEST != TERM_MATCHES
+# The same, the newest `$6` of each: every match is read and sorted (and confirmed
+# newest first). For a phrase or a prefix, whose matches the index cannot tell without
+# reading each (a phrase) or reads whole anyway (a prefix): one found common then comes
+# with its newest holders, which a search of common terms would otherwise read again.
+TERM_MATCHES_NEWEST = TERM_MATCHES.replace(
+    "        OFFSET 0\n    ) AS k", "        ORDER BY m.seq DESC\n        OFFSET 0\n    ) AS k"
+).replace("    LIMIT $6", "    ORDER BY k.seq DESC\n    LIMIT $6")
+assert TERM_MATCHES_NEWEST.count("ORDER BY") == 2
 
 # The function name behind each answered call id: the tool name of a tool message.
 CALL_NAMES = """
@@ -179,11 +251,21 @@ async def session(conn: Driver, tenant: str, sid: str) -> Any:
     return await conn.fetchrow(SESSION, tenant, sid)
 
 
+# What confirms a match of a tsquery (app/messages/lexemes.py `Term`): its strict form,
+# needle and literal, or None when matching the tsquery is a hit.
+Check = tuple[str, str, str] | None
+
+
+def _split_checks(checks: Sequence[Check]) -> list[list[str | None]]:
+    return [[c[k] if c else None for c in checks] for k in range(3)]
+
+
 async def matches(
     conn: Driver,
     tenant: str,
     sid: str,
     tsqueries: Sequence[str],
+    checks: Sequence[Check],
     first: int,
     last: int,
     roles: Sequence[str] | None,
@@ -192,8 +274,13 @@ async def matches(
 ) -> list[tuple[int, int]]:
     """(seq, bit i set when term i matches), newest first, for the messages with seq in
     [first, last] that match `having` (when given) and any term; the newest `limit`."""
+    checked = frozenset(i for i, c in enumerate(checks) if c)
+    extra = _split_checks(checks) if checked else []
     rows = await conn.fetch(
-        _matches_sql(len(tsqueries)), tenant, sid, first, last, roles, having, limit, *tsqueries
+        _matches_sql(len(tsqueries), False, checked),
+        *(tenant, sid, first, last, roles, having, limit),
+        *tsqueries,
+        *extra,
     )
     return [(int(r["seq"]), int(r["hits"])) for r in rows]
 
@@ -203,20 +290,18 @@ async def spread(
     tenant: str,
     sid: str,
     tsqueries: Sequence[str],
+    checks: Sequence[Check],
     seqs: Sequence[int],
     roles: Sequence[str] | None,
 ) -> list[tuple[int, int]]:
     """As `matches`, for the messages with these seqs: one probe of the primary key each."""
+    checked = frozenset(i for i, c in enumerate(checks) if c)
+    extra = _split_checks(checks) if checked else []
     rows = await conn.fetch(
-        _matches_sql(len(tsqueries), spread=True),
-        tenant,
-        sid,
-        list(seqs),
-        None,
-        roles,
-        None,
-        None,
+        _matches_sql(len(tsqueries), True, checked),
+        *(tenant, sid, list(seqs), None, roles, None, None),
         *tsqueries,
+        *extra,
     )
     return [(int(r["seq"]), int(r["hits"])) for r in rows]
 
@@ -226,11 +311,15 @@ async def newest_indexed(
     tenant: str,
     sid: str,
     tsquery: str,
+    check: Check,
     before_seq: int,
     roles: Sequence[str] | None,
     limit: int,
 ) -> list[int]:
-    rows = await conn.fetch(NEWEST_INDEXED, tenant, sid, tsquery, before_seq, roles, limit)
+    strict, needle, literal = check or (None, None, None)
+    rows = await conn.fetch(
+        NEWEST_INDEXED, tenant, sid, tsquery, before_seq, roles, limit, strict, needle, literal
+    )
     return [int(r["seq"]) for r in rows]
 
 
@@ -239,26 +328,30 @@ async def finish(
     tenant: str,
     sid: str,
     scored: Sequence[tuple[int, float | None]],
-    weighted: Sequence[tuple[str, float]],
+    weighted: Sequence[tuple[str, Check, float]],
     literals: Sequence[tuple[str, int]],
     literal_weight: float,
     limit: int,
 ) -> list[Any]:
     """The best `limit` of the candidates (seq, base score or None to score it here)."""
+    stricts, needles, literals_ = _split_checks([c for _, c, _ in weighted])
     return list(
         await conn.fetch(
             FINISH,
             tenant,
             sid,
             [seq for seq, _ in scored],
-            [q for q, _ in weighted],
-            [w for _, w in weighted],
+            [q for q, _, _ in weighted],
+            [w for _, _, w in weighted],
             [text for text, _ in literals],
             literal_weight,
             [n for _, n in literals],
             limit,
             [base for _, base in scored],
             RECALL,
+            stricts,
+            needles,
+            literals_,
         )
     )
 
@@ -268,6 +361,7 @@ async def term_matches(
     tenant: str,
     sid: str,
     queries: Sequence[str],
+    checks: Sequence[Check],
     before_seq: int,
     roles: Sequence[str] | None,
     cap: int,
@@ -276,7 +370,9 @@ async def term_matches(
     """For each query, the seqs of the messages it matches, at most `cap` of them (the
     newest, newest first, when `newest`)."""
     sql = TERM_MATCHES_NEWEST if newest else TERM_MATCHES
-    rows = await conn.fetch(sql, tenant, sid, list(queries), before_seq, roles, cap)
+    rows = await conn.fetch(
+        sql, tenant, sid, list(queries), before_seq, roles, cap, *_split_checks(checks)
+    )
     out: list[list[int]] = [[] for _ in queries]
     for r in rows:
         out[int(r["i"]) - 1].append(int(r["seq"]))

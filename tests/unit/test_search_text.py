@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from app.messages import lexemes as text
 from app.messages.lexemes import lexemes, tsvector_literal
+from app.search import hits
 
 
 def test_words_are_lower_cased_one_position_each() -> None:
@@ -72,9 +73,14 @@ def test_positions_past_the_bound_are_clamped_and_written_once() -> None:
 def test_a_query_term_has_an_exact_form_beside_its_wider_one() -> None:
     word, ident, short = text.query_terms("datenbank app/models.py ab")
     assert (word.tsquery, word.exact) == ("'datenbank':*", "'datenbank'")
-    assert ident.tsquery == "'app/models.py' | ('app' <-> 'models' <-> 'py')"
-    assert ident.exact == "'app/models.py'"
+    # An identifier of several parts is looked up whole or by the AND of its parts
+    # (no positions: PostgreSQL keeps 256 per lexeme), confirmed by its phrase or text.
+    assert ident.tsquery == ident.exact == "'app/models.py' | ('app' & 'models' & 'py')"
+    assert ident.strict == "'app/models.py' | ('app' <-> 'models' <-> 'py')"
+    assert ident.best == "'app/models.py'"  # a token of its own ranks first
+    assert r"[aA][pP][pP]\/[mM][oO][dD][eE][lL][sS]\.[pP][yY]" in ident.needle
     assert short.tsquery == short.exact == "'ab'"
+    assert (word.best, short.best) == ("'datenbank'", "")
 
 
 def test_a_long_cjk_run_is_matched_pair_by_pair() -> None:
@@ -98,8 +104,8 @@ def test_a_long_cjk_run_is_matched_pair_by_pair() -> None:
 
 
 def test_a_literal_keeps_the_brackets_of_code() -> None:
-    found = dict(text.literals("what did the output say about ['CVS']?"))
+    found = dict(hits.literals("what did the output say about ['CVS']?"))
     assert found["['CVS']"] == 1 and found["CVS"] == 1
-    assert "input()" in dict(text.literals("what about input()?"))
+    assert "input()" in dict(hits.literals("what about input()?"))
     # Quotes around a path are not part of it.
-    assert "x.py" in dict(text.literals('see "x.py", then'))
+    assert "x.py" in dict(hits.literals('see "x.py", then'))
