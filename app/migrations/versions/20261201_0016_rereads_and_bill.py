@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016_rereads_and_bill"
-down_revision: str | tuple[str, ...] | None = "0014_summary_carries_pinned"
+down_revision: str | tuple[str, ...] | None = "0015_positions_cut"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
