@@ -102,6 +102,7 @@ class _Prompt:
     identifiers: list[str] = field(default_factory=list)
     previous: dict[str, Any] = field(default_factory=dict)
     lines: list[tuple[str, str]] = field(default_factory=list)  # (role, text)
+    seqs: list[str] = field(default_factory=list)  # the seq of each line
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -140,6 +141,7 @@ def parse_prompt(messages: list[dict[str, Any]]) -> _Prompt:
         if m:
             kind = m.group(2) if not m.group(3) else f"{m.group(2)} {m.group(3)}"
             prompt.lines.append((kind, m.group(4)))
+            prompt.seqs.append(m.group(1))
         elif line.startswith("    ") and prompt.lines:
             role, text = prompt.lines[-1]
             prompt.lines[-1] = (role, text + "\n" + line[4:])
@@ -147,6 +149,7 @@ def parse_prompt(messages: list[dict[str, Any]]) -> _Prompt:
 
 
 def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
+    """Each item from a line of the range cites that line's seq, as the prompt asks."""
     zh = len(_CJK.findall(" ".join(t for _, t in prompt.lines))) > 20
     user_label, asst_label = ("用户：", "助手：") if zh else ("User: ", "Assistant: ")
     out: dict[str, list[str]] = {k: [] for k in ("facts", "decisions", "open_todos",
@@ -158,17 +161,18 @@ def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
     out["facts"].extend(prompt.anchors)
     if prompt.identifiers:
         out["facts"].append(("标识：" if zh else "Identifiers: ") + ", ".join(prompt.identifiers))
-    for role, text in prompt.lines:
+    for (role, text), seq in zip(prompt.lines, prompt.seqs, strict=True):
         sentences = [s.strip() for s in re.split(r"(?<=[.!?。！？])\s*|\n", text) if s.strip()]
+        mark = f" [#{seq}]"
         if role == "user":
-            out["timeline"].append(user_label + text[:120])
-            out["user_prefs"].extend(s for s in sentences if _KEY.search(s))
+            out["timeline"].append(user_label + text[:120] + mark)
+            out["user_prefs"].extend(s + mark for s in sentences if _KEY.search(s))
         elif role == "assistant":
-            out["timeline"].append(asst_label + text[:80])
+            out["timeline"].append(asst_label + text[:80] + mark)
         elif role.endswith("call"):
-            out["timeline"].append(text[:80])
-        out["decisions"].extend(s for s in sentences if _DECISION.search(s))
-        out["open_todos"].extend(s for s in sentences if _TODO.search(s))
+            out["timeline"].append(text[:80] + mark)
+        out["decisions"].extend(s + mark for s in sentences if _DECISION.search(s))
+        out["open_todos"].extend(s + mark for s in sentences if _TODO.search(s))
     for key, items in out.items():
         out[key] = list(dict.fromkeys(items))
     # A real model stops at max_tokens; a faithful one writes less instead.
@@ -364,7 +368,9 @@ class FakeLLM:
         elif behaviour == "truncate":
             content, finish = content[: len(content) // 2], "length"
         elif behaviour == "minimal":
-            content = json.dumps({"timeline": ["The conversation continued."]})
+            # Vague but true: the head of the first line of the range, cited.
+            head = (prompt.lines[0][1][:24] + " [#" + prompt.seqs[0] + "]") if prompt.lines else "-"
+            content = json.dumps({"timeline": [head]})
         elif behaviour == "english":
             content = json.dumps(
                 {"facts": ["The user talked about their plans."], "timeline": ["They talked."]}
