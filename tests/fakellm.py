@@ -27,6 +27,10 @@ Behaviours:
 - ``omit_anchors``: ``normal`` without any item that contains an anchor
 - ``minimal``: a valid summary of one vague timeline entry (no anchors, no identifiers)
 - ``english``: a plausible summary in English whatever the conversation's language
+- stand-ins that lose things on purpose (each a ``normal`` summary, then): ``paraphrase``
+  rewrites every path ("the file") and number ("a few"); ``drop_oldest`` summarises only
+  the newer half of the range's lines (the previous summary kept); ``invent_seq`` cites
+  a seq past the range's end in every other item, and the range's first seq in the rest
 - ``recall``: an agent that recalls, for requests that offer a ``recall`` tool: after a
   user message it calls ``recall`` with ``{"query": <the last word of the user
   message>}``; after that answer, ``recall`` with ``{"seq": <the first "seq N" the
@@ -68,7 +72,7 @@ BEHAVIOURS = frozenset(
     {
         "normal", "slow", "timeout", "500", "503", "429", "garbage", "drop_connection", "refuse",
         "refuse_text", "not_json", "wrong_types", "empty", "truncate", "omit_anchors", "english",
-        "minimal", "agent", "recall",
+        "minimal", "agent", "recall", "paraphrase", "drop_oldest", "invent_seq",
     }
 )  # fmt: skip
 
@@ -179,6 +183,22 @@ def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
     while len(json.dumps(out, ensure_ascii=False).encode()) // 3 > max_tokens and out["timeline"]:
         out["timeline"].pop(0)
     return out
+
+
+_CITE = re.compile(r"\s*\[#[\d,\s#-]+\]")
+_PATH = re.compile(r"[\w.-]*/[\w./-]+|\b[\w-]+\.(?:py|yaml|yml|json|toml|md|txt|js|ts|sql|cfg)\b")
+_NUMBER = re.compile(r"\d+(?:[.,:-]\d+)*")
+
+
+def _paraphrase(item: str) -> str:
+    """Paths and numbers in words, the citation left alone (it is not what is lost)."""
+    body = _CITE.sub("", item)
+    marks = "".join(_CITE.findall(item))
+    return _NUMBER.sub("a few", _PATH.sub("the file", body)) + marks
+
+
+def _map_items(summary: dict[str, list[str]], fn: Any) -> dict[str, list[str]]:
+    return {k: [fn(i) for i in v] for k, v in summary.items()}
 
 
 class FakeLLM:
@@ -344,6 +364,9 @@ class FakeLLM:
         if behaviour == "recall" and body.get("tools"):
             return self._recall_step(body, messages)
         prompt = parse_prompt(messages)
+        if behaviour == "drop_oldest":
+            half = len(prompt.lines) // 2
+            prompt.lines, prompt.seqs = prompt.lines[half:], prompt.seqs[half:]
         summary = faithful_summary(
             prompt, int(body.get("max_tokens") or body.get("max_completion_tokens") or 1024)
         )
@@ -355,6 +378,17 @@ class FakeLLM:
             kept = {k: [i for i in v if not any(a in i.casefold() for a in keys)]
                     for k, v in summary.items()}  # fmt: skip
             content = json.dumps(kept, ensure_ascii=False)
+        elif behaviour == "paraphrase":
+            content = json.dumps(_map_items(summary, _paraphrase), ensure_ascii=False)
+        elif behaviour == "invent_seq" and prompt.seqs:
+            past, first = int(prompt.seqs[-1]) + 7, prompt.seqs[0]
+            counter = iter(range(10_000))
+
+            def invent(item: str) -> str:
+                body = _CITE.sub("", item)
+                return f"{body} [#{past if next(counter) % 2 == 0 else first}]"
+
+            content = json.dumps(_map_items(summary, invent), ensure_ascii=False)
         elif behaviour == "refuse":
             message["refusal"] = "I can't help with that."
         elif behaviour == "refuse_text":

@@ -27,6 +27,7 @@ job (`Verdict.record`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,10 @@ from app.compaction.signals import classify, extract_identifiers, normalise, sho
 from app.compaction.signals import split_sentences as sentences
 from app.compaction.summary import TextCounter
 from app.conversation import LoggedMessage, call_function
+
+# Codes (`E4042`, `W123`, `HTTP-503`) and numbers of two digits or more: what a summary
+# must not reword, beside the identifiers of `signals.extract_identifiers`.
+_CODE = re.compile(r"(?<![\w.])(?:[A-Za-z][\w-]*\d[\w-]*|\d{2,}(?:\.\d+)?)(?![\w])")
 
 KINDS = ("constraint", "question", "artifact", "decision", "todo", "error")
 MAX_TEXT = 300
@@ -60,6 +65,15 @@ class Probe:
 
     def view(self) -> dict[str, object]:
         return {"kind": self.kind, "text": self.text, "seqs": list(self.seqs)}
+
+
+def keys_of(text: str) -> tuple[str, ...]:
+    """What of `text` must be visible verbatim: identifiers, codes, numbers."""
+    found = dict.fromkeys(extract_identifiers(text))
+    for code in _CODE.findall(text):
+        if not any(code in k for k in found):
+            found[code] = None
+    return tuple(found)
 
 
 def _user_probes(messages: Sequence[LoggedMessage]) -> list[Probe]:
@@ -93,8 +107,7 @@ def _said_probes(messages: Sequence[LoggedMessage]) -> list[Probe]:
             for kind in ("decision", "todo"):
                 if kind in tags:
                     text = shorten(s, MAX_TEXT)
-                    keys = tuple(extract_identifiers(text))
-                    out.append(Probe(kind, text, (m.seq,), keys))
+                    out.append(Probe(kind, text, (m.seq,), keys_of(text)))
     return out
 
 
@@ -117,7 +130,7 @@ def _error_probes(messages: Sequence[LoggedMessage], later: Sequence[LoggedMessa
                 open_errors.pop(key, None)
             elif m.seq in in_range:
                 text = shorten(f"{name}({shorten(args, 80)}) → {ended}", MAX_TEXT)
-                keys = tuple(extract_identifiers(ended))
+                keys = keys_of(ended)
                 open_errors[key] = Probe("error", text, (m.seq, answer.seq), keys)
     return list(open_errors.values())
 
