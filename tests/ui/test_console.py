@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.support.console_data import Seeded
+from tests.support.console_data import Seeded, turn
 from tests.ui.conftest import KEY_A, KEY_B, ConsoleServer, screenshot
 
 
@@ -220,3 +220,44 @@ def test_a_session_that_stays_compact_needed_says_why_and_marks_stack(
     marks = page.query_selector_all("#token-chart g.compaction-mark")
     assert [m.get_attribute("data-count") for m in marks] == ["2"]
     assert page.text_content("#token-chart text.compaction-count") == "×2"
+
+
+def test_each_compaction_shows_its_gate_and_what_it_lost(
+    page: Any, console_server: ConsoleServer, seeded: Seeded
+) -> None:
+    # An artifact share of zero: the trail of the range cannot be carried, and the gate
+    # says so, probe by probe, beside the scores.
+    sid = "gate-agent"
+    with httpx.Client(
+        base_url=console_server.base_url, headers={"Authorization": f"Bearer {KEY_A}"}, timeout=70
+    ) as c:
+        c.put(
+            f"/sessions/{sid}",
+            json={
+                "context_limit": 6000,
+                "auto_compact": False,
+                "compaction": {
+                    "reserved_output_tokens": 500,
+                    "safety_margin_tokens": 100,
+                    "artifacts_ratio": 0,
+                },
+            },
+        ).raise_for_status()
+        batch = [m for k in range(14) for m in turn(k)]
+        c.post(f"/sessions/{sid}/messages", json={"messages": batch}).raise_for_status()
+        r = c.post(f"/sessions/{sid}/compact", json={"wait": True, "force": True, "timeout_s": 60})
+        r.raise_for_status()
+        job = c.get(f"/sessions/{sid}/compaction").json()["jobs"][0]
+    gate = job["gate"]
+    assert gate["scores"]["artifact"] < 1
+    lost = [d for d in gate["dropped"] if d["kind"] == "artifact"]
+    assert lost and all(d["over_share"] for d in lost)
+
+    login(page, console_server, KEY_A, f"#/session/{sid}")
+    page.wait_for_selector("#history tr.job .gate")
+    score = page.query_selector("#history .gate-score[data-kind=artifact]")
+    assert score is not None and float(score.get_attribute("data-score")) < 1
+    text = page.inner_text("#history details.gate-lost")
+    assert f"What this compaction lost ({len(gate['dropped'])})" in text
+    assert lost[0]["text"] in text and "over its share" in text
+    screenshot(page, "session-gate", full_page=False)

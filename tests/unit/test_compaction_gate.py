@@ -65,10 +65,8 @@ def _coding_log(lang: str = "en", pad: int = 4) -> list[LoggedMessage]:
         {"role": "user", "content": "我们发布哪个版本？" if zh else "Which version do we ship?"},
     ]  # fmt: skip
     for i in range(pad):
-        filler = (
-            ("继续检查第 %d 个模块，一切正常。" % i) * 6 if zh else f"Checked module {i}. " * 12
-        )
-        items.append({"role": "user", "content": ("检查模块 %d" % i) if zh else f"Check {i}."})
+        filler = f"继续检查第 {i} 个模块，一切正常。" * 6 if zh else f"Checked module {i}. " * 12
+        items.append({"role": "user", "content": f"检查模块 {i}" if zh else f"Check {i}."})
         items.append({"role": "assistant", "content": filler})
     items += [
         {"role": "user", "content": "现在更新文档。" if zh else "Now update the docs."},
