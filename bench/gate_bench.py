@@ -202,9 +202,8 @@ def tables(results: dict[tuple[str, str, int], Tally], times: Sequence[int]) -> 
     return "\n".join(lines)
 
 
-async def main_async(args: argparse.Namespace) -> int:
+async def main_async(args: argparse.Namespace, sessions: list[dict[str, Any]]) -> int:
     counter = get_counter("gpt-4o-mini")
-    sessions = [json.loads(line) for line in DATASET.open(encoding="utf-8")]
     cases: list[tuple[str, list[LoggedMessage]]] = []
     for s in sessions:
         messages = logged(s["messages"], counter)
@@ -242,7 +241,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return asyncio.run(main_async(parse_args(argv)))
+    with DATASET.open(encoding="utf-8") as fh:
+        sessions = [json.loads(line) for line in fh]
+    return asyncio.run(main_async(parse_args(argv), sessions))
 
 
 if __name__ == "__main__":
