@@ -36,6 +36,10 @@ MAX_RANGES = 3
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 _LATIN = re.compile(r"[^\W\d_]{3,}|\d{2,}")
+_ARROWS = re.compile(r" [→←] ")
+_LABEL = re.compile(r"^\w+(?:: |：)")
+# Codes (`E4042`, `4NQLHD`) and numbers of two digits or more.
+_CODE = re.compile(r"(?<![\w.])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*|\d{2,})(?![\w])")
 # Words every label or summary line has: they hold nothing.
 _STOP = frozenset(
     """the and for with that this from into was were are has have had not but you your
@@ -117,13 +121,20 @@ def terms(text: str) -> set[str]:
 class _Need:
     """What a message must hold to hold an item."""
 
-    ids: tuple[str, ...]  # normalised identifiers: one of them verbatim suffices
+    ids: tuple[str, ...]  # normalised identifiers and exact phrases: one of them suffices
     terms: frozenset[str]
     enough: int  # shared terms that suffice
 
     @classmethod
     def of(cls, body: str) -> _Need:
-        ids = tuple(dict.fromkeys(normalise(i) for i in extract_identifiers(body)))
+        found = [*extract_identifiers(body), *_CODE.findall(body)]
+        # The parts of an artifact (`ran: ls -la → exit 0`, `got: 4NQLHD ← get_user`) and a
+        # short item whole (`hi`): exact strings a holder has verbatim.
+        parts = [_LABEL.sub("", p) for p in _ARROWS.split(body)]
+        found += [p for p in parts if len(normalise(p)) >= 5]
+        if len(terms(body)) < 2:
+            found.append(_LABEL.sub("", body))
+        ids = tuple(k for k in dict.fromkeys(normalise(i) for i in found) if k)
         words = frozenset(terms(body))
         return cls(ids, words, max(1, min(3, math.ceil(len(words) * 0.34))))
 
