@@ -241,7 +241,7 @@ def test_each_compaction_shows_its_gate_and_what_it_lost(
                 "role": "tool",
                 "tool_call_id": f"d{i}",
                 "content": f"error: quota exceeded (Q99{i:02d})",
-            },  # fmt: skip
+            },
             {"role": "assistant", "content": "Noted."},
         ]
     steps.append({"role": "user", "content": "Go on."})

@@ -148,14 +148,17 @@ def _assert_nothing_fitting_lost(outcome: SummaryOutcome) -> None:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_probes_are_drawn_by_rule_from_the_range(lang: str) -> None:
     plan = _plan(_coding_log(lang))
-    draw = lambda: gate.draw(  # noqa: E731
-        plan.range_messages,
-        plan.preserved_messages,
-        kept_artifacts=(),
-        user_share=10_000,
-        summary_share=10_000,
-        counter=COUNTER,
-    )
+
+    def draw() -> tuple[gate.Probe, ...]:
+        return gate.draw(
+            plan.range_messages,
+            plan.preserved_messages,
+            kept_artifacts=(),
+            user_share=10_000,
+            summary_share=10_000,
+            counter=COUNTER,
+        )
+
     probes = draw()
     assert probes == draw()  # deterministic
     kinds = {p.kind for p in probes}
