@@ -101,16 +101,13 @@ class Tally:
         self.by: dict[str, int] = defaultdict(int)
 
 
-def unborne(summary: StructuredSummary, sources: Sources, previous_ok: set[str]) -> int:
-    """Items with a citation no seq of the range holds (the previous summary's own
-    citations, carried over, are checked where they were made)."""
+def unborne(summary: StructuredSummary, log: Sources) -> int:
+    """Items with a citation no seq of the log holds (each cited range's ends checked)."""
     bad = 0
     for name in CITED:
         for item in getattr(summary, name):
             body, ranges = split_cites(item)
-            if not ranges or item in previous_ok:
-                continue
-            if not any(sources.holds(a, body) or sources.holds(b, body) for a, b in ranges):
+            if ranges and not all(log.holds(a, body) or log.holds(b, body) for a, b in ranges):
                 bad += 1
     return bad
 
@@ -155,8 +152,9 @@ async def run_session(
             tally.degraded += outcome.reason == "gate_dropped"
             tally.corrected += gate.get("citations", {}).get("corrected", 0)
             tally.dropped_items += gate.get("citations", {}).get("dropped", 0)
-            carried = {i for f in CITED for i in getattr(previous, f)} if previous else set()
-            tally.unborne += unborne(outcome.summary, Sources.of(plan.range_messages), carried)
+            # Against the whole log so far: rolled items cite seqs of earlier ranges.
+            log = Sources.of([m for m in messages if m.seq <= plan.new_watermark])
+            tally.unborne += unborne(outcome.summary, log)
             previous, watermark = outcome.summary, plan.new_watermark
     finally:
         if client is not None:
