@@ -323,3 +323,36 @@ def test_every_item_on_every_path_cites_seqs_that_hold_it(
     outcome = asyncio.run(run())
     _assert_cited(outcome.summary, log)
     _assert_nothing_fitting_lost(outcome)
+
+
+async def test_a_patch_that_does_not_hold_gives_way_to_the_extractive_summary(
+    llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fault injection: the gate's patch is lost (as when it cannot fit the cap). The
+    # model's answer still lacks the decision after the retry: the extractive summary,
+    # which keeps the range's decisions in their own words, is stored instead.
+    from dataclasses import replace
+
+    from app.compaction import fit
+
+    patched = fit._patched
+    monkeypatch.setattr(
+        fit,
+        "_patched",
+        lambda brief, summary, patch: patched(brief, summary, replace(patch, probes=())),
+    )
+    llm.behaviour = "paraphrase"
+    log = _coding_log()
+    outcome = await _summarise(llm, _plan(log))
+    assert outcome.gate is not None
+    assert (outcome.status, outcome.summarizer, outcome.reason) == (
+        "degraded",
+        "extractive",
+        "gate_dropped",
+    )
+    assert outcome.gate["action"] == "extractive"
+    assert outcome.gate["answer_scores"]["decision"] < 1  # what the model's answer kept
+    by = {c["kind"]: c["by"] for c in outcome.gate["caught"]}
+    assert by["decision"] == "extractive"
+    assert outcome.gate["scores"]["decision"] == 1.0 and "8443" in outcome.rendered_text
+    _assert_cited(outcome.summary, log)

@@ -691,6 +691,13 @@ export interface components {
             finished_at?: string | null;
             /** Force */
             force?: boolean | null;
+            /**
+             * Gate
+             * @description the quality gate (SPEC §5): probes drawn from the range per kind, `scores` (share kept in the final context, 0..1), `answer_scores` (in the summariser's answer), `dropped` ({kind, text, seqs, over_share}: what this compaction lost), `caught` ({kind, text, seqs, by}: restored by retry, patch or extractive), `action`, `citations` (kept, corrected, dropped)
+             */
+            gate?: {
+                [key: string]: unknown;
+            } | null;
             /** Job Id */
             job_id: string;
             /** Reason */
