@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -860,3 +861,51 @@ async def test_a_summary_carrying_a_pinned_message_is_sent_whatever_the_budget(
     assert r.status_code == 201, r.text
     small = (await cclient.get(f"/sessions/{sid}/context", params={"max_tokens": 300})).json()
     assert not small["summary"]["included"] and not small["over_budget"]
+
+
+async def test_each_job_carries_its_gate_and_metrics_count_the_probes(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    """SPEC §2/§5: a model that drops the oldest half of the range is caught, the job says
+    what it caught and lost, and /metrics counts the probes by kind and outcome."""
+
+    def probes(text: str, kind: str, outcome: str) -> float:
+        pattern = (
+            rf'contextd_compaction_gate_probes_total\{{kind="{kind}",outcome="{outcome}"\}} (\S+)'
+        )
+        found = re.search(pattern, text)
+        return float(found[1]) if found else 0.0
+
+    before = (await cclient.get("/metrics")).text
+    await cclient.put(f"/sessions/{sid}", json=SMALL)
+    msgs: list[dict[str, Any]] = [
+        user(CONSTRAINT),
+        {"role": "assistant", "content": "We decided to keep port 8443 for the API."},
+    ]
+    for i in range(12):
+        msgs += [
+            user(f"Turn {i}: please inspect src/service_{i}.py and report line counts."),
+            call(f"t{i}", args=f'{{"path": "src/service_{i}.py"}}'),
+            result(f"t{i}", f"{120 + i} lines\n" + "code line\n" * 20),
+            {"role": "assistant", "content": f"It has {120 + i} lines."},
+        ]
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    assert r.status_code == 201, r.text
+    llm.behaviour = "drop_oldest"
+    done = await compact(cclient, sid, force=True)
+    gate = done["gate"]
+    assert gate == done["compaction_metadata"]["gate"]
+    assert gate["answer_scores"]["decision"] == 0.0 and gate["scores"]["decision"] == 1.0
+    assert [c["seqs"] for c in gate["caught"] if c["kind"] == "decision"] == [[2]]
+    assert [d for d in gate["dropped"] if not d["over_share"]] == []
+    s = await state(cclient, sid)
+    assert s["jobs"][0]["gate"] == gate
+    assert "8443" in s["summary"]["text"]
+    # Every item of the stored structure lists its seqs apart, as the text shows them.
+    structure = s["summary"]["structure"]
+    for name, seqs in structure["seqs"].items():
+        assert len(seqs) == len(structure[name]), name
+    assert structure["seqs"]["user_messages"][0] == [[1, 1]]
+    after = (await cclient.get("/metrics")).text
+    assert probes(after, "decision", "patched") == probes(before, "decision", "patched") + 1
+    assert probes(after, "artifact", "kept") > probes(before, "artifact", "kept")
