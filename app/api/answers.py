@@ -301,12 +301,7 @@ class CompactionJob(BaseModel):
     watermark_after: int | None = None
     compaction_metadata: dict[str, Any] | None = None
     gate: dict[str, Any] | None = Field(
-        None,
-        description="the quality gate (SPEC §5): probes drawn from the range per kind, "
-        "`scores` (share kept in the final context, 0..1), `answer_scores` (in the "
-        "summariser's answer), `dropped` ({kind, text, seqs, over_share}: what this "
-        "compaction lost), `caught` ({kind, text, seqs, by}: restored by retry, patch or "
-        "extractive), `action`, `citations` (kept, corrected, dropped)",
+        None, description="the quality gate (SPEC §5): scores, dropped, caught (guide.md)"
     )
     created_at: datetime | None = None
     started_at: datetime | None = None

@@ -693,7 +693,7 @@ export interface components {
             force?: boolean | null;
             /**
              * Gate
-             * @description the quality gate (SPEC §5): probes drawn from the range per kind, `scores` (share kept in the final context, 0..1), `answer_scores` (in the summariser's answer), `dropped` ({kind, text, seqs, over_share}: what this compaction lost), `caught` ({kind, text, seqs, by}: restored by retry, patch or extractive), `action`, `citations` (kept, corrected, dropped)
+             * @description the quality gate (SPEC §5): scores, dropped, caught (guide.md)
              */
             gate?: {
                 [key: string]: unknown;
