@@ -36,7 +36,8 @@ MAX_RANGES = 3
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 _LATIN = re.compile(r"[^\W\d_]{3,}|\d{2,}")
-_ARROWS = re.compile(r" [→←] ")
+# Where an item's exact parts end: arrows of the trail, list commas, cut marks.
+_ARROWS = re.compile(r" [→←] |, |…(?:\(\+\d+ lines?\))?|，|、")
 _LABEL = re.compile(r"^\w+(?:: |：)")
 # Codes (`E4042`, `4NQLHD`) and numbers of two digits or more.
 _CODE = re.compile(r"(?<![\w.])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*|\d{2,})(?![\w])")
@@ -130,7 +131,7 @@ class _Need:
         found = [*extract_identifiers(body), *_CODE.findall(body)]
         # The parts of an artifact (`ran: ls -la → exit 0`, `got: 4NQLHD ← get_user`) and a
         # short item whole (`hi`): exact strings a holder has verbatim.
-        parts = [_LABEL.sub("", p) for p in _ARROWS.split(body)]
+        parts = [_LABEL.sub("", p.strip()) for p in _ARROWS.split(body)]
         found += [p for p in parts if len(normalise(p)) >= 5]
         if len(terms(body)) < 2:
             found.append(_LABEL.sub("", body))
