@@ -125,10 +125,12 @@ class _Need:
     ids: tuple[str, ...]  # normalised identifiers and exact phrases: one of them suffices
     terms: frozenset[str]
     enough: int  # shared terms that suffice
+    strong: tuple[str, ...]  # normalised identifiers and codes only
 
     @classmethod
     def of(cls, body: str) -> _Need:
         found = [*extract_identifiers(body), *_CODE.findall(body)]
+        strong = tuple(k for k in dict.fromkeys(normalise(i) for i in found) if len(k) >= 3)
         # The parts of an artifact (`ran: ls -la → exit 0`, `got: 4NQLHD ← get_user`) and a
         # short item whole (`hi`): exact strings a holder has verbatim.
         parts = [_LABEL.sub("", p.strip()) for p in _ARROWS.split(body)]
@@ -137,7 +139,7 @@ class _Need:
             found.append(_LABEL.sub("", body))
         ids = tuple(k for k in dict.fromkeys(normalise(i) for i in found) if k)
         words = frozenset(terms(body))
-        return cls(ids, words, max(1, min(3, math.ceil(len(words) * 0.34))))
+        return cls(ids, words, max(1, min(3, math.ceil(len(words) * 0.34))), strong)
 
     def score(self, norm: str, words: frozenset[str]) -> int:
         """0 when the text does not hold the item; higher for a better holder."""
@@ -146,6 +148,15 @@ class _Need:
         if not hit_ids and shared < self.enough:
             return 0
         return hit_ids * 4 + shared
+
+    def restates(self, norm: str, words: frozenset[str]) -> int:
+        """Stricter than `score`, for another summary item whose citation would be taken
+        over unchecked: one of its identifiers, or half its words (two at least)."""
+        hit = sum(1 for i in self.strong if i in norm)
+        shared = len(self.terms & words)
+        if not hit and shared < max(2, math.ceil(len(self.terms) / 2)):
+            return 0
+        return hit * 4 + shared
 
 
 def message_text(m: LoggedMessage) -> str:
@@ -229,7 +240,9 @@ class Sources:
         for norm, words, ranges in self.previous:
             if norm == key:
                 return ranges
-            score = need.score(norm, words)
+            # An uncited item (stored before provenance) passes no citation on: the
+            # lenient rule; a cited one passes its citation on unchecked: the strict one.
+            score = need.restates(norm, words) if ranges else need.score(norm, words)
             if score > best[0]:
                 best = (score, ranges)
         return best[1]
