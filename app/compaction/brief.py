@@ -115,9 +115,10 @@ def brief_for(
         max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
         counter=counter,
     )
+    trail = range_artifacts(plan.range_messages, plan.preserved_messages)
     artifacts, dropped = roll_artifacts(
         previous_summary.artifacts if previous_summary else (),
-        range_artifacts(plan.range_messages, plan.preserved_messages),
+        trail,
         max_tokens=int(settings.artifacts_ratio * settings.usable_budget),
         counter=counter,
     )
@@ -167,6 +168,7 @@ def brief_for(
         probes=gate.draw(
             plan.range_messages,
             plan.preserved_messages,
+            range_artifacts=trail,
             kept_artifacts=artifacts,
             user_share=int(settings.user_messages_ratio * settings.usable_budget),
             # Half the cap: the rest of the summary needs room too.

@@ -31,7 +31,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from app.compaction.artifacts import decode, range_artifacts
+from app.compaction.artifacts import decode
+from app.compaction.artifacts import range_artifacts as trail
 from app.compaction.checks import missing_anchors
 from app.compaction.provenance import cite_seqs, terms
 from app.compaction.shell import failed, outcome
@@ -135,12 +136,10 @@ def _error_probes(messages: Sequence[LoggedMessage], later: Sequence[LoggedMessa
     return list(open_errors.values())
 
 
-def _artifact_probes(
-    messages: Sequence[LoggedMessage], later: Sequence[LoggedMessage], kept: Iterable[str]
-) -> list[Probe]:
+def _artifact_probes(items: Iterable[str], kept: Iterable[str]) -> list[Probe]:
     kept_keys = {a.key for a in map(decode, kept) if a is not None}
     out: list[Probe] = []
-    for item in range_artifacts(messages, later):
+    for item in items:
         a = decode(item)
         if a is None:
             continue
@@ -182,16 +181,21 @@ def draw(
     messages: Sequence[LoggedMessage],
     later: Sequence[LoggedMessage],
     *,
+    range_artifacts: Sequence[str] | None = None,
     kept_artifacts: Iterable[str],
     user_share: int,
     summary_share: int,
     counter: TextCounter,
 ) -> tuple[Probe, ...]:
-    """The probes of a compacted range (see the module docstring), in log order."""
+    """The probes of a compacted range (see the module docstring), in log order.
+    `range_artifacts`: the range's trail, when the caller has read it off already."""
     probes = _dedupe(
         [
             *_user_probes(messages),
-            *_artifact_probes(messages, later, kept_artifacts),
+            *_artifact_probes(
+                trail(messages, later) if range_artifacts is None else range_artifacts,
+                kept_artifacts,
+            ),
             *_said_probes(messages),
             *_error_probes(messages, later),
         ]
