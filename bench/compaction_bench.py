@@ -3,6 +3,8 @@
     python bench/compaction_bench.py [--database-url URL] [--sessions N] [--quick]
                                      [--preserved-turns 2,4] [--control] [--max-seconds 900]
     python bench/compaction_bench.py --agent [--agent-sessions 4]   # agent runs (see below)
+    python bench/compaction_bench.py --gate [--sessions N] [--times 1,2,3,5]
+                                     # the quality gate per probe kind: bench/gate_bench.py
 
 Each dataset session gets three planted constraint turns early on (a user
 message "Constraint C<n>: never ..., and always ..." (Chinese for Chinese
@@ -930,6 +932,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    rest = list(sys.argv[1:] if argv is None else argv)
+    if "--gate" in rest:  # its own options: see bench/gate_bench.py
+        from bench import gate_bench
+
+        rest.remove("--gate")
+        return gate_bench.main(rest)
     args = parse_args(argv)
     if args.agent:
         return agent_main(args)

@@ -27,6 +27,10 @@ Behaviours:
 - ``omit_anchors``: ``normal`` without any item that contains an anchor
 - ``minimal``: a valid summary of one vague timeline entry (no anchors, no identifiers)
 - ``english``: a plausible summary in English whatever the conversation's language
+- stand-ins that lose things on purpose (each a ``normal`` summary, then): ``paraphrase``
+  rewrites every path ("the file") and number ("a few"); ``drop_oldest`` summarises only
+  the newer half of the range's lines (the previous summary kept); ``invent_seq`` cites
+  a seq past the range's end in every other item, and the range's first seq in the rest
 - ``recall``: an agent that recalls, for requests that offer a ``recall`` tool: after a
   user message it calls ``recall`` with ``{"query": <the last word of the user
   message>}``; after that answer, ``recall`` with ``{"seq": <the first "seq N" the
@@ -68,7 +72,7 @@ BEHAVIOURS = frozenset(
     {
         "normal", "slow", "timeout", "500", "503", "429", "garbage", "drop_connection", "refuse",
         "refuse_text", "not_json", "wrong_types", "empty", "truncate", "omit_anchors", "english",
-        "minimal", "agent", "recall",
+        "minimal", "agent", "recall", "paraphrase", "drop_oldest", "invent_seq",
     }
 )  # fmt: skip
 
@@ -102,6 +106,7 @@ class _Prompt:
     identifiers: list[str] = field(default_factory=list)
     previous: dict[str, Any] = field(default_factory=dict)
     lines: list[tuple[str, str]] = field(default_factory=list)  # (role, text)
+    seqs: list[str] = field(default_factory=list)  # the seq of each line
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -140,6 +145,7 @@ def parse_prompt(messages: list[dict[str, Any]]) -> _Prompt:
         if m:
             kind = m.group(2) if not m.group(3) else f"{m.group(2)} {m.group(3)}"
             prompt.lines.append((kind, m.group(4)))
+            prompt.seqs.append(m.group(1))
         elif line.startswith("    ") and prompt.lines:
             role, text = prompt.lines[-1]
             prompt.lines[-1] = (role, text + "\n" + line[4:])
@@ -147,6 +153,7 @@ def parse_prompt(messages: list[dict[str, Any]]) -> _Prompt:
 
 
 def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
+    """Each item from a line of the range cites that line's seq, as the prompt asks."""
     zh = len(_CJK.findall(" ".join(t for _, t in prompt.lines))) > 20
     user_label, asst_label = ("用户：", "助手：") if zh else ("User: ", "Assistant: ")
     out: dict[str, list[str]] = {k: [] for k in ("facts", "decisions", "open_todos",
@@ -158,23 +165,40 @@ def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
     out["facts"].extend(prompt.anchors)
     if prompt.identifiers:
         out["facts"].append(("标识：" if zh else "Identifiers: ") + ", ".join(prompt.identifiers))
-    for role, text in prompt.lines:
+    for (role, text), seq in zip(prompt.lines, prompt.seqs, strict=True):
         sentences = [s.strip() for s in re.split(r"(?<=[.!?。！？])\s*|\n", text) if s.strip()]
+        mark = f" [#{seq}]"
         if role == "user":
-            out["timeline"].append(user_label + text[:120])
-            out["user_prefs"].extend(s for s in sentences if _KEY.search(s))
+            out["timeline"].append(user_label + text[:120] + mark)
+            out["user_prefs"].extend(s + mark for s in sentences if _KEY.search(s))
         elif role == "assistant":
-            out["timeline"].append(asst_label + text[:80])
+            out["timeline"].append(asst_label + text[:80] + mark)
         elif role.endswith("call"):
-            out["timeline"].append(text[:80])
-        out["decisions"].extend(s for s in sentences if _DECISION.search(s))
-        out["open_todos"].extend(s for s in sentences if _TODO.search(s))
+            out["timeline"].append(text[:80] + mark)
+        out["decisions"].extend(s + mark for s in sentences if _DECISION.search(s))
+        out["open_todos"].extend(s + mark for s in sentences if _TODO.search(s))
     for key, items in out.items():
         out[key] = list(dict.fromkeys(items))
     # A real model stops at max_tokens; a faithful one writes less instead.
     while len(json.dumps(out, ensure_ascii=False).encode()) // 3 > max_tokens and out["timeline"]:
         out["timeline"].pop(0)
     return out
+
+
+_CITE = re.compile(r"\s*\[#[\d,\s#-]+\]")
+_PATH = re.compile(r"[\w.-]*/[\w./-]+|\b[\w-]+\.(?:py|yaml|yml|json|toml|md|txt|js|ts|sql|cfg)\b")
+_NUMBER = re.compile(r"\d+(?:[.,:-]\d+)*")
+
+
+def _paraphrase(item: str) -> str:
+    """Paths and numbers in words, the citation left alone (it is not what is lost)."""
+    body = _CITE.sub("", item)
+    marks = "".join(_CITE.findall(item))
+    return _NUMBER.sub("a few", _PATH.sub("the file", body)) + marks
+
+
+def _map_items(summary: dict[str, list[str]], fn: Any) -> dict[str, list[str]]:
+    return {k: [fn(i) for i in v] for k, v in summary.items()}
 
 
 class FakeLLM:
@@ -340,6 +364,9 @@ class FakeLLM:
         if behaviour == "recall" and body.get("tools"):
             return self._recall_step(body, messages)
         prompt = parse_prompt(messages)
+        if behaviour == "drop_oldest":
+            half = len(prompt.lines) // 2
+            prompt.lines, prompt.seqs = prompt.lines[half:], prompt.seqs[half:]
         summary = faithful_summary(
             prompt, int(body.get("max_tokens") or body.get("max_completion_tokens") or 1024)
         )
@@ -351,6 +378,17 @@ class FakeLLM:
             kept = {k: [i for i in v if not any(a in i.casefold() for a in keys)]
                     for k, v in summary.items()}  # fmt: skip
             content = json.dumps(kept, ensure_ascii=False)
+        elif behaviour == "paraphrase":
+            content = json.dumps(_map_items(summary, _paraphrase), ensure_ascii=False)
+        elif behaviour == "invent_seq" and prompt.seqs:
+            past, first = int(prompt.seqs[-1]) + 7, prompt.seqs[0]
+            counter = iter(range(10_000))
+
+            def invent(item: str) -> str:
+                body = _CITE.sub("", item)
+                return f"{body} [#{past if next(counter) % 2 == 0 else first}]"
+
+            content = json.dumps(_map_items(summary, invent), ensure_ascii=False)
         elif behaviour == "refuse":
             message["refusal"] = "I can't help with that."
         elif behaviour == "refuse_text":
@@ -364,7 +402,9 @@ class FakeLLM:
         elif behaviour == "truncate":
             content, finish = content[: len(content) // 2], "length"
         elif behaviour == "minimal":
-            content = json.dumps({"timeline": ["The conversation continued."]})
+            # Vague but true: the head of the first line of the range, cited.
+            head = (prompt.lines[0][1][:24] + " [#" + prompt.seqs[0] + "]") if prompt.lines else "-"
+            content = json.dumps({"timeline": [head]})
         elif behaviour == "english":
             content = json.dumps(
                 {"facts": ["The user talked about their plans."], "timeline": ["They talked."]}

@@ -22,6 +22,9 @@ class CompactionJob(BaseModel):
     watermark_before: int | None = None
     watermark_after: int | None = None
     compaction_metadata: dict[str, Any] | None = None
+    gate: dict[str, Any] | None = Field(
+        None, description="the quality gate (SPEC §5): scores, dropped, caught (guide.md)"
+    )
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None

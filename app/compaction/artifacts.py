@@ -35,9 +35,10 @@ import json
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from app.compaction.provenance import Ranges, cite, ranges_of, split_cites
 from app.compaction.shell import MAX_CHARS, Kind, fileish, outcome, shell_files
 from app.compaction.shell import one_line as _one_line
 from app.compaction.signals import extract_identifiers
@@ -80,9 +81,10 @@ _FENCED = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 class Artifact:
     kind: Kind
     text: str
+    cites: Ranges = ()  # the call and its result's seqs (provenance.py)
 
     def encode(self) -> str:
-        return f"{self.kind}: {self.text}"
+        return cite(f"{self.kind}: {self.text}", self.cites)
 
     @property
     def key(self) -> str:
@@ -91,14 +93,15 @@ class Artifact:
             return "ran: " + self.text.split(" → ", 1)[0]
         if self.kind == "got":  # one value, whichever tool gave it last
             return "got: " + self.text.split(" ← ", 1)[0]
-        return self.encode()
+        return f"{self.kind}: {self.text}"
 
 
 def decode(item: str) -> Artifact | None:
-    kind, sep, text = item.partition(": ")
-    if not sep or kind not in KINDS or not text.strip():
+    kind, sep, rest = item.partition(": ")
+    text, cites = split_cites(rest)
+    if not sep or kind not in KINDS or not text:
         return None
-    return Artifact(kind, text)
+    return Artifact(kind, text, cites)
 
 
 def _parse_args(raw: str) -> Any:
@@ -212,22 +215,23 @@ def range_artifacts(
     What the agent writes in `later` (the preserved tail) counts as reuse of a value a
     tool returned; what later tools print does not.
     """
-    results = {
-        str(m.body.get("tool_call_id")): m.text
+    answers = {
+        str(m.body.get("tool_call_id")): m
         for m in messages
         if m.role == "tool" and m.counts_in_context
     }
     names: dict[str, str] = {}
     items: list[Artifact] = []
     uses = _Use([])
-    # (offset in the uses where the output was read, its place in `items`, tool name, output)
-    outputs: list[tuple[int, int, str, str]] = []
+    # (offset in the uses where the output was read, its place in `items`, tool name, output,
+    # its seq)
+    outputs: list[tuple[int, int, str, str, int]] = []
     for m in messages:
         if not m.counts_in_context:
             continue
         if m.role == "tool":
             call_id = str(m.body.get("tool_call_id"))
-            outputs.append((uses.size, len(items), names.get(call_id, "tool"), m.text))
+            outputs.append((uses.size, len(items), names.get(call_id, "tool"), m.text, m.seq))
             continue
         for text in _agent_texts(m):
             uses.add(text)
@@ -236,7 +240,10 @@ def range_artifacts(
                 continue
             name, raw = call_function(call) or ("?", "")
             names[str(call.get("id"))] = name
-            items.extend(call_artifacts(name, raw, results.get(str(call.get("id")))))
+            answer = answers.get(str(call.get("id")))
+            seqs = ranges_of((m.seq, answer.seq) if answer else (m.seq,))
+            found = call_artifacts(name, raw, answer.text if answer else None)
+            items.extend(replace(a, cites=seqs) for a in found)
     files = {a.text for a in items if a.kind in ("read", "changed")}
     values = _values(outputs, uses, "\n".join(t for m in later for t in _agent_texts(m)))
     # Each value where its tool answered, so that the newest kept are the newest work.
@@ -291,14 +298,14 @@ def _occurs(text: str, value: str, start: int = 0, end: int | None = None) -> bo
 
 
 def _values(
-    outputs: list[tuple[int, int, str, str]], uses: _Use, later: str
+    outputs: list[tuple[int, int, str, str, int]], uses: _Use, later: str
 ) -> list[tuple[int, Artifact]]:
     """Identifiers first seen in a tool's output that a later message or call reuses,
     with the output's place among the range's other artifacts."""
     blob = "\n".join(uses.parts)
     found: list[tuple[int, Artifact]] = []
     seen: set[str] = set()
-    for offset, place, name, text in outputs:
+    for offset, place, name, text, seq in outputs:
         for value in extract_identifiers(text)[:200]:
             if value in seen or not 3 <= len(value) <= 120 or _PLAIN_WORD.match(value):
                 continue
@@ -306,7 +313,7 @@ def _values(
                 continue
             if _occurs(blob, value, offset) or _occurs(later, value):
                 seen.add(value)
-                found.append((place, Artifact("got", f"{value} ← {name}")))
+                found.append((place, Artifact("got", f"{value} ← {name}", ((seq, seq),))))
     return found
 
 
@@ -331,7 +338,7 @@ def roll_artifacts(
     room = max_tokens - HEADINGS_TOKENS
     cut = len(items)
     for i in range(len(items) - 1, -1, -1):
-        room -= counter.count_text(items[i].text) + ITEM_OVERHEAD_TOKENS
+        room -= counter.count_text(cite(items[i].text, items[i].cites)) + ITEM_OVERHEAD_TOKENS
         if room < 0:
             break
         cut = i
@@ -368,7 +375,7 @@ def render_artifacts(items: Sequence[str], lang: str) -> list[str]:
     colon = "：" if lang == "zh" else ":"
     lines = [f"{h['artifacts']}{colon}"]
     for kind in KINDS:
-        group = [a.text for a in decoded if a.kind == kind]
+        group = [cite(a.text, a.cites) for a in decoded if a.kind == kind]
         if group:
             lines.append(f"{h[kind]}{colon}")
             lines.extend("- " + text for text in group)

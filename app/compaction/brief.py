@@ -9,9 +9,10 @@ the engine (`engine.py`) and the checks and fit (`fit.py`) read the `Brief`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from typing import Protocol
 
+from app.compaction import gate
 from app.compaction.artifacts import range_artifacts, roll_artifacts
 from app.compaction.checks import (
     constraints_to_keep,
@@ -20,6 +21,7 @@ from app.compaction.checks import (
     message_texts,
 )
 from app.compaction.extractive import pinned_entries
+from app.compaction.provenance import Sources
 from app.compaction.summary import (
     StructuredSummary,
     TextCounter,
@@ -82,6 +84,12 @@ class Brief:
     cap: int
     input_tokens: int
     preserved_texts: list[str]
+    # What the quality gate checks (gate.py), drawn before any summary is written.
+    probes: tuple[gate.Probe, ...] = ()
+    # What citations are checked against (provenance.py).
+    sources: Sources = field(default_factory=Sources)
+    # The final context but the summary (system texts, preserved history), for the gate.
+    context: gate.Visible | None = None
 
 
 def brief_for(
@@ -107,13 +115,14 @@ def brief_for(
         max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
         counter=counter,
     )
+    trail = range_artifacts(plan.range_messages, plan.preserved_messages)
     artifacts, dropped = roll_artifacts(
         previous_summary.artifacts if previous_summary else (),
-        range_artifacts(plan.range_messages, plan.preserved_messages),
+        trail,
         max_tokens=int(settings.artifacts_ratio * settings.usable_budget),
         counter=counter,
     )
-    return Brief(
+    brief = Brief(
         plan=plan,
         previous=previous_summary,
         anchors=[a for a in anchors if a.strip()],
@@ -148,4 +157,24 @@ def brief_for(
         ),
         input_tokens=plan.range_tokens + prev_tokens,
         preserved_texts=preserved,
+    )
+    previous_items = (
+        [i for f in fields(previous_summary) for i in getattr(previous_summary, f.name)]
+        if previous_summary
+        else []
+    )
+    return replace(
+        brief,
+        probes=gate.draw(
+            plan.range_messages,
+            plan.preserved_messages,
+            range_artifacts=trail,
+            kept_artifacts=artifacts,
+            user_share=int(settings.user_messages_ratio * settings.usable_budget),
+            # Half the cap: the rest of the summary needs room too.
+            summary_share=brief.cap // 2,
+            counter=counter,
+        ),
+        sources=Sources.of(plan.range_messages, previous_items),
+        context=gate.Visible([*system_texts, *preserved]),
     )

@@ -105,11 +105,13 @@ def constraints_to_keep(
     window it is for, and the user's words themselves are carried verbatim by
     the `user_messages` section, under the same share of the window.
     """
+    from app.compaction.provenance import strip_cites
     from app.compaction.signals import classify, split_sentences
 
-    found: list[str] = [p for p in previous_prefs if p.strip()]
+    # Citations aside: a constraint is the user's words, cited where it is kept.
+    found: list[str] = [strip_cites(p) for p in previous_prefs if strip_cites(p)]
     texts = [
-        *folded,
+        *map(strip_cites, folded),
         *(m.text for m in range_messages if m.role == "user" and m.counts_in_context),
     ]
     for text in texts:

@@ -141,6 +141,7 @@ async def summarise(
         why = f"invalid_output:{exc.reason}"
         return await _off_loop(fit.extractive, brief, usage, "degraded", why)
     retried = False
+    first_check = check
     if fit.problems(check) and settings.anchor_retry_enabled:
         retried = True
         retry = build_retry_request(
@@ -150,6 +151,7 @@ async def summarise(
             missing_identifiers=check.missing_identifiers,
             missing_constraints=check.missing_constraints,
             wrong_language=None if check.language_ok else brief.lang,
+            missing_probes=[p.cited() for p in check.missing_fitting],
         )
         try:
             answer = _whole(await _call(client, retry, settings, usage)).text
@@ -163,7 +165,7 @@ async def summarise(
     reason = None
     if check.missing_anchors:
         reason = "anchors_missing_after_retry" if retried else "anchors_missing"
-    return await _off_loop(
+    outcome = await _off_loop(
         fit.finish,
         brief,
         check,
@@ -172,4 +174,17 @@ async def summarise(
         summarizer="model",
         retried=retried,
         reason=reason,
+        answer=first_check,
     )
+    if not _lost_fitting(outcome):
+        return outcome
+    # Retried and patched, and still short of what fits its share (the patch itself did
+    # not fit): the extractive summary of the range instead, never a silently lossy one.
+    return await _off_loop(
+        fit.extractive, brief, usage, "degraded", "gate_dropped", retried, first_check
+    )
+
+
+def _lost_fitting(outcome: SummaryOutcome) -> bool:
+    gate = outcome.gate or {}
+    return any(not d.get("over_share") for d in gate.get("dropped", ()))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from app.compaction.provenance import cite_seqs, shorten_item
 from app.compaction.signals import classify, extract_identifiers, shorten, split_sentences
 from app.compaction.summary import (
     StructuredSummary,
@@ -85,10 +86,13 @@ def _argument_values(call: dict[str, Any]) -> str:
 
 
 def pinned_entries(messages: Sequence[LoggedMessage], lang: str = "en") -> tuple[str, ...]:
-    """Pinned messages verbatim (tool-call-only messages as one-liners), for `pinned`."""
+    """Pinned messages verbatim (tool-call-only messages as one-liners), for `pinned`,
+    each citing its seq."""
     results = tool_results(messages)
     return tuple(
-        message_gist(m, results, lang) for m in messages if m.pinned and m.counts_in_context
+        cite_seqs(message_gist(m, results, lang), (m.seq,))
+        for m in messages
+        if m.pinned and m.counts_in_context
     )
 
 
@@ -99,14 +103,16 @@ def _condense(text: str, key_lines: Sequence[str]) -> str:
 
 
 def extractive_summary(messages: Sequence[LoggedMessage], *, lang: str) -> StructuredSummary:
-    """A summary of `messages` built from their own words (see the module docstring)."""
+    """A summary of `messages` built from their own words (see the module docstring), each
+    item citing the seqs it was taken from."""
     labels = _labels(lang)
     results = tool_results(messages)
     answered = set(results)
-    facts_ids: list[str] = []
-    decisions: list[str] = []
-    todos: list[str] = []
-    prefs: list[str] = []
+    result_seq = {str(m.body.get("tool_call_id")): m.seq for m in messages if m.role == "tool"}
+    facts_ids: list[tuple[str, int]] = []
+    decisions: list[tuple[str, int]] = []
+    todos: list[tuple[str, int]] = []
+    prefs: list[tuple[str, int]] = []
     timeline: list[str] = []
     for m in messages:
         if not m.counts_in_context:
@@ -116,27 +122,41 @@ def extractive_summary(messages: Sequence[LoggedMessage], *, lang: str) -> Struc
         sentences = split_sentences(text) if m.role != "tool" else []
         tagged = [(s, classify(s)) for s in sentences]
         key = [s for s, tags in tagged if tags & _KEY_TAGS]
+        here = (m.seq,)
         if m.role == "user":
-            timeline.append(labels["user"] + _condense(text, key))
-            prefs.extend(s for s, tags in tagged if tags & {"constraint", "preference"})
+            timeline.append(cite_seqs(labels["user"] + _condense(text, key), here))
+            prefs.extend((s, m.seq) for s, tags in tagged if tags & {"constraint", "preference"})
         elif m.role == "assistant":
             if text.strip():
-                timeline.append(labels["assistant"] + shorten(text, 120))
+                timeline.append(cite_seqs(labels["assistant"] + shorten(text, 120), here))
             for call in calls:
-                timeline.append(tool_call_line(call, results.get(str(call.get("id"))), lang))
+                cid = str(call.get("id"))
+                line = tool_call_line(call, results.get(cid), lang)
+                timeline.append(cite_seqs(line, (m.seq, result_seq.get(cid, m.seq))))
         elif m.role == "tool" and str(m.body.get("tool_call_id")) not in answered:
-            timeline.append(labels["tool"] + shorten(text, 100, tail_chars=30))
-        decisions.extend(s for s, tags in tagged if "decision" in tags)
-        todos.extend(s for s, tags in tagged if "todo" in tags)
+            timeline.append(cite_seqs(labels["tool"] + shorten(text, 100, tail_chars=30), here))
+        decisions.extend((s, m.seq) for s, tags in tagged if "decision" in tags)
+        todos.extend((s, m.seq) for s, tags in tagged if "todo" in tags)
         if m.role != "tool":
-            facts_ids.extend(extract_identifiers("\n".join([text, *map(_argument_values, calls)])))
-    ids = list(dedupe(facts_ids))[:60]
-    facts = tuple(labels["ids"] + ", ".join(ids[i : i + 12]) for i in range(0, len(ids), 12))
+            found = extract_identifiers("\n".join([text, *map(_argument_values, calls)]))
+            facts_ids.extend((i, m.seq) for i in found)
+    first: dict[str, int] = {}
+    for ident, seq in facts_ids:
+        first.setdefault(ident, seq)
+    ids = [i for i in dedupe(first) if i in first][:60]
+    facts = tuple(
+        cite_seqs(labels["ids"] + ", ".join(chunk), sorted({first[i] for i in chunk})[:3])
+        for chunk in (ids[i : i + 12] for i in range(0, len(ids), 12))
+    )
+
+    def cited(found: list[tuple[str, int]]) -> tuple[str, ...]:
+        return dedupe(cite_seqs(shorten(s, 300), (seq,)) for s, seq in found)
+
     return StructuredSummary(
         facts=facts,
-        decisions=dedupe(shorten(s, 300) for s in decisions),
-        open_todos=dedupe(shorten(s, 300) for s in todos),
-        user_prefs=dedupe(shorten(s, 300) for s in prefs),
+        decisions=cited(decisions),
+        open_todos=cited(todos),
+        user_prefs=cited(prefs),
         timeline=tuple(timeline),
         pinned=pinned_entries(messages, lang),
     )
@@ -205,7 +225,9 @@ def fit_to_tokens(
 
     def shorten_sections(names: Sequence[str], n: int) -> Stage:
         def stage(s: StructuredSummary, _: int) -> StructuredSummary:
-            return replace(s, **{k: tuple(shorten(i, n) for i in getattr(s, k)) for k in names})
+            return replace(
+                s, **{k: tuple(shorten_item(i, n) for i in getattr(s, k)) for k in names}
+            )
 
         return stage
 

@@ -14,10 +14,14 @@ from typing import Literal
 from app.compaction.brief import Brief
 from app.compaction.checks import language_matches, missing_anchors, missing_identifiers
 from app.compaction.extractive import extractive_summary, fit_to_tokens, tokens_over_cap
+from app.compaction.gate import Probe, Verdict, Visible
 from app.compaction.outcome import ModelUsage, SummaryOutcome
+from app.compaction.provenance import CiteStats, cite, cite_seqs, strip_cites
+from app.compaction.signals import normalise
 from app.compaction.summary import (
     SECTIONS,
     StructuredSummary,
+    SummaryRejected,
     merge_summaries,
     parse_summary_output,
     render_summary,
@@ -32,6 +36,13 @@ class Check:
     missing_identifiers: list[str]
     language_ok: bool
     missing_constraints: list[str]
+    # Probes of the gate the final context would not keep (fitting or not: see gate.py).
+    missing_probes: list[Probe]
+    citations: CiteStats
+
+    @property
+    def missing_fitting(self) -> list[Probe]:
+        return [p for p in self.missing_probes if p.fits]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,7 @@ class Patch:
     identifiers: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
     anchors: tuple[str, ...] = ()
+    probes: tuple[Probe, ...] = ()
 
 
 # Fit, re-check and patch at most this often; each round trims by what the last overshot
@@ -49,11 +61,40 @@ _FIT_ROUNDS = 6
 
 
 def read(brief: Brief, answer: str) -> Check:
-    """The model's answer parsed and checked; raises SummaryRejected."""
-    return check(brief, parse_summary_output(answer))
+    """The model's answer parsed, its citations checked, and checked; raises SummaryRejected."""
+    stats = CiteStats()
+    summary = parse_summary_output(answer)
+    content = "\n".join(strip_cites(i) for name in SECTIONS for i in getattr(summary, name))
+    if not language_matches(content, brief.lang):
+        return check(brief, summary, stats)  # retried or replaced for its language first
+    return check(brief, cited(brief, summary, stats), stats)
 
 
-def check(brief: Brief, summary: StructuredSummary) -> Check:
+def cited(brief: Brief, summary: StructuredSummary, stats: CiteStats) -> StructuredSummary:
+    """Each item of the model's sections with a citation the range bears out (provenance.py);
+    an item nothing in the range or the previous summary holds is dropped, unless it is an
+    anchor or part of the system prompt: the session's words, not the log's."""
+    own = [normalise(t) for t in (*brief.anchors, *brief.system_texts) if t.strip()]
+    values: dict[str, tuple[str, ...]] = {}
+    for name in SECTIONS:
+        items: list[str] = []
+        for item in getattr(summary, name):
+            checked = brief.sources.check(item, stats)
+            if checked is None:
+                body = normalise(strip_cites(item))
+                if body and any(body in t or t in body for t in own):
+                    stats.dropped -= 1  # kept, uncited
+                    items.append(strip_cites(item))
+                continue
+            items.append(checked)
+        values[name] = tuple(items)
+    out = replace(summary, **values)
+    if out.is_empty():
+        raise SummaryRejected("all_empty", "no item of the answer is borne out by the range")
+    return out
+
+
+def check(brief: Brief, summary: StructuredSummary, stats: CiteStats | None = None) -> Check:
     full = replace(
         summary,
         pinned=brief.pinned,
@@ -63,7 +104,7 @@ def check(brief: Brief, summary: StructuredSummary) -> Check:
     )
     rendered = render_summary(full, brief.lang, through_seq=brief.plan.new_watermark)
     visible = [*brief.system_texts, rendered, *brief.preserved_texts]
-    content = "\n".join(i for name in SECTIONS for i in getattr(summary, name))
+    content = "\n".join(strip_cites(i) for name in SECTIONS for i in getattr(summary, name))
     return Check(
         full,
         rendered,
@@ -71,7 +112,14 @@ def check(brief: Brief, summary: StructuredSummary) -> Check:
         missing_identifiers(brief.identifiers, rendered),
         language_matches(content, brief.lang),
         missing_anchors(brief.constraints, visible),
+        _context(brief, rendered).missing(brief.probes),
+        stats or CiteStats(),
     )
+
+
+def _context(brief: Brief, rendered: str) -> Visible:
+    base = brief.context if brief.context is not None else Visible([])
+    return base.plus([rendered])
 
 
 def problems(check: Check) -> int:
@@ -80,6 +128,7 @@ def problems(check: Check) -> int:
         len(check.missing_anchors) * 1000
         + (not check.language_ok) * 100
         + len(check.missing_constraints) * 10
+        + len(check.missing_fitting) * 10
         + len(check.missing_identifiers)
     )
 
@@ -93,9 +142,40 @@ def finish(
     summarizer: Literal["model", "extractive"],
     retried: bool,
     reason: str | None,
+    answer: Check | None = None,
+    fallback: bool = False,
 ) -> SummaryOutcome:
+    """The outcome of `check`'s summary, fitted and patched, with the gate's verdict.
+
+    `answer` is the summariser's first answer, when `check` is not (a retry's or the
+    extractive fallback's): the gate reports what that answer missed and what restored
+    it. `fallback`: this is the extractive summary standing in for the model's.
+    """
     summary, patch = fit(brief, check.summary)
     rendered = render_summary(summary, brief.lang, through_seq=brief.plan.new_watermark)
+    first = answer or check
+    final = _context(brief, rendered).missing(brief.probes)
+    restored: dict[Probe, str] = {}
+    for p in first.missing_probes:
+        if p in final:
+            continue
+        if fallback:
+            restored[p] = "extractive"
+        elif p in check.missing_probes:
+            restored[p] = "patch"
+        else:
+            restored[p] = "retry"
+    action = "none"
+    if fallback and first.missing_fitting:
+        action = "extractive"
+    elif "patch" in restored.values() or patch.probes:
+        action = "patch"
+    elif "retry" in restored.values():
+        action = "retry"
+    verdict = Verdict(
+        brief.probes, tuple(first.missing_probes), tuple(final), action, restored,
+        first.citations.to_dict(),
+    )  # fmt: skip
     return SummaryOutcome(
         status=status,
         summarizer=summarizer,
@@ -114,6 +194,7 @@ def finish(
         completion_tokens=usage.completion_tokens,
         input_tokens=brief.input_tokens,
         reason=reason,
+        gate=verdict.record(),
     )
 
 
@@ -123,6 +204,7 @@ def extractive(
     status: Literal["success", "degraded"],
     reason: str | None,
     retried: bool = False,
+    answer: Check | None = None,
 ) -> SummaryOutcome:
     """The extractive summary of the range, rolled onto the previous one, as an outcome."""
     new = extractive_summary(brief.plan.range_messages, lang=brief.lang)
@@ -143,6 +225,8 @@ def extractive(
         summarizer="extractive",
         retried=retried,
         reason=reason,
+        answer=answer,
+        fallback=answer is not None,
     )
 
 
@@ -177,6 +261,7 @@ def fit(brief: Brief, summary: StructuredSummary) -> tuple[StructuredSummary, Pa
         identifiers=tuple(i for i in patch.identifiers if i not in lost.identifiers),
         constraints=tuple(c for c in patch.constraints if c not in lost.constraints),
         anchors=patch.anchors,  # carried outside the cap: never trimmed
+        probes=tuple(p for p in patch.probes if p not in lost.probes),
     )
     return last, kept
 
@@ -190,18 +275,42 @@ def _missing(brief: Brief, summary: StructuredSummary) -> Patch:
         identifiers=tuple(missing_identifiers(brief.identifiers, rendered)),
         constraints=tuple(missing_anchors(brief.constraints, visible)),
         anchors=tuple(missing_anchors(brief.anchors, visible)),
+        probes=tuple(p for p in _context(brief, rendered).missing(brief.probes) if p.fits),
     )
+
+
+# Where a probe the summary lost is patched in, from the range, citing its seqs.
+_PATCH_SECTION = {
+    "constraint": "user_prefs",
+    "question": "open_todos",
+    "decision": "decisions",
+    "todo": "open_todos",
+    "error": "open_todos",
+    "artifact": "artifacts",
+}
+_UNRESOLVED = {"en": "Unresolved: ", "zh": "未解决："}
 
 
 def _patched(brief: Brief, summary: StructuredSummary, patch: Patch) -> StructuredSummary:
     if patch.identifiers:
         label = "涉及的标识：" if brief.lang == "zh" else "Identifiers: "
         extra = label + ", ".join(patch.identifiers)
-        summary = replace(summary, facts=(*summary.facts, extra))
+        summary = replace(summary, facts=(*summary.facts, _cite(brief, extra)))
     if patch.constraints:
         # Missing after the retry, or trimmed by the fit: carried verbatim rather than lost.
-        summary = replace(summary, user_prefs=(*summary.user_prefs, *patch.constraints))
+        prefs = (_cite(brief, c) for c in patch.constraints)
+        summary = replace(summary, user_prefs=(*summary.user_prefs, *prefs))
+    for p in patch.probes:
+        name = _PATCH_SECTION[p.kind]
+        label = _UNRESOLVED.get(brief.lang, _UNRESOLVED["en"]) if p.kind == "error" else ""
+        item = cite_seqs(label + p.text, p.seqs)
+        summary = replace(summary, **{name: (*getattr(summary, name), item)})
     return replace(summary, carried_anchors=patch.anchors)
+
+
+def _cite(brief: Brief, text: str) -> str:
+    """`text` citing the seqs that hold it best (none when it is not from the log)."""
+    return cite(text, brief.sources.best(text) or ())
 
 
 def _fit_to(brief: Brief, summary: StructuredSummary, limit: int) -> StructuredSummary:

@@ -3,6 +3,8 @@ and the queue (read from the database when /metrics is scraped)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import Counter, Gauge, Histogram
 
 COMPACTION_JOBS = Counter("contextd_compaction_jobs_total", "Finished compaction jobs", ["status"])
@@ -49,3 +51,29 @@ WORKERS_LIVE = Gauge(
     "run_compactions_in_process=auto mode leave the queue to them",
     multiprocess_mode="mostrecent",
 )
+GATE_PROBES = Counter(
+    "contextd_compaction_gate_probes_total",
+    "Quality-gate probes of stored compactions by kind and outcome: kept (by the summary "
+    "as written), patched (restored by the retry, the patch or the extractive fallback), "
+    "dropped (missing from the stored context)",
+    ["kind", "outcome"],
+)
+
+
+def count_gate(gate: dict[str, Any] | None) -> None:
+    """Count one job's probes (gate.Verdict.record) in GATE_PROBES."""
+    if not gate:
+        return
+    lost: dict[str, int] = {}
+    caught: dict[str, int] = {}
+    for d in gate.get("dropped", ()):
+        lost[d["kind"]] = lost.get(d["kind"], 0) + 1
+    for c in gate.get("caught", ()):
+        caught[c["kind"]] = caught.get(c["kind"], 0) + 1
+    for kind, n in (gate.get("probes") or {}).items():
+        kept = n - lost.get(kind, 0) - caught.get(kind, 0)
+        for outcome, count in (("kept", kept), ("patched", caught.get(kind, 0))):
+            if count:
+                GATE_PROBES.labels(kind, outcome).inc(count)
+        if lost.get(kind):
+            GATE_PROBES.labels(kind, "dropped").inc(lost[kind])

@@ -37,6 +37,8 @@ class SummaryOutcome:
     patched_constraints: tuple[str, ...] = ()
     # Artifacts of the rolled trail left out because the section passed its share.
     artifacts_dropped: int = 0
+    # The quality gate's verdict (gate.Verdict.record): stored on the job as `gate`.
+    gate: dict[str, Any] | None = None
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -55,6 +57,7 @@ class SummaryOutcome:
             "artifacts": len(self.summary.artifacts),
             "artifacts_dropped": self.artifacts_dropped,
             "reason": self.reason,
+            "gate": self.gate,
         }
 
 

@@ -59,6 +59,10 @@ summary: do not copy them whole, but do not drop or soften what they ask either.
 - The files the assistant read and changed, the commands it ran with their exit codes, and \
 the ids tools returned are also listed verbatim by the service: mention those that explain a \
 fact or a decision, but do not copy the whole list.
+- End every item with the seqs it stands for, from the [#seq ...] markers of the \
+conversation: [#12] for one message, [#12-15] for a run, [#3,9] for several. Items kept \
+from the previous summary keep their citations. Cite only messages that hold what the item \
+says.
 - Never refuse, never comment, never add text outside the JSON object."""
 
 
@@ -156,6 +160,7 @@ def build_retry_request(
     missing_identifiers: Sequence[str],
     missing_constraints: Sequence[str] = (),
     wrong_language: str | None = None,
+    missing_probes: Sequence[str] = (),
 ) -> SummaryRequest:
     """The same conversation plus the rejected answer and what exactly it lacked."""
     problems: list[str] = []
@@ -172,6 +177,13 @@ def build_retry_request(
         problems.append(
             "These user constraints are missing; keep each one verbatim in user_prefs:\n"
             + _bullets(missing_constraints)
+        )
+    if missing_probes:
+        problems.append(
+            "These points of the conversation are missing (decisions, to-dos, errors, the "
+            "user's questions, the files and commands of the trail); keep each one in the "
+            "right key, with its names, paths and numbers exactly as written and its "
+            "citation:\n" + _bullets(missing_probes)
         )
     if wrong_language:
         problems.append(f"The summary is not written in {LANGUAGE_NAMES.get(wrong_language)}.")

@@ -33,6 +33,7 @@ from app.compaction.metrics import (
     COMPACTION_LAG,
     MODEL_TOKENS,
     TOKENS_FREED,
+    count_gate,
 )
 from app.compaction.noop_guard import _after_noop, could_free, noop_state
 from app.compaction.service import plan_session
@@ -244,6 +245,7 @@ class CompactionRunner:
         meta["summary_message_tokens"] = summary_tokens
         meta["tokens_freed"] = max(plan.range_tokens - summary_tokens, 0)
         MODEL_TOKENS.inc(outcome.prompt_tokens + outcome.completion_tokens)
+        count_gate(outcome.gate)
         await self._store(
             job,
             row,

@@ -37,6 +37,8 @@ def job_view(job: repo.Job) -> dict[str, Any]:
         "watermark_before": job.watermark_before,
         "watermark_after": job.watermark_after,
         "compaction_metadata": job.result,
+        # The quality gate of SPEC §5 (gate.Verdict.record): None for jobs that stored nothing.
+        "gate": (job.result or {}).get("gate"),
         "created_at": job.created_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,

@@ -170,3 +170,11 @@ def outcome(output: str) -> str:
         # read off by the values section, not cut into a line here.
         parts.append(one_line("\n".join(lines), 160))
     return " · ".join(parts)
+
+
+def failed(ended: str) -> bool:
+    """Whether an `outcome` says the call failed: a non-zero exit or an error line."""
+    code = re.match(r"exit (-?\d+)", ended)
+    if code is not None:
+        return code.group(1) != "0"
+    return bool(ended) and _ERROR_LINE.search(ended) is not None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, Protocol
 
 from app.compaction.artifacts import render_artifacts
+from app.compaction.provenance import split_cites, strip_cites
 from app.compaction.signals import normalise
 from app.jsonsafe import storable_text
 
@@ -76,6 +77,14 @@ class StructuredSummary:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {f.name: list(getattr(self, f.name)) for f in fields(self)}
         data["schema_version"] = SCHEMA_VERSION
+        # Each item's citation apart, for machines: `seqs[section][i]` is the list of
+        # `[from, to]` ranges item i of the section stands for (empty: no citation, as in
+        # summaries stored before provenance). The items themselves end with it too.
+        data["seqs"] = {
+            f.name: [[list(r) for r in split_cites(i)[1]] for i in getattr(self, f.name)]
+            for f in fields(self)
+            if getattr(self, f.name)
+        }
         return data
 
     def model_view(self) -> dict[str, list[str]]:
@@ -196,11 +205,12 @@ def parse_summary_output(text: str) -> StructuredSummary:
 
 
 def dedupe(items: Iterable[str]) -> tuple[str, ...]:
-    """Items in first-seen order without repeats (compared case/space-insensitively)."""
+    """Items in first-seen order without repeats (compared case/space-insensitively,
+    citations aside: the first one's citation is kept)."""
     seen: set[str] = set()
     out: list[str] = []
     for item in items:
-        key = normalise(item)
+        key = normalise(strip_cites(item))
         if key and key not in seen:
             seen.add(key)
             out.append(item)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from app.compaction.provenance import cite_seqs, strip_cites
 from app.compaction.signals import classify, split_sentences
 from app.compaction.summary import TextCounter
 from app.conversation import LoggedMessage
@@ -39,12 +40,12 @@ ITEM_OVERHEAD_TOKENS = 2
 
 
 def range_user_messages(messages: Sequence[LoggedMessage]) -> tuple[str, ...]:
-    """The user messages of a compacted range, verbatim, in log order.
+    """The user messages of a compacted range, verbatim, in log order, each citing its seq.
 
     Pinned ones are left out: the `pinned` section already carries them verbatim.
     """
     return tuple(
-        m.text
+        cite_seqs(m.text.strip(), (m.seq,))
         for m in messages
         if m.role == "user" and m.counts_in_context and not m.pinned and m.text.strip()
     )
@@ -52,7 +53,7 @@ def range_user_messages(messages: Sequence[LoggedMessage]) -> tuple[str, ...]:
 
 def _question(text: str) -> bool:
     """Ends on a question mark (any script): punctuation, not a word list."""
-    return text.rstrip().endswith(("?", "？"))
+    return strip_cites(text).endswith(("?", "？"))
 
 
 # Fold order, oldest first within each tier.
@@ -89,10 +90,14 @@ def roll_user_messages(
     as recent).
     """
     items: list[str] = []
+    bodies: list[str] = []
     for text in (*previous, *new):
-        if text in items:
-            items.remove(text)
+        body = strip_cites(text)
+        if body in bodies:
+            del items[bodies.index(body)]
+            bodies.remove(body)
         items.append(text)
+        bodies.append(body)
     costs = [counter.count_text(t) + ITEM_OVERHEAD_TOKENS for t in items]
     total = sum(costs)
     if total <= max_tokens:

@@ -31,7 +31,7 @@ from app.limits import BIGINT_MAX, SEARCH_LIMIT_MAX, SESSION_ID_PATTERN
 from app.models import DEFAULT_TENANT
 from app.search import service
 from app.search.mcp import PATH
-from app.search.tools import READ_DESCRIPTION, SEARCH_DESCRIPTION
+from app.search.tools import READ_DESCRIPTION, READ_RANGE_DESCRIPTION, SEARCH_DESCRIPTION
 from app.sessions import service as sessions
 
 # The rule of every session id in a URL (app/limits.py): what cannot be a session is
@@ -110,6 +110,18 @@ def build(app: FastAPI) -> MCPServer:
                 char_end=char_end,
                 line_start=line_start,
                 line_end=line_end,
+            )
+        except ContextdError as exc:
+            raise ToolError(str(exc)) from exc
+        return json.dumps(out, ensure_ascii=False, default=_json_value)
+
+    @server.tool(name="read_messages", description=READ_RANGE_DESCRIPTION)
+    async def read_messages(
+        session_id: SessionArg, from_seq: Seq, to_seq: Seq, ctx: Context
+    ) -> str:
+        try:
+            out = await service.read_range(
+                app.state.database, tenant_of(ctx), session_id, from_seq, to_seq
             )
         except ContextdError as exc:
             raise ToolError(str(exc)) from exc

@@ -19,6 +19,10 @@ READ_DESCRIPTION = (
     "Read one message of this conversation in full by its seq, or a part of it "
     "(lines line_start..line_end, or characters char_start..char_end)."
 )
+READ_RANGE_DESCRIPTION = (
+    "Read the messages from_seq..to_seq of this conversation (at most 50; long texts cut): "
+    "what a summary item cites as [#from-to] stands for."
+)
 DESCRIPTION = (
     "Recall what is no longer shown of this conversation. Give `query` to search its whole "
     "history (words, identifiers, file paths, error codes, any language): the answer lists "

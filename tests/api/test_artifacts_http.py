@@ -161,7 +161,8 @@ async def test_the_trail_of_every_compacted_step_is_in_the_payload(
 ) -> None:
     llm.behaviour = behaviour
     try:
-        rounds = await run_session(aclient, sid, lang, {"artifacts_ratio": 0.3})
+        # Each item also cites its call and result (`[#12-13]`), which the share counts.
+        rounds = await run_session(aclient, sid, lang, {"artifacts_ratio": 0.4})
     finally:
         llm.behaviour = "normal"
     for round_, steps, watermark, text in rounds:
@@ -182,8 +183,9 @@ async def test_over_its_share_the_section_keeps_the_newest(
 ) -> None:
     llm.behaviour = behaviour
     try:
-        # About 400 tokens of 7,800: a dozen steps' trail, fewer than five rounds make.
-        rounds = await run_session(aclient, sid, lang, {"artifacts_ratio": 0.05})
+        # About 550 tokens of 7,800: a dozen steps' trail with its citations, fewer than
+        # five rounds make.
+        rounds = await run_session(aclient, sid, lang, {"artifacts_ratio": 0.07})
     finally:
         llm.behaviour = "normal"
     _, steps, watermark, text = rounds[-1]

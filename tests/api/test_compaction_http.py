@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 
 from app.compaction.prompt import PREVIOUS_HEADER
+from app.compaction.provenance import strip_cites
 from app.settings import Settings
 from tests.api.test_messages import call, log_of, result, user
 from tests.fakellm import FakeLLM
@@ -127,7 +129,7 @@ async def test_long_session_compacts_and_continues_with_constraints(
     await long_session(cclient, sid)
     before = (await cclient.get(f"/sessions/{sid}/budget")).json()["current_tokens"]
     done = await compact(cclient, sid)
-    assert done["status"] == "success", done
+    assert done["status"] == "success", (done["reason"], done["compaction_metadata"].get("gate"))
     meta = done["compaction_metadata"]
     assert meta["summarized_count"] > 0 and meta["preserved_count"] > 0
     assert meta["anchor_validation_passed"] is True and llm.call_count == 1
@@ -358,7 +360,7 @@ async def test_store_lands_after_its_holder_released_the_lease(
     await asyncio.sleep(0.2)
     await cclient.request("DELETE", f"/sessions/{sid}/lock", json={"lock_token": a["lock_token"]})
     done = await compact_result(cclient, sid, r.json()["job_id"])
-    assert done["status"] == "success", done
+    assert done["status"] == "success", (done["reason"], done["compaction_metadata"].get("gate"))
     assert (await state(cclient, sid))["last_compaction_seq"] > 0
 
 
@@ -476,7 +478,7 @@ async def test_a_model_that_drops_constraints_cannot_lose_them(
     # The user's constraint needs no retry since user_messages: it is carried verbatim.
     assert not meta["patched_constraints"]
     s = await state(cclient, sid)
-    assert CONSTRAINT in s["summary"]["structure"]["user_messages"]
+    assert CONSTRAINT + " [#1]" in s["summary"]["structure"]["user_messages"]  # with its seq
     text = s["summary"]["text"]
     assert "never deploy on Fridays" in text and ANCHOR in text
 
@@ -543,7 +545,7 @@ async def test_after_a_failed_compaction_payloads_follow_fail_open(
     # A compaction that succeeds ends it either way.
     llm.behaviour = "normal"
     done = await compact(cclient, sid, lock_token=b["lock_token"])
-    assert done["status"] == "success", done
+    assert done["status"] == "success", (done["reason"], done["compaction_metadata"].get("gate"))
     ctx = await cclient.get(f"/sessions/{sid}/context")
     assert ctx.status_code == 200 and ctx.json()["summary"]["included"] is True
 
@@ -574,7 +576,7 @@ async def test_single_turn_agent_run_is_compacted_inside_the_turn(
     assert dry["tail"]["limited_by"] in ("keep_recent_ratio", "min_preserved_steps")
     before = (await cclient.get(f"/sessions/{sid}/budget")).json()["current_tokens"]
     done = await compact(cclient, sid)
-    assert done["status"] == "success", done
+    assert done["status"] == "success", (done["reason"], done["compaction_metadata"].get("gate"))
     watermark = done["watermark_after"]
     assert watermark > 1  # past the turn's opening user message, inside the turn
     after = (await cclient.get(f"/sessions/{sid}/budget")).json()["current_tokens"]
@@ -721,7 +723,7 @@ async def test_planted_instructions_survive_five_compactions_verbatim(
         lost = [i.key for i in planted if not i.visible_in(ctx["messages"])]
         assert not lost, (round_, lost)
         s = await state(cclient, sid)
-        carried = s["summary"]["structure"]["user_messages"]
+        carried = [strip_cites(u) for u in s["summary"]["structure"]["user_messages"]]
         assert all(i.text in carried for i in planted[:4]), carried  # verbatim, not paraphrased
     assert s["compaction_count"] == 5
 
@@ -786,7 +788,7 @@ async def test_a_lease_taken_mid_job_fences_a_single_turn_compaction(
     token = lease.json()["lock_token"]
     r = await cclient.post(f"/sessions/{sid}/compact", json={"lock_token": token})
     done = await compact_result(cclient, sid, r.json()["job_id"])
-    assert done["status"] == "success", done
+    assert done["status"] == "success", (done["reason"], done["compaction_metadata"].get("gate"))
     ctx = (await cclient.get(f"/sessions/{sid}/context")).json()
     assert 1 in ctx["kept_seqs"]
     assert next(m["content"] for m in ctx["messages"] if m["role"] == "user") == task
@@ -811,7 +813,7 @@ async def test_a_summary_of_a_range_larger_than_the_window_still_fits_the_window
     r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs})
     assert r.status_code == 201, r.text
     done = await compact(cclient, sid)
-    assert done["status"] == "success", done
+    assert done["status"] == "success", (done["reason"], done["compaction_metadata"].get("gate"))
     ctx = (await cclient.post(f"/sessions/{sid}/context", json={})).json()
     assert ctx["summary"] == {"included": True, "through_seq": done["watermark_after"]}
     usage = ctx["usage"]
@@ -859,3 +861,51 @@ async def test_a_summary_carrying_a_pinned_message_is_sent_whatever_the_budget(
     assert r.status_code == 201, r.text
     small = (await cclient.get(f"/sessions/{sid}/context", params={"max_tokens": 300})).json()
     assert not small["summary"]["included"] and not small["over_budget"]
+
+
+async def test_each_job_carries_its_gate_and_metrics_count_the_probes(
+    cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
+) -> None:
+    """SPEC §2/§5: a model that drops the oldest half of the range is caught, the job says
+    what it caught and lost, and /metrics counts the probes by kind and outcome."""
+
+    def probes(text: str, kind: str, outcome: str) -> float:
+        pattern = (
+            rf'contextd_compaction_gate_probes_total\{{kind="{kind}",outcome="{outcome}"\}} (\S+)'
+        )
+        found = re.search(pattern, text)
+        return float(found[1]) if found else 0.0
+
+    before = (await cclient.get("/metrics")).text
+    await cclient.put(f"/sessions/{sid}", json=SMALL)
+    msgs: list[dict[str, Any]] = [
+        user(CONSTRAINT),
+        {"role": "assistant", "content": "We decided to keep port 8443 for the API."},
+    ]
+    for i in range(12):
+        msgs += [
+            user(f"Turn {i}: please inspect src/service_{i}.py and report line counts."),
+            call(f"t{i}", args=f'{{"path": "src/service_{i}.py"}}'),
+            result(f"t{i}", f"{120 + i} lines\n" + "code line\n" * 20),
+            {"role": "assistant", "content": f"It has {120 + i} lines."},
+        ]
+    r = await cclient.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    assert r.status_code == 201, r.text
+    llm.behaviour = "drop_oldest"
+    done = await compact(cclient, sid, force=True)
+    gate = done["gate"]
+    assert gate == done["compaction_metadata"]["gate"]
+    assert gate["answer_scores"]["decision"] == 0.0 and gate["scores"]["decision"] == 1.0
+    assert [c["seqs"] for c in gate["caught"] if c["kind"] == "decision"] == [[2]]
+    assert [d for d in gate["dropped"] if not d["over_share"]] == []
+    s = await state(cclient, sid)
+    assert s["jobs"][0]["gate"] == gate
+    assert "8443" in s["summary"]["text"]
+    # Every item of the stored structure lists its seqs apart, as the text shows them.
+    structure = s["summary"]["structure"]
+    for name, seqs in structure["seqs"].items():
+        assert len(seqs) == len(structure[name]), name
+    assert structure["seqs"]["user_messages"][0] == [[1, 1]]
+    after = (await cclient.get("/metrics")).text
+    assert probes(after, "decision", "patched") == probes(before, "decision", "patched") + 1
+    assert probes(after, "artifact", "kept") > probes(before, "artifact", "kept")

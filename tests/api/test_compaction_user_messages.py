@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.compaction.provenance import split_cites, strip_cites
 from app.compaction.summary import HEADINGS
 from app.settings import load_settings
 from tests.api.test_compaction_http import agent_run, compact, state
@@ -73,7 +74,10 @@ async def _compact(c: httpx.AsyncClient, sid: str) -> tuple[list[str], dict[str,
     done = await compact(c, sid)
     assert done["status"] == "success", done
     s = await state(c, sid)
-    return list(s["summary"]["structure"]["user_messages"]), s
+    # The user's words, verbatim; each item also cites its seq (provenance).
+    items = s["summary"]["structure"]["user_messages"]
+    assert all(split_cites(i)[1] for i in items), items
+    return [strip_cites(i) for i in items], s
 
 
 async def _range_roles(c: httpx.AsyncClient, sid: str, s: dict[str, Any]) -> set[str]:

@@ -65,4 +65,6 @@ async def test_a_waiting_compact_whose_answer_was_lost_reports_its_own_job(
     # A second request would have started a second job, a noop, and reported that.
     assert [j["job_id"] for j in state.jobs] == [done.job_id]
     assert done.status == "success" and state.last_compaction_seq > 0
+    assert done.gate is not None and done.gate == state.jobs[0]["gate"]
+    assert set(done.gate["scores"].values()) <= {1.0} and done.gate["dropped"] == []
     assert len([r for r in transport.sent if is_compact(r)]) == 1 and llm.call_count == 1

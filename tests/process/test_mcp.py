@@ -58,7 +58,7 @@ async def test_search_read_and_budget_over_mcp_with_tenants(
 
     async with mcp_client(server, ALPHA) as alpha:
         names = {t.name for t in (await alpha.list_tools()).tools}
-        assert {"search", "read_message", "budget"} <= names
+        assert {"search", "read_message", "read_messages", "budget"} <= names
         found = await alpha.call_tool("search", {"session_id": sid, "query": "QZ-4471"})
         assert not found.is_error, text_of(found)
         hits = json.loads(text_of(found))["hits"]
@@ -83,11 +83,26 @@ async def test_search_read_and_budget_over_mcp_with_tenants(
         # A seq past what the log can hold is refused by name, not sent to PostgreSQL.
         huge = await alpha.call_tool("read_message", {"session_id": sid, "seq": 2**63})
         assert huge.is_error and "seq" in text_of(huge), text_of(huge)
+        # A summary item's cited range `[#1-3]`, read back at once, bounded.
+        span = json.loads(
+            text_of(
+                await alpha.call_tool(
+                    "read_messages", {"session_id": sid, "from_seq": 1, "to_seq": 3}
+                )
+            )
+        )
+        assert [m["seq"] for m in span["messages"]] == [1, 2, 3]
+        assert span["messages"][2]["truncated"]["read_message"] == 3  # the long output, cut
+        wide = await alpha.call_tool(
+            "read_messages", {"session_id": sid, "from_seq": 1, "to_seq": 500}
+        )
+        assert wide.is_error and "to_seq" in text_of(wide), text_of(wide)
 
     async with mcp_client(server, BETA) as beta:
         probes: list[tuple[str, dict[str, Any]]] = [
             ("search", {"session_id": sid, "query": "QZ-4471"}),
             ("read_message", {"session_id": sid, "seq": 3}),
+            ("read_messages", {"session_id": sid, "from_seq": 1, "to_seq": 3}),
             ("budget", {"session_id": sid}),
         ]
         for name, args in probes:

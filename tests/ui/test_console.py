@@ -220,3 +220,56 @@ def test_a_session_that_stays_compact_needed_says_why_and_marks_stack(
     marks = page.query_selector_all("#token-chart g.compaction-mark")
     assert [m.get_attribute("data-count") for m in marks] == ["2"]
     assert page.text_content("#token-chart text.compaction-count") == "×2"
+
+
+def test_each_compaction_shows_its_gate_and_what_it_lost(
+    page: Any, console_server: ConsoleServer, seeded: Seeded
+) -> None:
+    # Twelve deploys that each failed with a code found only in their output, no artifact
+    # share, the extractive summary (no model): the newest failures fit the summary's
+    # share and are kept (patched in if the summary lacked them); the oldest do not, and
+    # the gate names each one it lost.
+    sid = "gate-agent"
+    steps: list[dict[str, Any]] = []
+    for i in range(12):
+        call = {"id": f"d{i}", "type": "function",
+                "function": {"name": "deploy", "arguments": f'{{"service": "svc-{i}"}}'}}  # fmt: skip
+        steps += [
+            {"role": "user", "content": f"Deploy service {i}."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {
+                "role": "tool",
+                "tool_call_id": f"d{i}",
+                "content": f"error: quota exceeded (Q99{i:02d})",
+            },
+            {"role": "assistant", "content": "Noted."},
+        ]
+    steps.append({"role": "user", "content": "Go on."})
+    with httpx.Client(
+        base_url=console_server.base_url, headers={"Authorization": f"Bearer {KEY_A}"}, timeout=70
+    ) as c:
+        c.put(
+            f"/sessions/{sid}",
+            json={
+                "context_limit": 6000,
+                "auto_compact": False,
+                "compaction": {"min_preserved_turns": 1, "artifacts_ratio": 0},
+            },
+        ).raise_for_status()
+        c.post(f"/sessions/{sid}/messages", json={"messages": steps}).raise_for_status()
+        r = c.post(f"/sessions/{sid}/compact", json={"wait": True, "force": True, "timeout_s": 60})
+        r.raise_for_status()
+        job = c.get(f"/sessions/{sid}/compaction").json()["jobs"][0]
+    gate = job["gate"]
+    assert gate["scores"]["error"] < 1, gate
+    lost = [d for d in gate["dropped"] if d["kind"] == "error"]
+    assert lost and all(d["over_share"] for d in lost), gate
+
+    login(page, console_server, KEY_A, f"#/session/{sid}")
+    page.wait_for_selector("#history tr.job .gate")
+    score = page.query_selector("#history .gate-score[data-kind=error]")
+    assert score is not None and float(score.get_attribute("data-score")) < 1
+    text = page.inner_text("#history details.gate-lost")
+    assert f"What this compaction lost ({len(gate['dropped'])})" in text
+    assert lost[0]["text"] in text and "over its share" in text
+    screenshot(page, "session-gate", full_page=False)

@@ -19,6 +19,7 @@ from app.compaction.artifacts import (
 )
 from app.compaction.engine import summarise
 from app.compaction.outcome import SummaryOutcome
+from app.compaction.provenance import cite, strip_cites
 from app.compaction.shell import outcome, shell_files
 from app.compaction.summary import StructuredSummary, render_summary
 from app.compaction.turns import CompactionPlan, plan_range
@@ -217,7 +218,13 @@ def test_a_repeated_artifact_moves_to_its_latest_position_with_its_latest_outcom
             ]
         )
     )  # fmt: skip
-    assert items == ("read: a.py", "ran: cat a.py → exit 0", "ran: pytest -x → exit 0")
+    assert tuple(map(strip_cites, items)) == (
+        "read: a.py",
+        "ran: cat a.py → exit 0",
+        "ran: pytest -x → exit 0",
+    )
+    # Each cites the call and its result; the repeated one its latest.
+    assert items[-1].endswith(" [#6-7]") and items[0].endswith(" [#4-5]")
 
 
 def test_tool_messages_left_out_of_context_give_nothing() -> None:
@@ -233,7 +240,11 @@ def test_tool_messages_left_out_of_context_give_nothing() -> None:
 
 
 def _cost(items: tuple[str, ...]) -> int:
-    return sum(COUNTER.count_text(a.text) + ITEM_OVERHEAD_TOKENS for a in map(decode, items) if a)
+    return sum(
+        COUNTER.count_text(cite(a.text, a.cites)) + ITEM_OVERHEAD_TOKENS
+        for a in map(decode, items)
+        if a
+    )
 
 
 def test_rolling_keeps_the_newest_that_fit_and_drops_the_oldest() -> None:
@@ -372,8 +383,9 @@ async def test_both_paths_carry_the_trail_and_roll_it(llm: FakeLLM, path: str, l
     s1 = await _summarise(model, first, None)
     expected1 = range_artifacts(first.range_messages, first.preserved_messages)
     assert expected1 and s1.artifacts == expected1
-    assert "read: src/mod_0.py" in s1.artifacts
-    assert "ran: pytest tests/test_0.py -q → exit 1 · AssertionError: got 0" in s1.artifacts
+    bare1 = tuple(map(strip_cites, s1.artifacts))
+    assert "read: src/mod_0.py" in bare1
+    assert "ran: pytest tests/test_0.py -q → exit 1 · AssertionError: got 0" in bare1
     # The next range rolls onto the first: previous trail first, then the new one.
     log = log_of([*_coding_log(0, 6, lang), *_coding_log(6, 6, lang)])
     second = plan_range(
@@ -382,7 +394,9 @@ async def test_both_paths_carry_the_trail_and_roll_it(llm: FakeLLM, path: str, l
     assert isinstance(second, CompactionPlan)
     s2 = await _summarise(model, second, s1)
     expected2 = range_artifacts(second.range_messages, second.preserved_messages)
-    assert s2.artifacts == tuple(dict.fromkeys((*expected1, *expected2)))
+    assert tuple(map(strip_cites, s2.artifacts)) == tuple(
+        dict.fromkeys(map(strip_cites, (*expected1, *expected2)))
+    )
     # Over the share: the newest are kept, as a contiguous newest run.
     cut = await _outcome(model, second, s1, artifacts_ratio=0.002)
     small = cut.summary

@@ -104,7 +104,7 @@ def _assert_nothing_lost(outcome: SummaryOutcome) -> None:
     for rule in CONSTRAINTS:
         assert rule in outcome.rendered_text
     assert ANCHOR in outcome.rendered_text
-    assert "Pin this: release freeze starts 2025-03-01." in outcome.summary.pinned
+    assert "Pin this: release freeze starts 2025-03-01. [#7]" in outcome.summary.pinned
     assert "deploy/billing.yaml" in outcome.rendered_text  # mentioned again in a later turn
 
 
@@ -326,7 +326,9 @@ async def test_what_the_check_saw_is_still_there_after_the_fit_to_the_cap(
     # then writes far more than its cap: the check sees both, the fit to the cap drops
     # those entries. Both must be in the summary that is stored, and it must still fit.
     filler = [
-        f"Step {i}: " + "the assistant reviewed more of the service code. " * 12 for i in range(12)
+        # Items the range bears out (seq 6 says so): an invented one would be dropped.
+        f"Step {i}: " + "the file sets port 5432. " * 12
+        for i in range(12)
     ]
     llm.script(
         _answer(
@@ -340,8 +342,9 @@ async def test_what_the_check_saw_is_still_there_after_the_fit_to_the_cap(
         )
     )
     # A `user_messages` share too small for any message (cap at its 256-token floor): the
-    # identifier is then only where the model put it.
-    outcome = await _run(llm, http, usable_budget=10)
+    # identifier is then only where the model put it. No retry: what the answer lacks
+    # (the gate's decision probe among it) is patched in.
+    outcome = await _run(llm, http, usable_budget=10, anchor_retry_enabled=False)
     assert llm.call_count == 1 and not outcome.anchor_retry_used
     assert outcome.status == "success" and outcome.anchor_validation_passed
     assert "deploy/billing.yaml" in outcome.rendered_text
@@ -388,16 +391,18 @@ async def test_identifiers_the_patch_pushes_out_are_patched_in_too(
         )
 
     def patched_over(timeline: tuple[str, ...]) -> int:
-        return over(
-            StructuredSummary(facts=("Identifiers: " + ", ".join(others),), timeline=timeline)
-        )
+        # The patch cites the seq that names them all.
+        facts = ("Identifiers: " + ", ".join(others) + " [#1]",)
+        return over(StructuredSummary(facts=facts, timeline=timeline))
 
-    timeline: tuple[str, ...] = ("Read src/alpha_io.py for the readers.",)
-    while patched_over((*timeline, "Step.")) <= 0:
-        longer = (*timeline, f"Step {len(timeline)}: checked one more reader.")
-        timeline = longer if patched_over(longer) <= 0 else (*timeline, "Step.")
+    # Items the range bears out, with their citations (an invented one would be dropped).
+    timeline: tuple[str, ...] = ("Read src/alpha_io.py for the readers. [#1]",)
+    while patched_over((*timeline, "Read all. [#2]")) <= 0:
+        longer = (*timeline, f"Step {len(timeline)}: read them all. [#2]")
+        timeline = longer if patched_over(longer) <= 0 else (*timeline, "Read all. [#2]")
     while patched_over(timeline) <= 0:  # grow the last entry to just past the cap
-        timeline = (*timeline[:-1], timeline[-1] + " Done.")
+        body = timeline[-1].removesuffix(" [#2]")
+        timeline = (*timeline[:-1], body + " All. [#2]")
     assert len(timeline) > 4 and over(StructuredSummary(timeline=timeline)) < -20
     assert 0 < patched_over(timeline) <= 3
     llm.script(_answer({"timeline": list(timeline)}))

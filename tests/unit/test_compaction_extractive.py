@@ -5,6 +5,7 @@ from typing import Any
 from app.compaction.checks import conversation_language_of
 from app.compaction.engine import summarise
 from app.compaction.extractive import extractive_summary, fit_to_tokens
+from app.compaction.provenance import strip_cites
 from app.compaction.summary import StructuredSummary, render_summary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.conversation import LoggedMessage
@@ -34,7 +35,7 @@ def test_every_user_constraint_and_tool_call_is_kept() -> None:
     s = extractive_summary(_noisy_range(), lang="en")
     text = render_summary(s, "en")
     for rule in CONSTRAINTS:
-        assert rule in s.user_prefs
+        assert rule in map(strip_cites, s.user_prefs)
         assert rule in text
     assert any(t.startswith('called read({"i": 0}) → xxx') for t in s.timeline)
     assert sum(1 for t in s.timeline if t.startswith("User: ")) == len(CONSTRAINTS)
@@ -75,8 +76,8 @@ def test_chinese_conversation_gets_chinese_headings() -> None:
     text = render_summary(s, lang)
     assert text.startswith("[此前对话摘要")
     assert "用户偏好与约束：" in text and "时间线：" in text
-    assert "我想去北京玩三天，酒店必须在地铁站附近。" in s.user_prefs
-    assert "预算不要超过2000元。" in s.user_prefs
+    assert "我想去北京玩三天，酒店必须在地铁站附近。 [#1]" in s.user_prefs
+    assert "预算不要超过2000元。 [#3]" in s.user_prefs
     assert any(t.startswith("用户：") for t in s.timeline)
     assert "Summary" not in text
 

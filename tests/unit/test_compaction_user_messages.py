@@ -40,7 +40,7 @@ def test_range_user_messages_skip_pinned_ui_only_and_other_roles() -> None:
         msg(4, "assistant", "not the user"),
         msg(5, "user", "我的电脑是 Windows 11"),
     ]
-    assert range_user_messages(log) == ("keep me", "我的电脑是 Windows 11")
+    assert range_user_messages(log) == ("keep me [#1]", "我的电脑是 Windows 11 [#5]")
 
 
 def test_answered_questions_fold_before_short_instructions() -> None:

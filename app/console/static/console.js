@@ -361,6 +361,26 @@ function revertButton(base, j) {
   return h("div", {}, button, " ", out);
 }
 
+// The quality gate of one job (SPEC §5): the share of each kind of probe the stored context
+// keeps, what the gate caught and restored, and what this compaction lost.
+function gateView(g) {
+  const cite = (seqs) => (seqs && seqs.length ? ` [#${seqs.join(",")}]` : "");
+  const scores = Object.entries(g.scores || {}).map(([k, v]) => h("span", { class: "gate-score", "data-kind": k, "data-score": v }, `${k} ${Math.round(v * 100)}%`));
+  const lost = g.dropped || [];
+  const caught = g.caught || [];
+  return h("div", { class: "gate" },
+    h("div", { class: "gate-scores" }, "gate: ", scores.length ? scores.map((e, i) => (i ? [" · ", e] : e)) : "no probes",
+      g.action && g.action !== "none" ? ` (${g.action})` : ""),
+    lost.length
+      ? h("details", { class: "gate-lost", open: true }, h("summary", {}, `What this compaction lost (${lost.length})`),
+        h("ul", {}, lost.map((d) => h("li", { "data-kind": d.kind }, `${d.kind}: ${d.text}${cite(d.seqs)}${d.over_share ? " — over its share" : ""}`))))
+      : h("div", { class: "muted gate-lost" }, "lost nothing the gate checks"),
+    caught.length
+      ? h("details", { class: "gate-caught" }, h("summary", {}, `Caught and restored (${caught.length})`),
+        h("ul", {}, caught.map((c) => h("li", { "data-kind": c.kind }, `${c.kind}: ${c.text}${cite(c.seqs)} — by ${c.by}`))))
+      : null);
+}
+
 function historyCard(compaction, series, base) {
   const freed = Object.fromEntries(series.compactions.map((c) => [c.job_id, c.tokens_freed]));
   const jobs = compaction.jobs || [];
@@ -379,6 +399,8 @@ function historyCard(compaction, series, base) {
     for (const k of ["degraded_reason", "failed_checks", "missing_anchors", "fallback"]) {
       if (m[k] !== undefined && m[k] !== null && !(Array.isArray(m[k]) && !m[k].length)) details.push(h("div", {}, h("code", {}, `${k}: ${JSON.stringify(m[k])}`)));
     }
+    const gate = j.gate || m.gate;
+    if (gate) details.push(gateView(gate));
     const range = m.range ? `${m.range.from_seq}–${m.range.to_seq}` : "–";
     return h("tr", { class: "job", "data-status": j.status, "data-job": j.job_id, "data-reverted": j.reverted_at ? "true" : "false" },
       h("td", {}, badge(j.status)), h("td", {}, j.trigger), h("td", {}, age(j.created_at)),
@@ -387,7 +409,7 @@ function historyCard(compaction, series, base) {
       h("td", {}, details));
   });
   const sum = compaction.summary || {};
-  const sections = sum.structure && typeof sum.structure === "object" ? Object.entries(sum.structure).filter(([, v]) => v && (!Array.isArray(v) || v.length)) : [];
+  const sections = sum.structure && typeof sum.structure === "object" ? Object.entries(sum.structure).filter(([k, v]) => k !== "seqs" && v && (!Array.isArray(v) || v.length)) : [];
   return h("div", { class: "card", id: "history" },
     jobs.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Status", "Trigger", "Requested", "Range (seq)", "Summarized", "Tokens freed", "Details"].map((t) => h("th", {}, t)))), h("tbody", {}, rows))
       : h("p", { class: "muted" }, "No compaction yet."),

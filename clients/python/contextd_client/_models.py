@@ -319,6 +319,9 @@ class CompactResult(_Model):
     job_id: str | None = None
     status: str | None = None
     compaction_metadata: dict[str, Any] | None = None
+    # The quality gate of the finished job: `scores` per probe kind, what it `dropped`
+    # and `caught` (the server's guide, "The quality gate").
+    gate: dict[str, Any] | None = None
     dry_run: bool = False
     would: str | None = None
 

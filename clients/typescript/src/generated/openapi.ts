@@ -725,6 +725,13 @@ export interface components {
             finished_at?: string | null;
             /** Force */
             force?: boolean | null;
+            /**
+             * Gate
+             * @description the quality gate (SPEC §5): scores, dropped, caught (guide.md)
+             */
+            gate?: {
+                [key: string]: unknown;
+            } | null;
             /** Job Id */
             job_id: string;
             /** Reason */

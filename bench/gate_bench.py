@@ -1,0 +1,248 @@
+"""The quality gate of compaction (SPEC §5) over the shared dataset's sessions.
+
+    python bench/gate_bench.py [--sessions N] [--times 1,2,3,5] [--summarisers ...]
+    python bench/compaction_bench.py --gate [same options]
+
+Each dataset session (English and Chinese, dialogues and agent runs) is cut into
+`n + 1` chunks of about equal messages for n in `--times`; the chunks are appended
+one by one and the session is compacted after each but the last, n compactions in
+all, each rolling onto the previous summary. Every compaction runs the engine
+itself (`app.compaction.engine.summarise`: brief, model call over real HTTP,
+citations, gate, retry, patch, fallback); the database adds nothing to what the
+gate checks, so it is left out. Summarisers: the extractive one (no model) and the
+stand-ins of `tests/fakellm.py`, which answer on a loopback socket: `normal` (a
+faithful summary), `paraphrase` (paths and numbers reworded), `drop_oldest` (the
+older half of the range left out), `invent_seq` (citations invented).
+
+Reported per summariser, language and number of compactions, per probe kind:
+
+- answer: the share of probes the summariser's own answer kept (before the gate);
+- final: the share the stored context keeps (after retry, patch or fallback);
+- and per summariser: compactions whose answer missed a probe that fitted its share
+  (caught), what restored it (retry, patch, extractive), and stored summaries that
+  still miss a probe that fitted its share (must be 0), citations corrected and
+  items dropped for citing nothing the log holds, and items whose citation the log
+  does not bear out after the gate (must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # `python bench/gate_bench.py` from anywhere
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.compaction.checks import conversation_language_of
+from app.compaction.engine import summarise
+from app.compaction.llm import ChatModelClient
+from app.compaction.provenance import Sources, split_cites
+from app.compaction.summary import StructuredSummary
+from app.compaction.turns import CompactionPlan, plan_range
+from app.conversation import LoggedMessage
+from app.tokens import get_counter
+from tests.fakellm import FakeLLM
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = Path(
+    os.environ.get("CONTEXTD_DATASET") or ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
+)
+SUMMARISERS = ("extractive", "normal", "paraphrase", "drop_oldest", "invent_seq")
+KINDS = ("constraint", "question", "artifact", "decision", "todo", "error")
+CITED = ("facts", "decisions", "open_todos", "user_prefs", "timeline", "user_messages",
+         "artifacts", "pinned")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Settings:
+    summary_temperature: float = 0.1
+    compact_timeout_s: float = 30.0
+    anchor_retry_enabled: bool = True
+    user_messages_ratio: float = 0.15
+    artifacts_ratio: float = 0.1
+    usable_budget: int = 16_000
+
+
+def logged(messages: Sequence[dict[str, Any]], counter: Any) -> list[LoggedMessage]:
+    out = []
+    for i, m in enumerate(messages, start=1):
+        body = {k: v for k, v in m.items() if k in ("role", "content", "tool_calls",
+                                                    "tool_call_id", "name")}  # fmt: skip
+        out.append(
+            LoggedMessage(
+                seq=i, id=f"m{i}", role=m["role"], body=body,
+                token_count=counter.count_message(body),
+            )
+        )  # fmt: skip
+    return [m for m in out if m.role != "system"]
+
+
+@dataclass
+class Tally:
+    compactions: int = 0
+    caught: int = 0
+    lost_fitting: int = 0
+    degraded: int = 0
+    corrected: int = 0
+    dropped_items: int = 0
+    unborne: int = 0
+
+    def __post_init__(self) -> None:
+        self.answer: dict[str, list[float]] = defaultdict(list)
+        self.final: dict[str, list[float]] = defaultdict(list)
+        self.by: dict[str, int] = defaultdict(int)
+
+
+def unborne(summary: StructuredSummary, log: Sources) -> int:
+    """Items with a citation no seq of the log holds (each cited range's ends checked)."""
+    bad = 0
+    for name in CITED:
+        for item in getattr(summary, name):
+            body, ranges = split_cites(item)
+            if ranges and not all(log.holds(a, body) or log.holds(b, body) for a, b in ranges):
+                bad += 1
+    return bad
+
+
+async def run_session(
+    messages: list[LoggedMessage],
+    times: int,
+    summariser: str,
+    llm: FakeLLM | None,
+    tally: Tally,
+    counter: Any,
+) -> None:
+    size = max(1, len(messages) // (times + 1))
+    cuts = [size * (k + 1) for k in range(times)]
+    previous: StructuredSummary | None = None
+    watermark = 0
+    client = None
+    if llm is not None:
+        llm.behaviour = summariser
+        client = ChatModelClient(base_url=llm.base_url, model="fake", api_key="k", max_retries=0)
+    try:
+        for cut in cuts:
+            history = [m for m in messages if watermark < m.seq <= messages[cut - 1].seq]
+            plan = plan_range(history, watermark=watermark, min_preserved_turns=1, force=True)
+            if not isinstance(plan, CompactionPlan):
+                continue
+            outcome = await summarise(
+                plan, previous, [], client=client, settings=Settings(), counter=counter
+            )
+            gate = outcome.gate or {}
+            tally.compactions += 1
+            for kind, score in gate.get("answer_scores", {}).items():
+                tally.answer[kind].append(score)
+            for kind, score in gate.get("scores", {}).items():
+                tally.final[kind].append(score)
+            if gate.get("caught"):
+                tally.caught += 1
+            for c in gate.get("caught", ()):
+                tally.by[c["by"]] += 1
+            if any(not d["over_share"] for d in gate.get("dropped", ())):
+                tally.lost_fitting += 1
+            tally.degraded += outcome.reason == "gate_dropped"
+            tally.corrected += gate.get("citations", {}).get("corrected", 0)
+            tally.dropped_items += gate.get("citations", {}).get("dropped", 0)
+            # Against the whole log so far: rolled items cite seqs of earlier ranges.
+            log = Sources.of([m for m in messages if m.seq <= plan.new_watermark])
+            tally.unborne += unborne(outcome.summary, log)
+            previous, watermark = outcome.summary, plan.new_watermark
+    finally:
+        if client is not None:
+            await client.aclose()
+
+
+def mean(values: Sequence[float]) -> str:
+    return f"{sum(values) / len(values):.2f}" if values else "–"
+
+
+def tables(results: dict[tuple[str, str, int], Tally], times: Sequence[int]) -> str:
+    lines = ["### Scores per probe kind: the summariser's answer → the stored context", ""]
+    head = "| summariser | lang | compactions | " + " | ".join(KINDS) + " |"
+    lines += [head, "|" + " --- |" * (3 + len(KINDS))]
+    for (summariser, lang, n), t in sorted(results.items()):
+        cells = [f"{mean(t.answer[k])} → {mean(t.final[k])}" for k in KINDS]
+        lines.append(
+            f"| {summariser} | {lang} | {n}× ({t.compactions}) | " + " | ".join(cells) + " |"
+        )
+    lines += ["", "### What the gate caught, per summariser (all languages and counts)", ""]
+    lines += [
+        "| summariser | compactions | answer missed a fitting probe | restored by retry / "
+        "patch / extractive | stored missing a fitting probe | citations corrected | items "
+        "citing nothing held (dropped) | items citing what the log does not hold |",
+        "|" + " --- |" * 8,
+    ]
+    for summariser in SUMMARISERS:
+        ts = [t for (s, _, _), t in results.items() if s == summariser]
+        if not ts:
+            continue
+        total = Tally()
+        for t in ts:
+            for name in ("compactions", "caught", "lost_fitting", "degraded", "corrected",
+                         "dropped_items", "unborne"):  # fmt: skip
+                setattr(total, name, getattr(total, name) + getattr(t, name))
+            for k, v in t.by.items():
+                total.by[k] += v
+        by = " / ".join(str(total.by.get(k, 0)) for k in ("retry", "patch", "extractive"))
+        lines.append(
+            f"| {summariser} | {total.compactions} | {total.caught} | {by} | "
+            f"{total.lost_fitting} | {total.corrected} | {total.dropped_items} | {total.unborne} |"
+        )
+    return "\n".join(lines)
+
+
+async def main_async(args: argparse.Namespace, sessions: list[dict[str, Any]]) -> int:
+    counter = get_counter("gpt-4o-mini")
+    cases: list[tuple[str, list[LoggedMessage]]] = []
+    for s in sessions:
+        messages = logged(s["messages"], counter)
+        if len(messages) < 12:
+            continue
+        lang = "zh" if conversation_language_of(messages) == "zh" else "en"
+        cases.append((lang, messages))
+    if args.sessions:
+        by_lang: dict[str, list[list[LoggedMessage]]] = defaultdict(list)
+        for lang, m in cases:
+            by_lang[lang].append(m)
+        cases = [(lang, m) for lang, ms in by_lang.items() for m in ms[: args.sessions]]
+    times = [int(t) for t in args.times.split(",")]
+    summarisers = args.summarisers.split(",")
+    results: dict[tuple[str, str, int], Tally] = {}
+    async with FakeLLM() as llm:
+        for summariser in summarisers:
+            for n in times:
+                for i, (lang, messages) in enumerate(cases):
+                    tally = results.setdefault((summariser, lang, n), Tally())
+                    print(f"{summariser} ×{n} {lang} session {i + 1}/{len(cases)}", file=sys.stderr)
+                    model = None if summariser == "extractive" else llm
+                    await run_session(messages, n, summariser, model, tally, counter)
+    print(f"{len(cases)} sessions ({sum(1 for c in cases if c[0] == 'zh')} Chinese)\n")
+    print(tables(results, times))
+    return 0
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--sessions", type=int, help="at most N sessions per language")
+    p.add_argument("--times", default="1,2,3,5", help="compactions per session")
+    p.add_argument("--summarisers", default=",".join(SUMMARISERS))
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    with DATASET.open(encoding="utf-8") as fh:
+        sessions = [json.loads(line) for line in fh]
+    return asyncio.run(main_async(parse_args(argv), sessions))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
