@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -140,25 +141,40 @@ class References:
         if not targets:
             return
         wanted = frozenset().union(*(ids for _, ids in targets))
-        first: dict[str, int] = {}  # identifier -> the first seq holding it
-        named: dict[str, list[int]] = {}  # identifier -> the seqs naming it (not tools)
-        horizon = self.horizon
-        for u in self._units:
-            for m, memo in zip(u.messages, u.memos(), strict=True):
-                if horizon is not None and m.seq > horizon:
-                    break
-                hit = wanted & self._said(m, memo)
-                for value in hit:
-                    first.setdefault(value, m.seq)
-                    if m.role != "tool":
-                        named.setdefault(value, []).append(m.seq)
+        # Past the newest target's look-ahead no message matters: not read at all.
+        last = max(m.seq for m, _ in targets)
+        stop = last + LOOKAHEAD if self.horizon is None else min(last + LOOKAHEAD, self.horizon)
+        messages = [
+            (m, memo)
+            for u in self._units
+            for m, memo in zip(u.messages, u.memos(), strict=True)
+            if m.seq <= stop
+        ]
+        # The seqs of the messages (not tool outputs) naming each identifier, in log order.
+        named: dict[str, list[int]] = {}
+        for m, memo in messages:
+            if m.role != "tool":
+                for value in wanted & self._said(m, memo):
+                    named.setdefault(value, []).append(m.seq)
+        later: dict[int, set[str]] = {}  # target seq -> its identifiers named after it
         for m, ids in targets:
             upto = m.seq + LOOKAHEAD
-            self._lines[m.seq] = frozenset(
-                v
-                for v in ids
-                if first.get(v) == m.seq and any(m.seq < s <= upto for s in named.get(v, ()))
-            )
+            found = later[m.seq] = set()
+            for v in ids & named.keys():
+                seqs = named[v]
+                after = bisect_right(seqs, m.seq)
+                if after < len(seqs) and seqs[after] <= upto:
+                    found.add(v)
+        # Of those, the ones no message before the target held: it told them.
+        candidates = set().union(*later.values())
+        first: dict[str, int] = {}
+        for m, memo in messages:
+            if m.seq > last or len(first) == len(candidates):
+                break
+            for value in candidates & self._said(m, memo):
+                first.setdefault(value, m.seq)
+        for m, _ in targets:
+            self._lines[m.seq] = frozenset(v for v in later[m.seq] if first.get(v) == m.seq)
 
     def lines(self, m: LoggedMessage, unit: Unit) -> frozenset[str]:
         """The identifiers tool output `m` introduced that a later step names."""

@@ -234,9 +234,8 @@ class KeyMessages(Strategy):
                 for lines in output_lines(view.units[i], limit):
                     sent |= lines
         refs = view.refs
-        if refs is not None:
-            refs.prepare(steps)
-        for u in reversed(steps):
+        prepared = refs is None
+        for n, u in enumerate(reversed(steps)):
             if not masking:
                 outputs = output_lines(u, limit)
                 if sent and outputs and repeated(outputs, sent):
@@ -259,6 +258,11 @@ class KeyMessages(Strategy):
                 # One step larger than a share of the room, and than what is left of
                 # it, is masked alone: the steps before it are still sent whole.
                 masking = cost <= big
+            if not prepared and refs is not None:
+                # What later steps refer to, found in one pass for this step and every
+                # older one (the newer ones are sent whole).
+                refs.prepare(steps[: len(steps) - n])
+                prepared = True
             form, rule = masked_form(view, u, sent)
             cost = u.cost(form)
             if cost > left and form is not Form.COMPACT:
