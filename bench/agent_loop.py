@@ -759,9 +759,22 @@ def long_runs(
     return runs
 
 
+def without_nul(value: Any) -> Any:
+    """`value` with every NUL character in its strings made U+FFFD: the log refuses NUL
+    (PostgreSQL text cannot hold it; the append answers 422), and one long run's tool
+    outputs hold some."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {k: without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    return value
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        return [without_nul(json.loads(line)) for line in fh if line.strip()]
 
 
 def load_entries(args: argparse.Namespace) -> list[Entry]:
