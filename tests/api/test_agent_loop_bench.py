@@ -36,6 +36,7 @@ from bench.agent_loop import (
     run,
     shared,
     within,
+    without_nul,
     write_misses,
 )
 from bench.context_quality import Case
@@ -278,6 +279,14 @@ def test_halves_split_by_a_hash_of_the_id_and_long_runs_take_both() -> None:
     assert sum(COUNTER.count_message(m) for m in whole[: len(cut) + 1]) > limit
     last_call = max(i for i, m in enumerate(cut) if m["role"] == "assistant")
     assert sum(COUNTER.count_message(m) for m in cut[: last_call + 1]) <= limit
+
+
+def test_nul_characters_are_replaced_where_the_log_would_refuse_them() -> None:
+    session = {"id": "x", "messages": [{"role": "tool", "content": "a\x00b", "n": [1, "\x00"]}]}
+    assert without_nul(session) == {
+        "id": "x",
+        "messages": [{"role": "tool", "content": "a\ufffdb", "n": [1, "\ufffd"]}],
+    }
 
 
 def test_a_repeated_call_is_a_re_read_unless_an_earlier_result_is_held_whole() -> None:
