@@ -2,7 +2,8 @@
 
     python bench/agent_loop.py [--budgets 8000,32000,128000] [--strategies a,b]
                                [--compaction off,on] [--limit N] [--long N]
-                               [--long-budgets 32000,128000] [--quick]
+                               [--long-max-tokens T] [--long-budgets 32000,128000]
+                               [--quick] [--anthropic]
                                [--misses FILE] [--calls FILE]
                                [--database-url URL | --embedded]
 
@@ -52,15 +53,25 @@ does not fit the budget; the same calls for every method), per method:
 - tool-group violations: payloads (of all calls) the API would reject;
   latest user: payloads (of all calls) holding the latest user message.
 
+- grounding + recall@3: the same plus the missed identifiers the search endpoint
+  (`GET /sessions/{id}/search?q=…&limit=3`) finds in a message holding them among its
+  top 3 hits; misses masked / left out: where the history last said each missed one,
+  in a message the payload sent masked (a preview or a cut) or in one it left out;
+- re-reads (all calls): tool calls of the next step repeating an earlier call (same
+  name and arguments) none of whose earlier results the payload held whole.
+
+Every session is in one of two halves by the parity of the SHA-256 of its id: the
+tuning half, on which defaults are chosen, and the checking half, on which they are
+checked; each row is printed for both halves and the whole, and a last table sets the
+default strategy against the issue's targets.
+
 Rows are apart for agent traces, dialogues in English and in Chinese, every
 dataset session together, and long agent runs; a row with no trimming call is
 left out. The dialogues are short (none trims at 8,000 tokens), so they are
-also measured at `--dialogue-budgets`. Long runs (`--long N`): the
-dataset's agent traces are shorter than the runs of today's coding agents, so
-up to N runs of at least `--long-tokens` tokens are assembled by chaining the
-agent traces of one source that share one system prompt, in dataset order,
-each trace used once and opening with its own task (user) message, tool-call
-ids made unique; they are measured at `--long-budgets` only.
+also measured at `--dialogue-budgets`. Long runs (`--long N`) are the first N
+real coding-agent runs of `long-agent-runs.jsonl` (beside the dataset), taken from
+the two halves in turn, each cut at its first model call past `--long-max-tokens`
+tokens if given; they are measured at `--long-budgets` only.
 
 `--misses FILE` writes each identifier a contextd payload lacks on a trimming call,
 `--calls FILE` each contextd payload: what it shared with the previous one and where
@@ -71,14 +82,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import hashlib
 import json
 import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +113,6 @@ from bench.common import (
     machine_info,
     markdown_table,
     throwaway_database,
-    with_unique_ids,
 )
 from bench.context_quality import Case, plant, violations
 from bench.replay import (
@@ -212,6 +224,19 @@ class History:
             self.ends.append(end)
         self.system = case.system or ""
 
+    def last_said(self, value: str, upto: int) -> int | None:
+        """The index of the newest message before `upto` whose text holds `value`."""
+        if upto <= 0:
+            return None
+        end = self.ends[upto - 1]
+        at = self.text.rfind(value, 0, end)
+        while at != -1:
+            i = bisect.bisect_left(self.ends, at)
+            if at + len(value) <= self.ends[i]:  # not across two messages' texts
+                return i
+            at = self.text.rfind(value, 0, at + len(value) - 1)
+        return None
+
     def said_before(self, value: str, upto: int) -> bool:
         if upto <= 0:
             return False
@@ -249,6 +274,48 @@ def recent_tokens(upto: int, held: Mapping[int, int]) -> int:
         tokens += held[i]
         i -= 1
     return tokens
+
+
+def call_signature(call: Mapping[str, Any]) -> tuple[str, str]:
+    """A tool call's name and arguments (JSON re-serialised with sorted keys where it parses)."""
+    fn = call.get("function") or {}
+    raw = fn.get("arguments") or ""
+    try:
+        args = json.dumps(json.loads(raw), sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        args = str(raw)
+    return str(fn.get("name") or ""), args
+
+
+def call_results(messages: Sequence[Mapping[str, Any]]) -> list[tuple[tuple[str, str], int]]:
+    """(signature, index of its result) of every answered tool call, in log order."""
+    pending: dict[str, tuple[str, str]] = {}
+    out: list[tuple[tuple[str, str], int]] = []
+    for i, m in enumerate(messages):
+        for call in m.get("tool_calls") or ():
+            pending[str(call.get("id"))] = call_signature(call)
+        if m["role"] == "tool":
+            sig = pending.pop(str(m.get("tool_call_id")), None)
+            if sig is not None:
+                out.append((sig, i))
+    return out
+
+
+def repeats_of(
+    results: Sequence[tuple[tuple[str, str], int]], upto: int, next_step: Mapping[str, Any]
+) -> list[list[int]]:
+    """Per tool call of `next_step` that repeats one answered before index `upto` (same
+    name and arguments): the indexes of the earlier results."""
+    before: dict[tuple[str, str], list[int]] = {}
+    for sig, i in results:
+        if i < upto:
+            before.setdefault(sig, []).append(i)
+    out = []
+    for call in next_step.get("tool_calls") or ():
+        earlier = before.get(call_signature(call))
+        if earlier:
+            out.append(earlier)
+    return out
 
 
 # --- the naive recent-first window --------------------------------------------------------------
@@ -324,6 +391,69 @@ def held_by_seq(
     return out
 
 
+def whole_by_seq(case: Case, got: Mapping[str, Any], first_seq: int = 1) -> set[int]:
+    """The indexes into case.messages a GET /context answer sends with their text whole
+    (not as a preview or a cut)."""
+    seqs = got["kept_seqs"]
+    messages = got["messages"]
+    out = set()
+    for seq, m in zip(seqs, messages[len(messages) - len(seqs) :], strict=True):
+        i = seq - first_seq
+        if content_text(m) == content_text(case.messages[i]):
+            out.add(i)
+    return out
+
+
+def locate_misses(
+    t: Tally,
+    call: Call,
+    history: History,
+    payload: Sequence[Mapping[str, Any]],
+    held: Mapping[int, int],
+) -> list[str]:
+    """The identifiers of `call` the payload lacks (trimming calls), each counted where the
+    history last said it: in a message the payload holds (so it was masked: a preview or
+    a cut) or in one it left out."""
+    if not call.trimming or not call.ids:
+        return []
+    text = payload_text(payload)
+    missing = [v for v in call.ids if v not in text]
+    for value in missing:
+        at = history.last_said(value, call.upto)
+        if at is not None and at in held:
+            t.missed_masked += 1
+        else:
+            t.missed_left_out += 1
+    return missing
+
+
+class Recall:
+    """Whether the search endpoint finds a message holding an identifier among its top 3
+    hits, asked once per (case, call, identifier): the log is the same for every method."""
+
+    TOP = 3
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[str, int, str], bool] = {}
+
+    async def found(
+        self, c: httpx.AsyncClient, sid: str, case: Case, upto: int, value: str
+    ) -> bool:
+        key = (case.id, upto, value)
+        hit = self._memo.get(key)
+        if hit is None:
+            r = await c.get(f"/sessions/{sid}/search", params={"q": value, "limit": self.TOP})
+            hit = False
+            if r.status_code == 200:
+                for h in r.json()["hits"][: self.TOP]:
+                    i = int(h["seq"]) - 1
+                    if 0 <= i < upto and value in message_text(case.messages[i]):
+                        hit = True
+                        break
+            self._memo[key] = hit
+        return hit
+
+
 # --- tallies ------------------------------------------------------------------------------------
 
 
@@ -348,6 +478,16 @@ class Tally:
     one_uncached: int = 0
     ids_needed: int = 0
     ids_held: int = 0
+    # Of the identifiers missed: found by the search endpoint among the top 3 hits, and
+    # where the history last said them: in a message the payload sent masked (a preview
+    # or a cut) or in one it left out.
+    ids_recalled: int = 0
+    missed_masked: int = 0
+    missed_left_out: int = 0
+    # Tool calls of the next step that repeat an earlier call (same name and arguments),
+    # and of those, the re-reads: no earlier result of that call held whole (all calls).
+    repeats: int = 0
+    rereads: int = 0
     recent: int = 0
     budget: int = 0
     instructions: int = 0
@@ -372,6 +512,8 @@ class Call:
     trimming: bool
     ids: list[str]
     latest_user: int | None
+    # Per tool call of the next step that repeats an earlier one: the earlier results.
+    repeats: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -447,8 +589,10 @@ def measure(
     counts: list[int],
     held: Mapping[int, int],
     stream: Stream,
+    whole: Set[int] | None = None,
 ) -> tuple[int, int | None]:
     """Add one payload (`counts`: tokens of each of its messages) to `t`; update `stream`.
+    `whole`: the history messages it sends as logged (default: every one it holds).
     Returns what the payload shares with the previous one (`shared`)."""
     tokens = sum(counts) + PRIMING
     previous = stream.payload
@@ -462,6 +606,9 @@ def measure(
     if call.latest_user is not None:
         t.with_user += 1
         t.latest_user += call.latest_user in held
+    sent_whole = held.keys() if whole is None else whole
+    t.repeats += len(call.repeats)
+    t.rereads += sum(not any(i in sent_whole for i in earlier) for earlier in call.repeats)
     if not call.trimming:
         return stable, first_changed
     t.trim_calls += 1
@@ -522,7 +669,7 @@ def write_call(
     stored a new one since the previous payload)."""
     summary = got["summary"]["through_seq"] if got["summary"]["included"] else None
     record = {
-        "mode": key[0], "group": key[1], "budget": key[2], "strategy": key[3],
+        "mode": key[0], "half": key[1], "group": key[2], "budget": key[3], "strategy": key[4],
         "case": call.case.id, "upto": call.upto, "trimming": call.trimming,
         "input": sum(counts) + PRIMING, "stable": compared[0], "first_changed": compared[1],
         "messages": len(counts), "summary_tokens": got["usage"]["breakdown"]["summary"],
@@ -548,7 +695,7 @@ def write_misses(
         sent = kept.get(at + 1)
         how = "dropped" if sent is None else "whole" if sent == call.case.messages[at] else "shrunk"
         record = {
-            "mode": key[0], "group": key[1], "budget": key[2], "strategy": key[3],
+            "mode": key[0], "half": key[1], "group": key[2], "budget": key[3], "strategy": key[4],
             "case": call.case.id, "upto": call.upto, "id": value, "at": at,
             "back": call.upto - at, "role": call.case.messages[at]["role"], "sent": how,
             "held": sum(1 for s in got["kept_seqs"] if s - 1 < call.upto),
@@ -559,10 +706,24 @@ def write_misses(
 # --- cases --------------------------------------------------------------------------------------
 
 
+HALVES = ("tuning", "checking")
+WHOLE = "whole"
+
+
+def half_of(session_id: str) -> str:
+    """The half a session belongs to, from a hash of its id: every default is chosen on the
+    tuning half and checked on the other (the parity of the id's SHA-256)."""
+    return HALVES[int(hashlib.sha256(session_id.encode()).hexdigest(), 16) % 2]
+
+
 @dataclass
 class Entry:
     case: Case
     group: str  # "agent traces", "dialogues (en)", "dialogues (zh)", "long agent runs"
+    half: str = ""
+
+    def __post_init__(self) -> None:
+        self.half = self.half or half_of(self.case.id)
 
 
 def group_of(session: Mapping[str, Any]) -> str:
@@ -573,66 +734,66 @@ def group_of(session: Mapping[str, Any]) -> str:
 
 
 def long_runs(
-    sessions: Sequence[Mapping[str, Any]], n: int, min_tokens: int
+    sessions: Sequence[Mapping[str, Any]], n: int, max_tokens: int
 ) -> list[dict[str, Any]]:
-    """Up to `n` sessions of at least `min_tokens` tokens, each a chain of agent traces of one
-    source sharing one system prompt, in dataset order, each going on where the previous
-    one stopped. A trace is used once: a repeated trace would tell the next step what the
-    earlier copy said. Pools are taken largest first; fewer runs when they run out."""
-    pools: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
+    """Up to `n` runs of `long-agent-runs.jsonl`, taken from the two halves in turn (file
+    order within a half) so that a sample holds both; each cut before the first assistant
+    message past `max_tokens` tokens (0: whole)."""
+    by_half: dict[str, list[Mapping[str, Any]]] = {h: [] for h in HALVES}
     for s in sessions:
-        if s["meta"]["kind"] == "agent" and s.get("system"):
-            pools.setdefault((s["source"], s["system"]), []).append(s)
-    sized = []
-    for pool in pools.values():
-        counts = [sum(COUNTER.count_message(m) for m in s["messages"]) for s in pool]
-        if len(pool) > 1:
-            sized.append((sum(counts), list(zip(pool, counts, strict=True))))
-    runs: list[dict[str, Any]] = []
-    for _, traces in sorted(sized, key=lambda x: -x[0]):
-        j = 0
-        while len(runs) < n:
-            chain: list[Mapping[str, Any]] = []
+        by_half[half_of(s["id"])].append(s)
+    order: list[Mapping[str, Any]] = []
+    for pair in zip_longest(*by_half.values()):
+        order += [s for s in pair if s is not None]
+    runs = []
+    for s in order[:n]:
+        messages = list(s["messages"])
+        if max_tokens:
             tokens = 0
-            while tokens < min_tokens and j < len(traces):
-                chain.append(traces[j][0])
-                tokens += traces[j][1]
-                j += 1
-            if tokens < min_tokens:
-                break
-            k = len(runs) + 1
-            runs.append(
-                {
-                    "id": f"long:{chain[0]['source']}:{k} ({len(chain)} traces)",
-                    "source": chain[0]["source"],
-                    "system": chain[0]["system"],
-                    "messages": [
-                        with_unique_ids(m, f"L{k}t{t}")
-                        for t, trace in enumerate(chain)
-                        for m in trace["messages"]
-                    ],
-                    "meta": {"kind": "agent", "lang": "en", "chain": [s["id"] for s in chain]},
-                }
-            )
+            for i, m in enumerate(messages):
+                tokens += COUNTER.count_message(m)
+                if tokens > max_tokens and m["role"] == "assistant" and i > 0:
+                    messages = messages[:i]
+                    break
+        runs.append({**s, "messages": messages})
     return runs
 
 
+def without_nul(value: Any) -> Any:
+    """`value` with every NUL character in its strings made U+FFFD: the log refuses NUL
+    (PostgreSQL text cannot hold it; the append answers 422), and one long run's tool
+    outputs hold some."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {k: without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    return value
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [without_nul(json.loads(line)) for line in fh if line.strip()]
+
+
 def load_entries(args: argparse.Namespace) -> list[Entry]:
-    with args.dataset.open(encoding="utf-8") as fh:
-        sessions = [json.loads(line) for line in fh if line.strip()]
+    sessions = read_jsonl(args.dataset)
     entries = [
         Entry(plant(s, args.k, offset=n), group_of(s))
         for n, s in enumerate(sessions[: args.limit or None])
     ]
-    for n, s in enumerate(long_runs(sessions, args.long, args.long_tokens)):
-        entries.append(Entry(plant(s, args.k, offset=n), "long agent runs"))
+    if args.long:
+        runs = long_runs(read_jsonl(args.long_dataset), args.long, args.long_max_tokens)
+        for n, s in enumerate(runs):
+            entries.append(Entry(plant(s, args.k, offset=n), "long agent runs"))
     return entries
 
 
 # --- the loop -----------------------------------------------------------------------------------
 
-# (compaction "off" | "on" | "-" for the baselines, group, budget, method) -> tally
-Key = tuple[str, str, int, str]
+# (compaction "off" | "on" | "-" for the baselines, half, group, budget, method) -> tally
+Key = tuple[str, str, str, int, str]
 
 
 def check(r: httpx.Response, *statuses: int) -> Any:
@@ -677,8 +838,11 @@ async def run_entry(
     args: argparse.Namespace,
     totals: Totals,
     runner: CompactionRunner,
+    recall: Recall | None = None,
 ) -> None:
     case = entry.case
+    recall = recall or Recall()
+    results = call_results(case.messages)
     long = entry.group == "long agent runs"
     if long:
         budgets = args.long_budgets
@@ -715,13 +879,17 @@ async def run_entry(
             done = upto
         users = [i for i in case.users if i < upto]
         ids = needed(history, upto, case.messages[upto])
+        repeats = repeats_of(results, upto, case.messages[upto])
         whole = full_tokens(case, upto)
+        # Any of the case's sessions holds the log the search reads (messages[:upto]).
+        search_sid = next(iter(sessions.values()))
         for budget in budgets:
-            call = Call(case, upto, budget, whole > budget, ids, max(users) if users else None)
+            latest = max(users) if users else None
+            call = Call(case, upto, budget, whole > budget, ids, latest, repeats)
             for mode in args.compaction:
                 sid = sessions[(mode, budget if mode == "on" else budgets[0])]
                 for strategy in args.strategies:
-                    key: Key = (mode, entry.group, budget, strategy)
+                    key: Key = (mode, entry.half, entry.group, budget, strategy)
                     stream = streams.setdefault(key, Stream())
                     query: dict[str, Any] = {"max_tokens": budget, "strategy": strategy}
                     if stream.prefix_id is not None:
@@ -731,8 +899,13 @@ async def run_entry(
                     payload = got["messages"]
                     held = held_by_seq(case, got, tokens)
                     counts = [tokens(m) for m in payload]
-                    compared = measure(totals.tally(key), call, payload, counts, held, stream)
-                    bill_anthropic(totals.tally(key), call, got, stream)
+                    t = totals.tally(key)
+                    sent = whole_by_seq(case, got)
+                    compared = measure(t, call, payload, counts, held, stream, sent)
+                    for value in locate_misses(t, call, history, payload, held):
+                        t.ids_recalled += await recall.found(c, search_sid, case, upto, value)
+                    if getattr(args, "anthropic", False):
+                        bill_anthropic(t, call, got, stream)
                     if args.calls is not None:
                         before = stream.summary_through
                         write_call(args.calls, key, call, counts, compared, got, before)
@@ -746,17 +919,21 @@ async def run_entry(
                     if method == TRIM_MESSAGES
                     else naive_window(case, upto, budget)
                 )
-                key = ("-", entry.group, budget, method)
+                key = ("-", entry.half, entry.group, budget, method)
                 stream = streams.setdefault(key, Stream())
                 system = [
                     tokens(m) for m in trimmed.payload[: len(trimmed.payload) - len(trimmed.kept)]
                 ]
                 counts = system + [case.counts[i] for i in trimmed.kept]
                 held = {i: case.counts[i] for i in trimmed.kept}
-                measure(totals.tally(key), call, trimmed.payload, counts, held, stream)
-                # Rendered as contextd renders a payload it has no previous one for.
-                plain = {"messages": trimmed.payload, "tools": [], "usage": {}}
-                bill_anthropic(totals.tally(key), call, plain, stream)
+                t = totals.tally(key)
+                measure(t, call, trimmed.payload, counts, held, stream)
+                for value in locate_misses(t, call, history, trimmed.payload, held):
+                    t.ids_recalled += await recall.found(c, search_sid, case, upto, value)
+                if getattr(args, "anthropic", False):
+                    # Rendered as contextd renders a payload it has no previous one for.
+                    plain = {"messages": trimmed.payload, "tools": [], "usage": {}}
+                    bill_anthropic(t, call, plain, stream)
         totals.calls[entry.group] = totals.calls.get(entry.group, 0) + 1
         # The agent's model call runs now: a compaction the appends triggered ends before
         # the next step is appended.
@@ -818,13 +995,16 @@ def cost(total: int, stable: int) -> str:
 
 
 def with_all(tallies: Mapping[Key, Tally], budgets: Sequence[int]) -> dict[Key, Tally]:
-    """The tallies plus a `dataset (all)` group at `budgets`: every dataset session, long
-    runs apart."""
+    """The tallies plus a `dataset (all)` group at `budgets` (every dataset session, long
+    runs apart) and the `whole` half (both halves together)."""
     out = dict(tallies)
-    for (mode, group, budget, method), t in tallies.items():
+    for (mode, half, group, budget, method), t in tallies.items():
         if group == "long agent runs" or budget not in budgets:
             continue
-        out.setdefault((mode, "dataset (all)", budget, method), Tally()).merge(t)
+        out.setdefault((mode, half, "dataset (all)", budget, method), Tally()).merge(t)
+    for (mode, half, group, budget, method), t in list(out.items()):
+        if half != WHOLE:
+            out.setdefault((mode, WHOLE, group, budget, method), Tally()).merge(t)
     return out
 
 
@@ -838,49 +1018,115 @@ def method_label(name: str) -> str:
     return f"{name} (default)" if name == DEFAULT_STRATEGY else name
 
 
-def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) -> str:
-    headers = (
+def row_of(t: Tally, *, anthropic: bool) -> list[object]:
+    missed = t.ids_needed - t.ids_held
+    cells: list[object] = [
+        f"{t.calls:,} ({t.trim_calls:,})",
+        f"{pct(t.ids_held, t.ids_needed)} of {t.ids_needed:,}",
+        pct(t.ids_held + t.ids_recalled, t.ids_needed),
+        f"{t.missed_masked:,} / {t.missed_left_out:,}" if missed else "0 / 0",
+        pct(t.recent, t.budget),
+        pct(t.trim_stable, t.trim_input),
+        pct(t.stable_tokens, t.input_tokens),
+        cost(t.trim_input, t.trim_stable),
+    ]
+    if anthropic:
+        cells.append(anthropic_cost(t))
+    cells += [
+        f"{t.rereads:,} of {t.repeats:,}",
+        f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
+        t.violations,
+        pct(t.latest_user, t.with_user),
+    ]
+    return cells
+
+
+def table(
+    tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str], *, anthropic: bool = False
+) -> str:
+    headers = [
         "sessions",
+        "half",
         "budget",
         "method",
         "calls (trimming)",
         "grounding",
+        "+ recall@3",
+        "misses masked / left out",
         "recent / budget",
         "stable, trimming",
-        "token prefix, trimming",
         "stable, all",
         "cost, trimming",
-        "OpenAI cost, trimming",
-        "Anthropic cost, trimming (one breakpoint)",
-        "instructions kept",
-        "tool-group violations",
-        "latest user",
-    )
+    ]
+    if anthropic:
+        headers.append("Anthropic cost, trimming (one breakpoint)")
+    headers += ["re-reads (all)", "instructions kept", "tool-group violations", "latest user"]
     rows = []
-    budgets = sorted({k[2] for k in tallies})
+    budgets = sorted({k[3] for k in tallies})
     for group in GROUPS:
         for budget in budgets:
-            for method in [*strategies, *BASELINES]:
-                t = tallies.get(("-" if method in BASELINES else mode, group, budget, method))
-                if t is None or not t.trim_calls:
+            for half in (*HALVES, WHOLE):
+                for method in [*strategies, *BASELINES]:
+                    mode_of = "-" if method in BASELINES else mode
+                    t = tallies.get((mode_of, half, group, budget, method))
+                    if t is None or not t.trim_calls:
+                        continue
+                    rows.append(
+                        [
+                            group,
+                            half,
+                            f"{budget:,}",
+                            method_label(method),
+                            *row_of(t, anthropic=anthropic),
+                        ]
+                    )
+    return markdown_table(headers, rows)
+
+
+def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
+    """The default strategy against the issue's targets, per half: grounding at or above
+    the naive window's, stable prefix at least 80% (8k) / 95% (32k and above), input cost
+    on trimming calls at most half the naive window's."""
+    headers = (
+        "sessions",
+        "budget",
+        "half",
+        "grounding (naive)",
+        "stable, trimming",
+        "cost (naive)",
+        "re-reads (naive)",
+        "targets met",
+    )
+    rows = []
+    for group in ("dataset (all)", "long agent runs"):
+        for budget in sorted({k[3] for k in tallies if k[2] == group}):
+            for half in (*HALVES, WHOLE):
+                ours = tallies.get((mode, half, group, budget, DEFAULT_STRATEGY))
+                naive = tallies.get(("-", half, group, budget, NAIVE))
+                if ours is None or naive is None or not ours.trim_calls:
                     continue
+                g = ours.ids_held / ours.ids_needed if ours.ids_needed else 1.0
+                gn = naive.ids_held / naive.ids_needed if naive.ids_needed else 1.0
+                st = ours.trim_stable / ours.trim_input
+                c = (ours.trim_input - (1 - CACHED_PRICE) * ours.trim_stable) / ours.trim_input
+                cn = (naive.trim_input - (1 - CACHED_PRICE) * naive.trim_stable) / naive.trim_input
+                failed = []
+                if g < gn:
+                    failed.append("grounding")
+                if st < (0.80 if budget < 32_000 else 0.95):
+                    failed.append("stable")
+                if c > cn / 2:
+                    failed.append("cost")
                 rows.append(
                     (
                         group,
                         f"{budget:,}",
-                        method_label(method),
-                        f"{t.calls:,} ({t.trim_calls:,})",
-                        f"{pct(t.ids_held, t.ids_needed)} of {t.ids_needed:,}",
-                        pct(t.recent, t.budget),
-                        pct(t.trim_stable, t.trim_input),
-                        pct(t.trim_stable + t.trim_within, t.trim_input),
-                        pct(t.stable_tokens, t.input_tokens),
-                        cost(t.trim_input, t.trim_stable),
-                        cost(t.trim_input, t.trim_openai),
-                        anthropic_cost(t),
-                        f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
-                        t.violations,
-                        pct(t.latest_user, t.with_user),
+                        half,
+                        f"{100 * g:.1f}% ({100 * gn:.1f}%)",
+                        f"{100 * st:.1f}%",
+                        f"{c:.2f} ({cn:.2f})",
+                        f"{ours.rereads} ({naive.rereads})",
+                        "yes" if not failed else "no: " + ", ".join(failed),
                     )
                 )
     return markdown_table(headers, rows)
@@ -900,18 +1146,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="1000,2000",
         help="extra budgets for the dialogues (none of them trims at 8,000)",
     )
-    p.add_argument("--long", type=int, default=2, help="long agent runs to assemble (0: none)")
-    # Above the largest budget, so that the long runs trim at 128,000 too.
-    p.add_argument("--long-tokens", type=int, default=150_000, help="least tokens of a long run")
+    p.add_argument(
+        "--long",
+        type=int,
+        default=15,
+        help="runs of long-agent-runs.jsonl to measure, from the two halves in turn (0: none)",
+    )
+    p.add_argument(
+        "--long-max-tokens",
+        type=int,
+        default=0,
+        help="cut each long run at its first model call past this many tokens (0: whole)",
+    )
     p.add_argument("--long-budgets", default="32000,128000")
     p.add_argument("--k", type=int, default=4, help="planted instructions per session")
     p.add_argument(
         "--quick",
         action="store_true",
-        help="the default strategy, compaction off, budgets 8000,32000, one long run at "
-        "32000 (under ~2 minutes; the other options are ignored)",
+        help="the default strategy, compaction off, budgets 8000,32000 (dialogues 2000), "
+        "two long runs (one per half) cut at 80,000 tokens, at 32000; the other options "
+        "are ignored",
+    )
+    p.add_argument(
+        "--anthropic", action="store_true", help="also bill each payload with Anthropic's cache"
     )
     p.add_argument("--dataset", type=Path, default=DATASET)
+    p.add_argument("--long-dataset", type=Path, default=None, help="beside --dataset by default")
     p.add_argument("--database-url", default=None)
     p.add_argument(
         "--misses",
@@ -930,7 +1190,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.budgets, args.long_budgets, args.dialogue_budgets = "8000,32000", "32000", "2000"
-        args.strategies, args.compaction, args.long, args.limit = DEFAULT_STRATEGY, "off", 1, 0
+        args.strategies, args.compaction, args.long, args.limit = DEFAULT_STRATEGY, "off", 2, 0
+        args.long_max_tokens = 80_000
+    if args.long_dataset is None:
+        args.long_dataset = args.dataset.parent / "long-agent-runs.jsonl"
 
     def ints(text: str) -> list[int]:
         return [int(b) for b in text.split(",") if b.strip()]
@@ -961,6 +1224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts: dict[str, int] = {}
     for e in entries:
         counts[e.group] = counts.get(e.group, 0) + 1
+    halves = {h: sum(e.half == h for e in entries) for h in HALVES}
     long = [e for e in entries if e.group == "long agent runs"]
     print(
         f"contextd agent-loop bench: {machine_info()}; {args.dataset.name}: "
@@ -969,10 +1233,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.k} planted instructions each; model {MODEL} (exact o200k_base counts); "
         f"budgets {', '.join(f'{b:,}' for b in args.budgets)}"
         + (f", long runs at {', '.join(f'{b:,}' for b in args.long_budgets)}" if long else "")
+        + f"; halves by sha256(id) parity: {halves['tuning']} tuning, "
+        f"{halves['checking']} checking"
     )
     for e in long:
         tokens = sum(e.case.counts)
-        print(f"- {e.case.id}: {len(e.case.messages)} messages, {tokens:,} tokens")
+        print(f"- {e.case.id} ({e.half}): {len(e.case.messages)} messages, {tokens:,} tokens")
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
     for mode in args.compaction:
         print()
@@ -983,7 +1249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"### {what}; trimming calls unless the column says all")
         print()
-        print(table(tallies, mode, args.strategies))
+        print(table(tallies, mode, args.strategies, anthropic=args.anthropic))
+        print()
+        print(f"Targets, {method_label(DEFAULT_STRATEGY)}, {what}:")
+        print()
+        print(targets(tallies, mode))
     print(f"\n{time.perf_counter() - started:.0f}s", file=sys.stderr)
     return 0
 

@@ -152,6 +152,70 @@ def preview_tool(
     return dict(result[0]), result[1]
 
 
+# A line kept by `lines_tool` is cut past this many characters (a minified file's line).
+LINE_CHARS = 240
+
+
+def lines_tool(
+    body: Mapping[str, Any],
+    *,
+    seq: int,
+    session_id: str,
+    names: frozenset[str],
+    limit: int,
+    token_count: int,
+    counter: TokenCounter,
+    cache: PreviewCache,
+) -> tuple[dict[str, Any], int]:
+    """A tool output cut to the lines that hold `names` (what later steps refer to), with
+    its size and the path of the full message, within `limit`; and its count. The line
+    first naming each of them comes first, then the others, in the output's order.
+    Sent as logged when that is no larger."""
+    text = content_text(body)
+    key = ("lines", counter.name, session_id, seq, limit, token_count, len(text), names)
+    hit = cache.get(key)
+    if hit is not None:
+        return dict(hit[0]), hit[1]
+    lines = text.splitlines()
+    holding = [i for i, line in enumerate(lines) if any(n in line for n in names)]
+    first: list[int] = []
+    for name in sorted(names):
+        at = next((i for i in holding if name in lines[i]), None)
+        if at is not None and at not in first:
+            first.append(at)
+    order = sorted(first) + [i for i in holding if i not in first]
+    base = sanitize(body)
+
+    def build(chars: int) -> str:
+        taken: list[int] = []
+        used = 0
+        for i in order:
+            line = lines[i][:LINE_CHARS]
+            if used + len(line) + 1 > chars:
+                break
+            taken.append(i)
+            used += len(line) + 1
+        header = (
+            f"[tool output, the {len(taken)} of {len(lines)} lines naming what later steps use; "
+            f"{len(text)} chars, {token_count} tokens; "
+            f"full output: GET {message_path(session_id, seq)}]"
+        )
+        return "\n".join([header, *(lines[i][:LINE_CHARS] for i in sorted(taken))])
+
+    ratio = len(text) / max(token_count, 1)
+    fitted = _fit(base, build, int(limit * ratio), limit, counter)
+    if fitted is not None and fitted[1] >= token_count:
+        # The lines are the whole output, or about as long: sent as logged.
+        result = (base, token_count if base == dict(body) else counter.count_message(base))
+    elif fitted is None:
+        bare = {**base, "content": build(0)}
+        result = (bare, counter.count_message(bare))
+    else:
+        result = fitted
+    cache.put(key, result)
+    return dict(result[0]), result[1]
+
+
 def cut_text(
     body: Mapping[str, Any],
     *,

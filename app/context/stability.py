@@ -91,6 +91,12 @@ def replay(
     FIFO strategy, when it is no longer the newest run plus the hard units: a new user
     message took the turn anchor's place)."""
     by_seqs = {u.seqs: u for u in view.units}
+    if view.refs is not None:
+        # Steps cut to the lines later steps name are cut as the trim that chose them
+        # saw the log: the payload's prefix stays the same until the next trim.
+        view.refs.set_horizon(
+            None if layout.through_seq <= layout.watermark else layout.through_seq
+        )
     sel = Selection()
     for seqs, form, rule in layout.kept:
         unit = by_seqs.get(seqs)
@@ -172,6 +178,8 @@ class StableStrategy(Strategy):
         else:
             # Cut to the low-water mark: what the head leaves of ratio x the input limit.
             # When even the mandatory units do not fit there in full, the whole budget.
+            if view.refs is not None:
+                view.refs.set_horizon(None)  # a trim looks at the whole history
             target = budget - math.ceil((1 - self.ratio) * self.limit)
             if sum(u.cost(Form.FULL) for u in view.hard()) > target:
                 target = budget

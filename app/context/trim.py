@@ -80,8 +80,10 @@ def keep_masked(
         kept = prev_steps.get(unit.index)
         if kept is None or unit.index in sel.picks:
             continue
-        sel.pick(unit, Form.COMPACT, kept[1])
-        total += unit.cost(Form.COMPACT)
+        # Masked as it was sent: a step cut to the lines later steps name stays so.
+        form = Form.LINES if kept[0] is Form.LINES else Form.COMPACT
+        sel.pick(unit, form, kept[1])
+        total += unit.cost(form)
     whole = [
         u for u in units[first_fresh:] if _is_step(u, hard) and sel.picks[u.index][0] is Form.FULL
     ]

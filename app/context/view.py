@@ -9,7 +9,14 @@ Every unit has two forms:
   path of the full message), a long assistant text is cut to a few lines and its
   key lines while its tool calls stay whole (none of the text is left when the calls
   alone fill `MASK_TOKENS`: the calls say what the step did), a long user text is cut
-  to head and key lines. Pinned messages are never compacted further than FULL.
+  to head and key lines. A tool output is masked only where the preview saves at
+  least half of it (`MASK_WORTH`): a preview about as long as the output keeps none
+  of it.
+- `Form.LINES`: COMPACT, except that a tool output later steps refer to (its
+  identifiers named later: app/context/references.py) keeps the lines holding them,
+  up to `LINES_TOKENS`, instead of its head and tail.
+
+Pinned messages are never compacted further than FULL.
 
 Costs come from each message's cached `token_count`; only messages that are
 transformed (previews, cuts, dropped unknown fields) are counted, once, and
@@ -26,18 +33,27 @@ from typing import Any
 
 from app.context.caches import Caches
 from app.context.memo import Memo
-from app.context.preview import cut_text, needs_sanitize, preview_tool, sanitize
+from app.context.preview import cut_text, lines_tool, needs_sanitize, preview_tool, sanitize
+from app.context.references import References
 from app.context.types import Action, TokenCounter
 from app.conversation import Group, LoggedMessage, UnitKind
 
 # What a tool output or an assistant text becomes in the compact form: its header (size
 # and the path of the full message) and a line or two of head and tail.
 MASK_TOKENS = 64
+# A tool output is masked only when it is over this many times the masked size: the
+# preview's header alone is most of `MASK_TOKENS`, and a preview must save at least half
+# of what it replaces to be worth more than the output itself.
+MASK_WORTH = 2
+# A tool output later steps refer to keeps up to this many tokens of the lines that name
+# what they use (a few lines of a grep, a traceback, a listing).
+LINES_TOKENS = 4 * MASK_TOKENS
 
 
 class Form(IntEnum):
     FULL = 0
     COMPACT = 1
+    LINES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +63,7 @@ class Limits:
     compact_preview_tokens: int
     cut_over_tokens: int
     cut_target_tokens: int
+    lines_tokens: int = LINES_TOKENS
 
     @classmethod
     def from_preview_limit(cls, session_id: str, preview_tokens: int) -> Limits:
@@ -79,6 +96,7 @@ class Unit:
         "_limits",
         "_memos",
         "_plain",
+        "_refs",
         "group",
         "index",
         "latest_user",
@@ -87,9 +105,16 @@ class Unit:
     )
 
     def __init__(
-        self, index: int, group: Group, limits: Limits, counter: TokenCounter, caches: Caches
+        self,
+        index: int,
+        group: Group,
+        limits: Limits,
+        counter: TokenCounter,
+        caches: Caches,
+        refs: References | None = None,
     ) -> None:
         self.index = index
+        self._refs = refs
         self.group = group
         # A unit's identity across calls (layouts store it): asked of every unit by
         # every replay, so made once.
@@ -171,6 +196,8 @@ class Unit:
             for m, kind, limit in self._plan(form):
                 if kind == "preview":
                     floor += limit * 3 // 4
+                elif kind == "lines":
+                    floor += MASK_TOKENS // 2
                 elif kind == "cut":
                     floor += limit * 3 // 4
                 elif kind == "sanitize":
@@ -193,15 +220,22 @@ class Unit:
         """Per message, what `form` does to it: (message, "preview" | "cut" | "sanitize" |
         "as_logged", the preview limit or cut target)."""
         lim = self._limits
-        compact = form is Form.COMPACT
+        compact = form is not Form.FULL
         plan: list[tuple[LoggedMessage, str, int]] = []
         for m, plain in zip(self.group.messages, self._plain_flags(), strict=True):
             if m.role == "tool":
-                limit = (
-                    lim.compact_preview_tokens if compact and not m.pinned else lim.preview_tokens
-                )
-                if m.token_count > limit:
-                    plan.append((m, "preview", limit))
+                if (
+                    compact
+                    and not m.pinned
+                    and m.token_count > MASK_WORTH * lim.compact_preview_tokens
+                ):
+                    if form is Form.LINES and self._lines_of(m):
+                        plan.append((m, "lines", min(lim.lines_tokens, lim.preview_tokens)))
+                    else:
+                        plan.append((m, "preview", lim.compact_preview_tokens))
+                    continue
+                if m.token_count > lim.preview_tokens:
+                    plan.append((m, "preview", lim.preview_tokens))
                     continue
             elif compact and not m.pinned:
                 over, target = (
@@ -214,6 +248,14 @@ class Unit:
                     continue
             plan.append((m, "as_logged" if plain else "sanitize", 0))
         return plan
+
+    def _lines_of(self, m: LoggedMessage) -> frozenset[str]:
+        return self._refs.lines(m, self) if self._refs is not None else frozenset()
+
+    def forget_lines(self) -> None:
+        """Forget the LINES form: the references it was cut to changed (another horizon)."""
+        self._forms.pop(Form.LINES, None)
+        self._floors.pop(Form.LINES, None)
 
     def _render(self, form: Form) -> _Rendered:
         done = self._forms.get(form)
@@ -231,6 +273,8 @@ class Unit:
                 continue
             if kind == "preview":
                 key: tuple[Any, ...] = ("preview", limit, lim.session_id)
+            elif kind == "lines":
+                key = ("lines", limit, lim.session_id, self._lines_of(m))
             elif kind == "cut":
                 key = ("cut", limit, lim.session_id, strip)
             else:
@@ -239,7 +283,7 @@ class Unit:
             out.append(dict(body))  # each payload gets its own message dicts
             actions.append(action)
             total += tokens
-        if form is Form.COMPACT and not any(a != "kept" for a in actions):
+        if form is not Form.FULL and not any(a != "kept" for a in actions):
             # Nothing to compact: share the FULL rendering (and its cost) if known.
             full = self._forms.get(Form.FULL)
             if full is not None:
@@ -277,6 +321,18 @@ class Unit:
                 cache=self._caches.previews,
             )
             return body, tokens, "preview"
+        if kind == "lines":
+            body, tokens = lines_tool(
+                m.body,
+                seq=m.seq,
+                session_id=lim.session_id,
+                names=key[3],
+                limit=key[1],
+                token_count=m.token_count,
+                counter=counter,
+                cache=self._caches.previews,
+            )
+            return body, tokens, "kept" if tokens >= m.token_count else "preview"
         if kind == "cut":
             body, tokens = cut_text(
                 m.body,
@@ -301,17 +357,22 @@ class HistoryView:
     limits: Limits
     last_turn: int
     latest_user: Unit | None
+    # What later steps refer to (app/context/references.py), for the LINES form.
+    refs: References | None = None
 
     @classmethod
     def build(
         cls, groups: list[Group], limits: Limits, counter: TokenCounter, caches: Caches
     ) -> HistoryView:
-        units = tuple(Unit(i, g, limits, counter, caches) for i, g in enumerate(groups))
+        made: list[Unit] = []
+        refs = References(made)
+        made += (Unit(i, g, limits, counter, caches, refs) for i, g in enumerate(groups))
+        units = tuple(made)
         latest = next((u for u in reversed(units) if u.kind == "user"), None)
         if latest is not None:
             latest.latest_user = True
         last_turn = units[-1].turn if units else 0
-        return cls(units, limits, last_turn, latest)
+        return cls(units, limits, last_turn, latest, refs)
 
     def hard(self) -> list[Unit]:
         """Units every payload must hold: pinned ones and the latest user message."""

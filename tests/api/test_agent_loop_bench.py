@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.agent_loop import (
     BASELINES,
+    HALVES,
     NAIVE,
     TRIM_MESSAGES,
     Call,
@@ -18,19 +19,24 @@ from bench.agent_loop import (
     Stream,
     Tally,
     Tokens,
+    call_results,
     common_chars,
     grounded,
+    half_of,
     held_by_seq,
     identifiers,
+    locate_misses,
     long_runs,
     measure,
     naive_window,
     needed,
     openai_cached,
     recent_tokens,
+    repeats_of,
     run,
     shared,
     within,
+    without_nul,
     write_misses,
 )
 from bench.context_quality import Case
@@ -135,7 +141,7 @@ def test_misses_name_the_message_that_said_it_and_how_it_was_sent() -> None:
     out = io.StringIO()
     # seqs are 1-based: the tool output (index 2) sent as a preview, index 1 whole.
     got = {"kept_seqs": [1, 2, 3]}
-    write_misses(out, ("off", "agent traces", 8_000, "key_messages"), call,
+    write_misses(out, ("off", "tuning", "agent traces", 8_000, "key_messages"), call,
                  [system, *case.messages[:2], preview], got)  # fmt: skip
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     # Both were said only by the grep output, which the payload sent as a preview.
@@ -144,11 +150,11 @@ def test_misses_name_the_message_that_said_it_and_how_it_was_sent() -> None:
         ("src/shop/export.py", 2, 1, "tool", "shrunk"),
     ]
     whole = io.StringIO()
-    write_misses(whole, ("off", "agent traces", 8_000, "key_messages"), call,
+    write_misses(whole, ("off", "tuning", "agent traces", 8_000, "key_messages"), call,
                  [system, *case.messages[:3]], got)  # fmt: skip
     assert whole.getvalue() == ""
     dropped = io.StringIO()
-    write_misses(dropped, ("off", "agent traces", 8_000, "key_messages"), call,
+    write_misses(dropped, ("off", "tuning", "agent traces", 8_000, "key_messages"), call,
                  [system, case.messages[0]], {"kept_seqs": [1]})  # fmt: skip
     assert {json.loads(line)["sent"] for line in dropped.getvalue().splitlines()} == {"dropped"}
 
@@ -251,36 +257,73 @@ def test_held_by_seq_refuses_a_payload_that_does_not_line_up() -> None:
         raise AssertionError("a misaligned payload was accepted")
 
 
-def test_long_runs_chain_traces_of_one_source_and_system_prompt() -> None:
-    def trace(n: int, source: str = "agentx", system: str = SYSTEM) -> dict[str, Any]:
-        return {
-            "id": f"{source}:{n}",
-            "source": source,
-            "system": system,
-            "messages": _messages(),
-            "meta": {"kind": "agent", "lang": "en"},
-        }
+def test_halves_split_by_a_hash_of_the_id_and_long_runs_take_both() -> None:
+    ids = [f"session-{n}" for n in range(40)]
+    halves = [half_of(i) for i in ids]
+    assert set(halves) == set(HALVES) and halves == [half_of(i) for i in ids]  # deterministic
+    assert Entry(_case(), "agent traces").half == half_of("hand-made")
 
-    one = sum(COUNTER.count_message(m) for m in _messages())
-    sessions = [
-        trace(0),
-        trace(1, "other"),
-        trace(1),
-        trace(2),
-        trace(3, system="Another."),
-        trace(4),
-    ]
-    runs = long_runs(sessions, 3, 2 * one)
-    # Four traces of agentx share the system prompt: two runs of two, none reused.
-    assert [r["meta"]["chain"] for r in runs] == [
-        ["agentx:0", "agentx:1"],
-        ["agentx:2", "agentx:4"],
-    ]
-    for r in runs:
-        assert r["system"] == SYSTEM and len(r["messages"]) == 2 * len(_messages())
-        ids = [c["id"] for m in r["messages"] for c in m.get("tool_calls") or ()]
-        assert len(ids) == len(set(ids)) == 6
-    assert long_runs(sessions, 1, 5 * one) == []  # no pool that long
+    def run_of(n: int) -> dict[str, Any]:
+        return {"id": ids[n], "messages": _messages(), "meta": {"kind": "agent", "lang": "en"}}
+
+    sessions = [run_of(n) for n in range(6)]
+    two = long_runs(sessions, 2, 0)
+    assert {half_of(r["id"]) for r in two} == set(HALVES)  # a sample holds both halves
+    assert len(long_runs(sessions, 99, 0)) == 6
+    # Cut before the first assistant message past the token limit: tool groups stay whole.
+    limit = sum(_case().counts[:4])
+    cut = long_runs(sessions, 1, limit)[0]["messages"]
+    whole = _messages()
+    assert cut == whole[: len(cut)] and len(cut) < len(whole)
+    assert whole[len(cut)]["role"] == "assistant"  # the first model call past the limit
+    assert sum(COUNTER.count_message(m) for m in whole[: len(cut) + 1]) > limit
+    last_call = max(i for i, m in enumerate(cut) if m["role"] == "assistant")
+    assert sum(COUNTER.count_message(m) for m in cut[: last_call + 1]) <= limit
+
+
+def test_nul_characters_are_replaced_where_the_log_would_refuse_them() -> None:
+    session = {"id": "x", "messages": [{"role": "tool", "content": "a\x00b", "n": [1, "\x00"]}]}
+    assert without_nul(session) == {
+        "id": "x",
+        "messages": [{"role": "tool", "content": "a\ufffdb", "n": [1, "\ufffd"]}],
+    }
+
+
+def test_a_repeated_call_is_a_re_read_unless_an_earlier_result_is_held_whole() -> None:
+    messages = _messages()
+    again = _call(7, "open_file", line=1088, path="src/shop/export.py")  # keys reordered
+    case = _case([*messages[:5], again, _result(7, "the same file again")])
+    results = call_results(case.messages)
+    assert repeats_of(results, 5, again) == [[4]]  # the open_file of index 3 answered at 4
+    assert repeats_of(results, 5, _call(8, "open_file", path="README.md")) == []
+    call = Call(case, 5, 100_000, False, [], 0, repeats_of(results, 5, again))
+    payload = [{"role": "system", "content": SYSTEM}, *case.messages[:5]]
+    counts = [COUNTER.count_message(m) for m in payload]
+    held = {i: case.counts[i] for i in range(5)}
+    t = Tally()
+    measure(t, call, payload, counts, held, Stream(), {0, 1, 2, 3, 4})
+    assert (t.repeats, t.rereads) == (1, 0)
+    measure(t, call, payload, counts, held, Stream(), {0, 1, 2, 3})  # index 4 as a preview
+    assert (t.repeats, t.rereads) == (2, 1)
+
+
+def test_misses_are_counted_where_the_history_last_said_them() -> None:
+    case = _case()
+    history = History(case)
+    ids = needed(history, 3, case.messages[3])
+    assert history.last_said("src/shop/export.py", 3) == 2
+    assert history.last_said("src/shop/export.py", 7) == 6
+    assert history.last_said("nowhere", 7) is None
+    call = Call(case, 3, 8_000, True, ids, 0)
+    system = {"role": "system", "content": SYSTEM}
+    preview = {**case.messages[2], "content": "[tool output preview: ...]"}
+    t = Tally()
+    held = {0: 1, 1: 1, 2: 1}
+    assert locate_misses(t, call, history, [system, *case.messages[:2], preview], held) == ids
+    assert (t.missed_masked, t.missed_left_out) == (2, 0)
+    assert locate_misses(t, call, history, [system, case.messages[0]], {0: 1}) == ids
+    assert (t.missed_masked, t.missed_left_out) == (2, 2)
+    assert locate_misses(t, call, history, [system, *case.messages[:3]], held) == []
 
 
 async def test_one_session_through_the_app(database_url: str) -> None:
@@ -294,20 +337,24 @@ async def test_one_session_through_the_app(database_url: str) -> None:
         misses=io.StringIO(),
         calls=io.StringIO(),
     )
-    totals = await run(args, database_url, [Entry(case, "agent traces")])
+    totals = await run(args, database_url, [Entry(case, "agent traces", "tuning")])
     calls = len(call_points(case.messages))
     for mode in ("off", "on"):
         for strategy in args.strategies:
-            t = totals.tallies[(mode, "agent traces", 600, strategy)]
+            t = totals.tallies[(mode, "tuning", "agent traces", 600, strategy)]
             assert t.calls == calls and t.trim_calls > 0
             assert t.latest_user == t.with_user == calls
             assert t.violations == 0 and t.over_budget == 0
             assert t.ids_needed > 0 and 0 < t.ids_held <= t.ids_needed
             assert 0 < t.recent <= t.budget
+            missed = t.ids_needed - t.ids_held
+            assert t.missed_masked + t.missed_left_out == missed
+            # The search endpoint finds what the payload missed (the words are in the log).
+            assert 0 < t.ids_recalled <= missed
     # With auto-compaction on, the extractive summariser ran (every strategy reads one session).
     assert totals.compactions >= 1
     for method in BASELINES:
-        assert totals.tallies[("-", "agent traces", 600, method)].calls == calls
+        assert totals.tallies[("-", "tuning", "agent traces", 600, method)].calls == calls
     assert {TRIM_MESSAGES, NAIVE} == set(BASELINES)
     # One line per identifier a contextd payload lacked, each from a message not sent whole.
     misses = [json.loads(line) for line in args.misses.getvalue().splitlines()]
@@ -317,7 +364,7 @@ async def test_one_session_through_the_app(database_url: str) -> None:
     # One line per contextd payload, adding up to the tallies; a summary a compaction
     # stored changes the payload where it stands, right after the system prompt.
     lines = [json.loads(line) for line in args.calls.getvalue().splitlines()]
-    for (mode, _, _, method), t in totals.tallies.items():
+    for (mode, _, _, _, method), t in totals.tallies.items():
         mine = [x for x in lines if (x["mode"], x["strategy"]) == (mode, method)]
         assert len(mine) == (t.calls if mode != "-" else 0)
         if mine:

@@ -54,7 +54,10 @@ def agent_run(steps: int, output: str) -> list[dict[str, Any]]:
     msgs = [user("Fix src/app.py. You must keep the API stable.")]
     for i in range(steps):
         out = "".join(f"{line} #{i}\n" for line in output.splitlines())
-        msgs += [assistant(f"Step {i}: reading part {i}.", f"c{i}"), tool(f"c{i}", out)]
+        call = assistant(f"Step {i}: reading part {i}.", f"c{i}")
+        # Each step its own command: a call made again is a sign its output is needed.
+        call["tool_calls"][0]["function"]["arguments"] = json.dumps({"part": i})
+        msgs += [call, tool(f"c{i}", out)]
     return msgs
 
 

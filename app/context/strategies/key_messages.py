@@ -19,10 +19,14 @@ tool calls whole), so that the oldest steps are the first to go and more of the
 agent's own actions fit than whole outputs would leave. A step larger than
 `BIG_SHARE` of the room is masked alone, and so is one whose tool outputs mostly
 repeat newer ones sent whole (`REPEAT_SHARE`: a file viewed again, tests run
-again). An older step is never sent while a newer one is left out: a scored
+again). Among the masked steps, what later steps refer to is masked last
+(`masked_form` in app/context/repeats.py): a step whose tool output introduced an
+identifier a later step names, or whose call a later step made again, is sent
+whole where small, else cut to the lines naming those identifiers (`referenced`).
+An older step is never sent while a newer one is left out: a scored
 pick from the past would sit at the front of the payload and change at every
 trim (the prompt cache's loss) for little the next step uses. The rule of a
-kept unit names why: `recent` (`recent:repeated`), or `user:…` with the
+kept unit names why: `recent` (`recent:repeated`), `referenced`, or `user:…` with the
 named signals of a user message (constraints, decisions, paths, code, numbers,
 recency), for explanation only.
 
@@ -45,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache, partial
 
-from app.context.repeats import output_lines, repeated
+from app.context.repeats import masked_form, output_lines, repeated
 from app.context.signals import SCAN_CHARS, found
 from app.context.strategies.base import (
     Selection,
@@ -229,7 +233,9 @@ class KeyMessages(Strategy):
             if form is Form.FULL:
                 for lines in output_lines(view.units[i], limit):
                     sent |= lines
-        for u in reversed(steps):
+        refs = view.refs
+        prepared = refs is None
+        for n, u in enumerate(reversed(steps)):
             if not masking:
                 outputs = output_lines(u, limit)
                 if sent and outputs and repeated(outputs, sent):
@@ -252,17 +258,26 @@ class KeyMessages(Strategy):
                 # One step larger than a share of the room, and than what is left of
                 # it, is masked alone: the steps before it are still sent whole.
                 masking = cost <= big
-            cost = u.cost(Form.COMPACT)
+            if not prepared and refs is not None:
+                # What later steps refer to, found in one pass for this step and every
+                # older one (the newer ones are sent whole).
+                refs.prepare(steps[: len(steps) - n])
+                prepared = True
+            form, rule = masked_form(view, u, sent)
+            cost = u.cost(form)
+            if cost > left and form is not Form.COMPACT:
+                form, rule = Form.COMPACT, "recent"
+                cost = u.cost(form)
             if cost > left:
                 break
-            sel.pick(u, Form.COMPACT, "recent")
+            sel.pick(u, form, rule)
             left -= cost
             taken.append(u)
         else:
             for u in taken:  # newest first, and no older step whole while a newer is not
                 if sel.picks[u.index][0] is Form.FULL or u.cost(Form.FULL) > big:
                     continue
-                extra = u.cost(Form.FULL) - u.cost(Form.COMPACT)
+                extra = u.cost(Form.FULL) - u.cost(sel.picks[u.index][0])
                 if extra > left:
                     break
                 sel.picks[u.index] = (Form.FULL, "recent")

@@ -1,0 +1,196 @@
+"""Masking that knows what later steps refer to (SPEC §3 "Recency before stability").
+
+Small hand-made agent runs: an old tool output whose identifiers a later step names keeps
+the lines holding them; a step whose call the agent made again keeps its output whole; a
+small output is never masked into a preview about as long as itself; a replayed layout
+cuts an output to the same lines however the log grew since its trim.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.context import AssemblyRequest, assemble
+from app.context.caches import Caches
+from app.context.references import References, identifiers
+from app.context.view import MASK_TOKENS, MASK_WORTH, Form, HistoryView, Limits
+from app.conversation import LoggedMessage, split_groups
+from tests.unit.context_helpers import COUNTER, check, log_of, tool, user
+
+HANDLER = "src/app/special_handler.py"
+
+
+def call(call_id: str, command: str, text: str | None = None) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+            }
+        ],
+    }
+
+
+def lint_output() -> str:
+    """300 lines of a linter, the one that matters in the middle: a head-and-tail preview
+    cannot hold it."""
+    lines = [f"src/pkg/mod{i}.py:{i}:1: W0001 unused import os" for i in range(150)]
+    lines.append(f"{HANDLER}:12:4: E1101 Instance of 'Refund' has no member 'amount_cents'")
+    lines += [f"src/pkg/more{i}.py:{i}:1: W0001 unused import sys" for i in range(150)]
+    return "\n".join(lines)
+
+
+def filler_steps(n: int, start: int = 0) -> list[dict[str, Any]]:
+    """`n` steps of their own, each output worth masking and naming nothing of the others."""
+    out: list[dict[str, Any]] = []
+    for i in range(start, start + n):
+        out += [
+            call(f"f{i}", f"run check number {i}"),
+            tool(f"f{i}", f"check {i} finished, all good\n" * 40),
+        ]
+    return out
+
+
+def run(history: list[LoggedMessage], budget: int) -> Any:
+    request = AssemblyRequest(history=history, counter=COUNTER, budget=budget, session_id="s")
+    result = assemble(request)
+    check(request, result)
+    return result
+
+
+def sent_of(result: Any, call_id: str) -> dict[str, Any]:
+    return next(m for m in result.messages if m.get("tool_call_id") == call_id)
+
+
+def rule_of(result: Any, seq: int) -> tuple[str, str]:
+    d = next(d for d in result.decisions if d.seq <= seq <= (d.through or d.seq))
+    return d.action, d.rule
+
+
+def test_a_later_step_naming_a_path_from_an_old_output_keeps_that_line() -> None:
+    def history(named: bool) -> list[LoggedMessage]:
+        msgs = [
+            user("Make the linter pass."),
+            call("lint", "ruff check ."),
+            tool("lint", lint_output()),
+        ]
+        msgs += filler_steps(3)
+        looked = f"Looking at {HANDLER} next." if named else "Looking at the next warning."
+        msgs += [call("look", "git status", looked), tool("look", "nothing to commit")]
+        msgs += filler_steps(6, start=3)
+        return log_of(msgs)
+
+    named, unnamed = history(True), history(False)
+    lint_seq = 3
+    budget = 3_000
+    with_ref, without = run(named, budget), run(unnamed, budget)
+    # Both masked (the output is far over the masked size), but not alike.
+    kept = sent_of(with_ref, "lint")["content"]
+    assert f"{HANDLER}:12:4: E1101" in kept  # the line the later step's path is on
+    assert "naming what later steps use" in kept and "/sessions/s/messages/3" in kept
+    assert rule_of(with_ref, lint_seq - 1) == ("kept", "referenced")  # the call leads
+    assert rule_of(with_ref, lint_seq) == ("preview", "tool_group")
+    plain = sent_of(without, "lint")["content"]
+    assert HANDLER not in plain and plain.startswith("[tool output preview:")
+    assert rule_of(without, lint_seq - 1)[1] == "recent"
+    # The cut stays within what a referenced output may take.
+    assert (
+        COUNTER.count_message(sent_of(with_ref, "lint"))
+        <= Limits.from_preview_limit("s", 1024).lines_tokens
+    )
+
+
+def test_a_repeated_call_keeps_its_earlier_output_whole() -> None:
+    config = "".join(f"option_{i} = {i * 37}\n" for i in range(40))  # over twice the masked size
+
+    def history(again: bool) -> list[LoggedMessage]:
+        msgs = [user("Tune the service."), call("c1", "cat service.toml"), tool("c1", config)]
+        msgs += filler_steps(3)
+        if again:  # the file was edited since: the newer output differs
+            msgs += [call("c2", "cat service.toml"), tool("c2", config.replace("= 0", "= 9"))]
+        else:
+            msgs += [call("c2", "cat other.toml"), tool("c2", "nothing here")]
+        msgs += filler_steps(6, start=3)
+        return log_of(msgs)
+
+    assert COUNTER.count_text(config) > MASK_WORTH * MASK_TOKENS
+    budget = 3_000
+    repeated, single = run(history(True), budget), run(history(False), budget)
+    assert sent_of(repeated, "c1")["content"] == config
+    assert rule_of(repeated, 2) == ("kept", "referenced")
+    assert sent_of(single, "c1")["content"].startswith("[tool output preview:")
+    assert rule_of(single, 3) == ("preview", "tool_group")
+
+
+def test_a_small_output_is_never_masked_into_a_preview_as_long_as_itself() -> None:
+    # The issue's example: a 67-token output became a preview about as long as itself.
+    small = "id=4821 status=ok region=eu-west-1 bytes=23112 took=312ms cache=miss retry=0 " * 3
+    msgs = [
+        user("Check the service."),
+        call("s", "curl -s localhost:8080/health"),
+        tool("s", small),
+    ]
+    msgs += filler_steps(8)
+    history = log_of(msgs)
+    assert MASK_TOKENS < history[2].token_count <= MASK_WORTH * MASK_TOKENS
+    result = run(history, 2_000)
+    # The steps after it are masked (previews), the small output is sent as it is.
+    assert rule_of(result, 5) == ("preview", "tool_group")
+    assert sent_of(result, "s")["content"] == small
+    # Every output the masked form previews shrinks to at most half of itself.
+    groups, _ = split_groups(history)
+    view = HistoryView.build(groups, Limits.from_preview_limit("s", 1024), COUNTER, Caches())
+    for unit in view.units:
+        for m, sent in zip(unit.messages, unit.render(Form.COMPACT)[0], strict=True):
+            if m.role == "tool" and sent != m.body:
+                assert COUNTER.count_message(sent) * 2 <= m.token_count
+
+
+def test_a_replayed_cut_keeps_its_lines_however_the_log_grew() -> None:
+    msgs = [
+        user("Make the linter pass."),
+        call("lint", "ruff check ."),
+        tool("lint", lint_output()),
+    ]
+    msgs += [call("a", f"sed -n 1,20p {HANDLER}"), tool("a", "class Refund: ...")]
+    history = log_of(msgs)
+    later = log_of([*msgs, call("b", "sed -n 1,9p src/pkg/mod7.py"), tool("b", "import os")])
+
+    def lines(log: list[LoggedMessage], horizon: int | None) -> str:
+        groups, _ = split_groups(log)
+        view = HistoryView.build(groups, Limits.from_preview_limit("s", 1024), COUNTER, Caches())
+        assert view.refs is not None
+        view.refs.set_horizon(horizon)
+        unit = next(u for u in view.units if any(m.seq == 3 for m in u.messages))
+        return str(unit.render(Form.LINES)[0][1]["content"])
+
+    trimmed = lines(history, None)
+    assert HANDLER in trimmed and "src/pkg/mod7.py" not in trimmed
+    # The same layout replayed after a later step named another file: the same bytes.
+    assert lines(later, history[-1].seq) == trimmed
+    # A new trim sees the newer step too.
+    assert "src/pkg/mod7.py:7:1" in lines(later, None)
+
+
+def test_identifiers_said_before_an_output_are_not_what_it_told() -> None:
+    assert {HANDLER, "web.chal.csaw.io", "a1b2c3d4", "48213", "getUserName"} <= identifiers(
+        f"curl http://web.chal.csaw.io:8000 in {HANDLER} a1b2c3d4 order 48213 getUserName"
+    )
+    # The task names the path first: the grep output repeats it, it did not tell it.
+    msgs = [
+        user(f"Fix {HANDLER}."),
+        call("g", "grep -rn Refund src"),
+        tool("g", f"{HANDLER}:3: class Refund\n" + "src/other.py:1: x\n" * 200),
+        call("o", f"sed -n 1,9p {HANDLER}"),
+        tool("o", "class Refund: ..."),
+    ]
+    groups, _ = split_groups(log_of(msgs))
+    view = HistoryView.build(groups, Limits.from_preview_limit("s", 1024), COUNTER, Caches())
+    refs = view.refs
+    assert isinstance(refs, References)
+    grep = next(u for u in view.units if any(m.seq == 3 for m in u.messages))
+    assert not refs.referenced(grep)
