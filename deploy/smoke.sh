@@ -18,11 +18,11 @@
 # the mirror the host's apt uses) and tagged with those names, so that the Dockerfile
 # and the compose file run as they are. They are cached as image archives under
 # CONTEXTD_DEPLOY_CACHE (/var/cache/contextd-deploy), keyed by a hash of the recipe
-# and the mirror; a machine without the cache builds them (about a minute more).
+# and the mirror; a machine without the cache builds them (a few minutes more).
 #
 # Environment: CONTEXTD_DEPLOY_ENGINE=podman|docker (default: docker if it answers),
 # CONTEXTD_DEPLOY_CACHE, CONTEXTD_DEPLOY_MIRROR (default: read from the apt sources),
-# PYTHON (the interpreter of the checks; default .venv/bin/python, which needs httpx).
+# CONTEXTD_DEPLOY_PYTHON (the checks' interpreter; default .venv/bin/python: it needs httpx).
 #
 # `deploy/smoke.sh --chaos SECONDS` then runs deploy/chaos.py against the stack (faults:
 # the contextd and PostgreSQL containers killed and started again under writers).
@@ -35,7 +35,7 @@ if [ "${1:-}" = --chaos ]; then CHAOS_SECONDS="${2:?usage: smoke.sh [--chaos SEC
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-PY="${PYTHON:-$ROOT/.venv/bin/python}"
+PY="${CONTEXTD_DEPLOY_PYTHON:-$ROOT/.venv/bin/python}"
 CACHE="${CONTEXTD_DEPLOY_CACHE:-/var/cache/contextd-deploy}"
 SUITE=bookworm  # Debian's Python is 3.11 there, the Dockerfile's
 PODMAN_COMPOSE_VERSION=1.6.0

@@ -481,3 +481,18 @@ def test_every_contextd_service_reads_the_env_file(compose: dict[str, Any]) -> N
             env_file = compose["services"][name]["env_file"]
             files = [env_file] if isinstance(env_file, str) else env_file
             assert "contextd.env" in [f if isinstance(f, str) else f["path"] for f in files]
+
+
+# --- the smoke test of the stack -------------------------------------------------------
+
+
+def test_ci_smoke_tests_the_stack_after_the_suite() -> None:
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert lines.index("make test") < lines.index("make test-deploy")
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^test-deploy:.*\n\tbash deploy/smoke\.sh$", makefile, re.M)
+    smoke = (ROOT / "deploy" / "smoke.sh").read_text()
+    # The files run as they are: the script names no compose file (compose finds the
+    # repository's own), so it cannot run or edit another.
+    code = re.sub(r"^\s*#.*$", "", smoke, flags=re.M)
+    assert "docker-compose" not in code and "compose.y" not in code
