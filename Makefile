@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve demo docs test test-python test-ts lint typecheck bench fuzz clean
+.PHONY: serve demo docs test test-python test-ts test-deploy chaos-deploy lint typecheck bench fuzz clean
 
 $(STAMP): pyproject.toml setup.py app/messages/_vector.c clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,16 @@ test-python: $(STAMP)  ## the Python test suite alone (pytest, its files spread 
 
 test-ts: $(STAMP)  ## the TypeScript client: npm ci from the lock file, tsc --noEmit, its tests against a contextd it starts
 	cd clients/typescript && npm ci --no-audit --no-fund && npm test
+
+# The compose stack, built from the Dockerfile and run as docker-compose.yml says, with
+# checks on loopback; everything it makes is removed after (deploy/smoke.sh says how).
+test-deploy: $(STAMP)  ## build the image and smoke-test docker-compose.yml (docker, or podman installed with apt-get)
+	bash deploy/smoke.sh
+
+CHAOS_SECONDS ?= 120
+
+chaos-deploy: $(STAMP)  ## the smoke test, then writers under container kills for $(CHAOS_SECONDS) s (deploy/chaos.py)
+	bash deploy/smoke.sh --chaos $(CHAOS_SECONDS)
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

@@ -122,6 +122,8 @@ def _stop_on_signals() -> None:
 
 
 def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
+    if args.command in ("serve", "worker"):
+        _wait_for_database(url, settings.database_wait_s)
     if args.command == "migrate":
         _migrate(url)
         return 0
@@ -149,6 +151,15 @@ def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
 
 class _NoDatabase(Exception):
     """The database could not be reached or refused us: said in one line, not a traceback."""
+
+
+def _wait_for_database(url: str, wait_s: float) -> None:
+    from app.db_wait import DatabaseUnreachable, wait_for_database
+
+    try:
+        wait_for_database(url, wait_s)
+    except DatabaseUnreachable as exc:
+        raise _NoDatabase(str(exc)) from exc
 
 
 def _migrate(url: str) -> None:

@@ -152,6 +152,9 @@ class Settings(BaseSettings):
     append_group_size: int = Field(64, ge=1, le=1000)
     db_pool_size: int = Field(10, gt=0)
     db_pool_timeout_s: float = Field(5.0, gt=0)
+    # `serve` and `worker` wait this long for a database that takes no connection yet
+    # (compose starts them beside it), retrying with a growing pause; 0: no wait.
+    database_wait_s: float = Field(60.0, ge=0)
     # "auto": the server runs compaction jobs unless a `contextd worker` is alive
     # (heartbeat in the database), so a deployment with workers needs no switch.
     run_compactions_in_process: bool | Literal["auto"] = "auto"

@@ -44,6 +44,7 @@ MEANINGS: dict[str, str] = {
     "CONTEXTD_APPEND_GROUP_SIZE": "group commit: appends of different sessions sharing one transaction; 1 turns it off",
     "CONTEXTD_DB_POOL_SIZE": "pooled connections of the whole server (shared out across `--workers`)",
     "CONTEXTD_DB_POOL_TIMEOUT_S": "wait for a pooled connection before a 503",
+    "CONTEXTD_DATABASE_WAIT_S": "`serve` and `worker` wait this long for a database not up yet (0: none)",
     "CONTEXTD_RUN_COMPACTIONS_IN_PROCESS": "`auto`: the server runs jobs unless a `contextd worker` is alive",
     "CONTEXTD_JOB_LEASE_S": "a dead runner's job is taken over this long after its last renewal",
     "CONTEXTD_COMPACTION_WORKERS": "concurrent compaction jobs per server (shared out across `--workers`)",

@@ -10,6 +10,7 @@ real endpoint, and is configured only through settings that exist.
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 import shlex
 import tomllib
@@ -325,6 +326,40 @@ def test_compose_waits_for_a_healthy_postgres(compose: dict[str, Any]) -> None:
     assert services["contextd"]["build"] in (".", {"context": "."})
 
 
+def test_every_service_has_its_own_health_check(compose: dict[str, Any]) -> None:
+    # Said in the compose file, not left to an image: an OCI build (podman's default)
+    # keeps no HEALTHCHECK, and depends_on: service_healthy would wait on nothing.
+    for name, service in compose["services"].items():
+        check = service.get("healthcheck") or {}
+        assert check.get("test") and not check.get("disable"), name
+        assert check.get("start_period") and check.get("retries"), name
+
+
+def test_the_server_health_check_is_the_image_one(
+    dockerfile: Dockerfile, compose: dict[str, Any]
+) -> None:
+    (image_check,) = dockerfile.final.all("HEALTHCHECK")
+    command = json.loads(image_check.split(" CMD ", 1)[1])
+    assert compose["services"]["contextd"]["healthcheck"]["test"] == ["CMD", *command]
+
+
+def test_one_build_for_server_and_worker(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    built = [name for name, service in services.items() if "build" in service]
+    assert built == ["contextd"]
+    # The worker runs the image contextd builds, never one of its own or a pulled one.
+    assert services["worker"]["image"] == services["contextd"]["image"]
+    assert services["worker"]["pull_policy"] == "never"
+
+
+def test_the_published_port_is_a_variable_on_loopback(compose: dict[str, Any]) -> None:
+    default_port = Settings.model_fields["port"].default
+    (mapping,) = compose["services"]["contextd"]["ports"]
+    assert mapping == f"127.0.0.1:${{CONTEXTD_PUBLISHED_PORT:-{default_port}}}:{default_port}"
+    # Not a setting of the app: compose reads it, the container never sees it.
+    assert "CONTEXTD_PUBLISHED_PORT" not in _setting_names()
+
+
 def test_compose_database_url_points_at_the_postgres_service(compose: dict[str, Any]) -> None:
     services = compose["services"]
     pg_env = services["postgres"]["environment"]
@@ -446,3 +481,18 @@ def test_every_contextd_service_reads_the_env_file(compose: dict[str, Any]) -> N
             env_file = compose["services"][name]["env_file"]
             files = [env_file] if isinstance(env_file, str) else env_file
             assert "contextd.env" in [f if isinstance(f, str) else f["path"] for f in files]
+
+
+# --- the smoke test of the stack -------------------------------------------------------
+
+
+def test_ci_smoke_tests_the_stack_after_the_suite() -> None:
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert lines.index("make test") < lines.index("make test-deploy")
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^test-deploy:.*\n\tbash deploy/smoke\.sh$", makefile, re.M)
+    smoke = (ROOT / "deploy" / "smoke.sh").read_text()
+    # The files run as they are: the script names no compose file (compose finds the
+    # repository's own), so it cannot run or edit another.
+    code = re.sub(r"^\s*#.*$", "", smoke, flags=re.M)
+    assert "docker-compose" not in code and "compose.y" not in code
