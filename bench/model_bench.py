@@ -329,6 +329,8 @@ async def run_session(
             step.missed[kind] = sorted(items - kept)[:5]
         run.steps.append(step)
         progress(f"  {sid} k={k}: {step.status} {step.reason or ''} model {step.model_s:.0f}s")
+        for answer in rec.answers[answers:]:  # what the model wrote, for the reader to see
+            progress(f"    answer ({answer.finish_reason}): {answer.text[:300]!r}")
 
 
 async def run_all(

@@ -365,11 +365,13 @@ class FakeLLM:
             return None
         if self.bare_500_to_json_schema:
             return b"Internal Server Error"
-        if self.llama_cpp:  # llama-cpp-python's route handler wraps every exception so
+        if self.llama_cpp:  # llama-cpp-python's words: its route handler wraps every error
             message = (
-                "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n"
-                "  Input should be 'text' or 'json_object' [type=literal_error, "
-                "input_value='json_schema', input_type=str]"
+                "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                "'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or "
+                "'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", line 376, in "
+                "create_chat_completion\n    POST /v1/chat/completions"
             )
             return {"error": {"message": message, "type": "internal_server_error",
                               "param": None, "code": None}}  # fmt: skip
