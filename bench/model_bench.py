@@ -296,7 +296,7 @@ async def run_session(
         sent.extend(part)
         answers = len(rec.answers)
         seconds = len(rec.seconds)
-        wait = {"wait": True, "force": True, "timeout_s": args.timeout_s * 2 + 30}
+        wait = {"wait": True, "force": True, "timeout_s": min(600, args.timeout_s * 2 + 30)}
         done = check(await c.post(f"/sessions/{sid}/compact", json=wait), 200)
         meta = done.get("compaction_metadata") or {}
         state = check(await c.get(f"/sessions/{sid}/compaction"), 200)
