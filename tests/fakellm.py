@@ -370,7 +370,7 @@ class FakeLLM:
                 "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
                 "'response_format', 'type'), 'msg': \"Input should be 'text' or "
                 "'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or "
-                "'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", line 376, in "
+                '\'json_object\'"}}\n\n  File "llama_cpp/server/app.py", line 376, in '
                 "create_chat_completion\n    POST /v1/chat/completions"
             )
             return {"error": {"message": message, "type": "internal_server_error",
