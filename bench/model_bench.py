@@ -326,7 +326,7 @@ async def run_session(
             step.restored[kind] = len(found(items - by_model, summary))
             kept = found(items, final)
             step.context_kept[kind] = len(kept)
-            step.missed[kind] = sorted(items - kept)[:5]
+            step.missed[kind] = [i[:100] for i in sorted(items - kept)[:5]]
         run.steps.append(step)
         progress(f"  {sid} k={k}: {step.status} {step.reason or ''} model {step.model_s:.0f}s")
         for answer in rec.answers[answers:]:  # what the model wrote, for the reader to see

@@ -128,14 +128,16 @@ def _objects(text: str) -> list[dict[str, Any]]:
     """The JSON objects of `text`: its fenced blocks, then the top-level objects of the
     rest in order (an object's inner objects are not candidates of their own)."""
     found: list[dict[str, Any]] = []
+    # Not strict: a small model copies multi-line tool output into a string with its raw
+    # newlines and tabs, which strict JSON refuses (and the whole answer with them).
+    decoder = json.JSONDecoder(strict=False)
     for block in _FENCE.findall(text):
         try:
-            value = json.loads(block)
+            value = decoder.decode(block.strip())
         except ValueError:
             continue
         if isinstance(value, dict):
             found.append(value)
-    decoder = json.JSONDecoder()
     at = text.find("{")
     while at >= 0:
         try:

@@ -90,6 +90,14 @@ def test_what_a_small_model_gets_wrong_is_taken_where_it_is_valid() -> None:
     assert s.open_todos == ("next: run the suite",) and s.user_prefs == ()
 
 
+def test_raw_newlines_in_a_string_do_not_lose_the_answer() -> None:
+    """SmolLM2 on llama.cpp copied a line of tool output with its newline into a string:
+    strict JSON refused the whole answer and only an inner `{}` parsed (not_a_summary)."""
+    answer = '{ "facts": [ "1463: msg = \'x\'.format(\n  ", "kept"], "timeline": ["a\tb"] }'
+    s = parse_summary_output(answer)
+    assert s.facts == ("1463: msg = 'x'.format(", "kept") and s.timeline == ("a\tb",)
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
