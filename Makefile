@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve demo docs test test-python test-ts test-deploy chaos-deploy lint typecheck bench fuzz clean
+.PHONY: serve demo docs test test-python test-ts test-deploy chaos-deploy lint typecheck bench bench-model fuzz clean
 
 $(STAMP): pyproject.toml setup.py app/messages/_vector.c clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,9 @@ typecheck: $(STAMP)
 
 fuzz: $(STAMP)  ## the long schemathesis run (500 examples per operation, with and without a key)
 	CONTEXTD_FUZZ_EXAMPLES=500 $(BIN)/pytest tests/process/test_schema_fuzz.py
+
+bench-model: $(STAMP)  ## compaction through SmolLM2-135M on llama.cpp (not in `bench`; install: docs/compaction-model.md; LLAMA_PYTHON=venv/bin/python)
+	$(BIN)/python bench/model_bench.py $(BENCH_MODEL_ARGS)
 
 bench: $(STAMP)  ## the benchmarks of docs/measured.md, in order (~20 min; CONTEXTD_DATABASE_URL or embedded; pgbench on PATH)
 	$(BIN)/python bench/log_bench.py

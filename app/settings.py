@@ -119,7 +119,8 @@ class Settings(BaseSettings):
     # Reasoning models want max_completion_tokens and no temperature; auto guesses from
     # the model name and learns from the endpoint's 400 naming the parameter.
     llm_reasoning: Literal["auto", "true", "false"] = "auto"
-    # auto: json_schema, stepping down to json_object, then none, as the endpoint allows.
+    # auto: json_schema, stepping down to json_object (with llama.cpp's `schema` key, then
+    # without), then none, as the endpoint allows.
     llm_json_mode: Literal["auto", "json_schema", "json_object", "off"] = "auto"
 
     api_keys: SecretStr | None = None

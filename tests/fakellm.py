@@ -48,6 +48,14 @@ Endpoint traits (attributes, apply to every behaviour):
   other than 1 ("Unsupported value: 'temperature' ...")
 - ``json_schema = False``: answers 400 to ``response_format`` of type ``json_schema``;
   ``response_format = False``: to any ``response_format``
+- ``llama_cpp = True``: as llama-cpp-python's server does: a 500 quoting its request
+  validation error to ``response_format`` of type ``json_schema`` (it takes only
+  ``json_object``, with the schema in a ``schema`` key)
+- ``usage = False``: answers without ``usage`` (as llama.cpp's streams, some proxies)
+- ``bare_500_to_json_schema = True``: a 500 saying nothing but "Internal Server
+  Error" to ``json_schema`` (a proxy hiding the endpoint's refusal)
+- ``sloppy``: what a small model writes: prose and a code fence around the JSON, a
+  section as a string, items as objects, sections missing
 
 ``script(Raw(status, body, headers))`` queues one literal answer.
 
@@ -72,7 +80,7 @@ BEHAVIOURS = frozenset(
     {
         "normal", "slow", "timeout", "500", "503", "429", "garbage", "drop_connection", "refuse",
         "refuse_text", "not_json", "wrong_types", "empty", "truncate", "omit_anchors", "english",
-        "minimal", "agent", "recall", "paraphrase", "drop_oldest", "invent_seq",
+        "minimal", "agent", "recall", "paraphrase", "drop_oldest", "invent_seq", "sloppy",
     }
 )  # fmt: skip
 
@@ -212,6 +220,9 @@ class FakeLLM:
         self.reasoning = False
         self.json_schema = True
         self.response_format = True
+        self.llama_cpp = False
+        self.usage = True
+        self.bare_500_to_json_schema = False
         self.calls: list[RecordedCall] = []
         self._queue: deque[str | Raw] = deque()
         self._server: asyncio.Server | None = None
@@ -227,6 +238,16 @@ class FakeLLM:
     @property
     def call_count(self) -> int:
         return len(self.calls)
+
+    def forms(self) -> list[tuple[str, str | None]]:
+        """(behaviour, structured-output form) of each call: `json_object+schema` for a
+        json_object carrying llama.cpp's `schema` key."""
+        out: list[tuple[str, str | None]] = []
+        for call in self.calls:
+            fmt = call.body.get("response_format") or {}
+            form = fmt.get("type")
+            out.append((call.behaviour, f"{form}+schema" if "schema" in fmt else form))
+        return out
 
     def script(self, *behaviours: str | Raw) -> None:
         """Behaviours for the next calls, in order; afterwards `behaviour` applies again."""
@@ -300,6 +321,10 @@ class FakeLLM:
         if rejected is not None:  # the endpoint's validation runs before any behaviour
             self.calls.append(RecordedCall(path, headers, body, "rejected"))
             return await self._send(writer, 400, rejected)
+        refused_500 = self._refuse_500(body)
+        if refused_500 is not None:
+            self.calls.append(RecordedCall(path, headers, body, "rejected_500"))
+            return await self._send(writer, 500, refused_500)
         behaviour = self._queue.popleft() if self._queue else self.behaviour
         if isinstance(behaviour, Raw):
             self.calls.append(RecordedCall(path, headers, body, "raw"))
@@ -357,6 +382,25 @@ class FakeLLM:
             )  # fmt: skip
         return None
 
+    def _refuse_500(self, body: dict[str, Any]) -> dict[str, Any] | bytes | None:
+        """The 500 of an endpoint that refuses json_schema that way, or None."""
+        fmt = body.get("response_format")
+        if not (isinstance(fmt, dict) and fmt.get("type") == "json_schema"):
+            return None
+        if self.bare_500_to_json_schema:
+            return b"Internal Server Error"
+        if self.llama_cpp:  # llama-cpp-python's words: its route handler wraps every error
+            message = (
+                "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                "'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or "
+                '\'json_object\'"}}\n\n  File "llama_cpp/server/app.py", line 376, in '
+                "create_chat_completion\n    POST /v1/chat/completions"
+            )
+            return {"error": {"message": message, "type": "internal_server_error",
+                              "param": None, "code": None}}  # fmt: skip
+        return None
+
     def _completion(self, body: dict[str, Any], behaviour: str) -> dict[str, Any]:
         messages = body.get("messages") or []
         if behaviour == "agent" and body.get("tools"):
@@ -396,7 +440,7 @@ class FakeLLM:
         elif behaviour == "not_json":
             content = "Here is a summary: the user and the assistant talked about several things."
         elif behaviour == "wrong_types":
-            content = json.dumps({"facts": "a string", "decisions": 3, "timeline": {"a": 1}})
+            content = json.dumps({"facts": [True, None], "decisions": False, "timeline": [[]]})
         elif behaviour == "empty":
             content = ""
         elif behaviour == "truncate":
@@ -405,6 +449,15 @@ class FakeLLM:
             # Vague but true: the head of the first line of the range, cited.
             head = (prompt.lines[0][1][:24] + " [#" + prompt.seqs[0] + "]") if prompt.lines else "-"
             content = json.dumps({"timeline": [head]})
+        elif behaviour == "sloppy":
+            facts = summary["facts"]
+            sloppy = {
+                "facts": facts[0] if facts else "nothing",
+                "timeline": [{"step": t, "ok": True} for t in summary["timeline"]],
+                "decisions": [None, *summary["decisions"]],
+            }
+            fenced = json.dumps(sloppy, ensure_ascii=False, indent=1)
+            content = f"Sure! Here is the summary you asked for:\n```json\n{fenced}\n```\nDone."
         elif behaviour == "english":
             content = json.dumps(
                 {"facts": ["The user talked about their plans."], "timeline": ["They talked."]}
@@ -412,7 +465,10 @@ class FakeLLM:
         if behaviour != "refuse":
             message["content"] = content
         prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
-        return self._envelope(body, message, finish, prompt_chars // 4, len(content) // 4)
+        answer = self._envelope(body, message, finish, prompt_chars // 4, len(content) // 4)
+        if not self.usage:
+            del answer["usage"]
+        return answer
 
     def _envelope(
         self, body: dict[str, Any], message: dict[str, Any], finish: str, prompt: int, done: int

@@ -73,6 +73,7 @@ async def _call(
     request: SummaryRequest,
     settings: SummarySettings,
     usage: ModelUsage,
+    counter: TextCounter,
 ) -> ChatResult:
     usage.calls += 1
     try:
@@ -86,8 +87,13 @@ async def _call(
             )
     except TimeoutError as exc:
         raise ModelTimeout(f"no answer within {settings.compact_timeout_s:g}s") from exc
-    usage.prompt_tokens += result.prompt_tokens
-    usage.completion_tokens += result.completion_tokens
+    if result.usage_reported:
+        usage.prompt_tokens += result.prompt_tokens
+        usage.completion_tokens += result.completion_tokens
+    else:  # an endpoint that does not count (llama.cpp streams, some proxies): our count
+        sent = "\n".join(str(m.get("content") or "") for m in request.messages)
+        usage.prompt_tokens += counter.count_text(sent)
+        usage.completion_tokens += counter.count_text(result.text)
     return result
 
 
@@ -133,7 +139,7 @@ async def summarise(
         json_mode=brief.options.json_mode,
     )
     try:
-        first = _whole(await _call(client, request, settings, usage))
+        first = _whole(await _call(client, request, settings, usage, counter))
         check = await _off_loop(fit.read, brief, first.text)
     except ModelError as exc:
         return await _off_loop(fit.extractive, brief, usage, "degraded", exc.code)
@@ -154,7 +160,7 @@ async def summarise(
             missing_probes=[p.cited() for p in check.missing_fitting],
         )
         try:
-            answer = _whole(await _call(client, retry, settings, usage)).text
+            answer = _whole(await _call(client, retry, settings, usage, counter)).text
             second: fit.Check | None = await _off_loop(fit.read, brief, answer)
         except (ModelError, SummaryRejected):
             second = None  # the first answer is still a valid summary; keep it

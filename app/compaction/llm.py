@@ -17,10 +17,12 @@ What it adds to the SDK, and why:
   every later call of this client (the retry after such a switch is not counted).
 - **Structured output.** A caller asking for `{"type": "json_object"}` gets
   `json_schema` (strict, the schema given to the client) where the endpoint supports
-  it; a 400 naming `response_format`/`json_schema` steps down to `json_object`, then
-  to no `response_format` at all, again remembered. The answer is parsed here by hand
-  (not by the SDK's models), so the lenient summary parser downstream still sees
-  whatever text came back.
+  it; a refusal steps down (`json_object` with the schema as llama.cpp reads it, plain
+  `json_object`, nothing), again remembered: see `json_mode.py`, which also says what
+  counts as a refusal (a 400, or a 5xx naming the parameter) and what a bare 5xx does.
+  The answer is parsed here by hand (not by the SDK's models), so the lenient summary
+  parser downstream still sees whatever text came back; `usage_reported` says whether
+  the endpoint counted the tokens (llama.cpp's streams and some proxies do not).
 
 Exceptions (all carry a stable `code` for job records and metrics):
 
@@ -51,23 +53,17 @@ from typing import Any, Literal
 import structlog
 from pydantic import SecretStr
 
+from app.compaction.json_mode import REFUSED, JsonMode, StructuredOutput
+
 log = structlog.get_logger(__name__)
 
 Reasoning = Literal["auto", "true", "false"]
-JsonMode = Literal["auto", "json_schema", "json_object", "off"]
 
 # Sent when no key is configured: the SDK insists on one. The Authorization header
 # is then omitted from every request, so this never reaches the endpoint.
 _NO_KEY = "contextd-no-api-key"
 _REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o\d|gpt-5)", re.I)
 _RETRY_STATUSES = frozenset({408, 409, 429})
-# A 400 is about a parameter we can change only if it says the parameter is refused;
-# "max_tokens is too large" is about the request, not about the parameter's name.
-_REFUSED = re.compile(
-    r"unsupported|not supported|does not support|unrecognized|unknown|not allowed|"
-    r"not permitted|extra|max_completion_tokens",
-    re.I,
-)
 _MAX_ADAPTATIONS = 4
 _BACKOFF_BASE_S = 0.5
 _BACKOFF_CAP_S = 8.0
@@ -109,6 +105,9 @@ class ChatResult:
     finish_reason: str | None
     model: str | None = None
     attempts: int = 1
+    # False when the answer had no `usage`: the counts are then 0, for the caller to
+    # estimate.
+    usage_reported: bool = True
 
 
 def _int(value: Any) -> int:
@@ -178,14 +177,9 @@ class ChatModelClient:
             self._reasoning_auto and bool(_REASONING_MODEL.match(model))
         )
         self._temperature_ok = not self.reasoning
-        self._json_auto = json_mode == "auto"
-        self.json_mode: JsonMode = (
-            "json_schema" if json_mode == "auto" and json_schema is not None else json_mode
+        self._format = StructuredOutput(
+            json_mode, json_schema, schema_name, where={"url": self.base_url, "model": model}
         )
-        if self.json_mode == "json_schema" and json_schema is None:
-            self.json_mode = "json_object"
-        self._json_schema = json_schema
-        self._schema_name = schema_name
 
     def __repr__(self) -> str:
         return f"ChatModelClient(url={self.base_url!r}, model={self.model!r})"
@@ -203,21 +197,15 @@ class ChatModelClient:
         excerpt = text[:limit]
         return excerpt.replace(self._key, "***") if self._key else excerpt
 
-    def _response_format(self, asked: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        if asked is None or asked.get("type") != "json_object":
-            return dict(asked) if asked is not None else None
-        if self.json_mode == "off":
-            return None
-        if self.json_mode == "json_schema" and self._json_schema is not None:
-            return {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": self._schema_name,
-                    "schema": self._json_schema,
-                    "strict": True,
-                },
-            }
-        return {"type": "json_object"}
+    @property
+    def json_mode(self) -> JsonMode:
+        """The structured-output mode now sent (learnt from the endpoint's refusals)."""
+        return self._format.mode
+
+    @property
+    def json_form(self) -> str:
+        """`json_mode`, with `json_object+schema` when json_object carries the schema."""
+        return self._format.form()
 
     def _request(
         self,
@@ -225,6 +213,7 @@ class ChatModelClient:
         temperature: float,
         max_tokens: int,
         response_format: Mapping[str, Any] | None,
+        mode: JsonMode | None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
         if self.reasoning:
@@ -233,17 +222,21 @@ class ChatModelClient:
             body["max_tokens"] = max_tokens
         if self._temperature_ok:
             body["temperature"] = temperature
-        fmt = self._response_format(response_format)
+        fmt = self._format.response_format(response_format, mode)
         if fmt is not None:
             body["response_format"] = fmt
         return body
 
-    def _adapt(self, error_text: str, sent: Mapping[str, Any]) -> bool:
-        """Learn from a 400 that names a parameter we sent; True if the request changes."""
+    def _adapt(self, error_text: str, sent: Mapping[str, Any], status: int) -> bool:
+        """Learn from a refusal that names a parameter we sent; True if the request changes.
+        A 5xx is read only for `response_format` (see json_mode.py)."""
         text = error_text.lower()
+        if status != 400:
+            return self._format.adapt(text, sent, status=status)
+        stepped = self._format.adapt(text, sent, status=status)  # logs its own step
         changed: list[str] = []
-        if not _REFUSED.search(text):
-            return False
+        if not REFUSED.search(text):
+            return stepped
         if self._reasoning_auto:
             if "max_tokens" in sent and re.search(r"\bmax_tokens\b", text):
                 self.reasoning = True
@@ -254,17 +247,9 @@ class ChatModelClient:
             if "temperature" in sent and "temperature" in text:
                 self._temperature_ok = False
                 changed.append("no_temperature")
-        fmt = sent.get("response_format")
-        if (
-            self._json_auto
-            and isinstance(fmt, dict)
-            and ("response_format" in text or "json_schema" in text or "json_object" in text)
-        ):
-            self.json_mode = "json_object" if fmt.get("type") == "json_schema" else "off"
-            changed.append(f"json_mode={self.json_mode}")
         if changed:
             log.info("model_endpoint_adapted", url=self.base_url, model=self.model, now=changed)
-        return bool(changed)
+        return stepped or bool(changed)
 
     async def complete(
         self,
@@ -278,11 +263,12 @@ class ChatModelClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         retries = adaptations = 0
+        call_mode: JsonMode | None = None  # this call's own step down after a bare 5xx
         while True:
             left = deadline - loop.time()
             if left <= 0:
                 raise ModelTimeout(f"no answer from the model within {timeout_s:g}s")
-            body = self._request(messages, temperature, max_tokens, response_format)
+            body = self._request(messages, temperature, max_tokens, response_format, call_mode)
             wait: float | None = None
             import openai  # already loaded by __init__: a lookup in sys.modules
 
@@ -299,15 +285,20 @@ class ChatModelClient:
                 )
             except openai.APIStatusError as exc:
                 status, text = exc.status_code, self._text(exc.response)
-                if status == 400 and adaptations < _MAX_ADAPTATIONS and self._adapt(text, body):
+                refusal = status == 400 or status >= 500
+                if refusal and adaptations < _MAX_ADAPTATIONS and self._adapt(text, body, status):
                     adaptations += 1
+                    call_mode = None
                     continue
                 log.warning("model_http_error", status=status, url=self.base_url, retry=retries)
                 error = ModelHTTPError(status, self._scrub(text))
                 if status not in _RETRY_STATUSES and status < 500:
                     raise error from None
+                if status >= 500 and call_mode is None:
+                    call_mode = self._format.bare_5xx_mode(body)
                 wait = retry_after_s(exc.response.headers)
             else:
+                self._format.answered(body, call_mode)
                 return self._parse(raw.http_response, attempts=retries + adaptations + 1)
             if retries >= self.max_retries:
                 raise error
@@ -355,7 +346,8 @@ class ChatModelClient:
             content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
         if not isinstance(content, str):
             raise ModelProtocolError("first choice has no text content")
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        reported = isinstance(data.get("usage"), dict)
+        usage = data["usage"] if reported else {}
         return ChatResult(
             text=content,
             prompt_tokens=_int(usage.get("prompt_tokens")),
@@ -363,4 +355,5 @@ class ChatModelClient:
             finish_reason=finish_reason,
             model=data.get("model") if isinstance(data.get("model"), str) else None,
             attempts=attempts,
+            usage_reported=reported,
         )

