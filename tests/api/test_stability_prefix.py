@@ -111,8 +111,8 @@ async def test_the_stable_prefix_is_what_payloads_share_across_compactions(
     # Another compaction, then a new user message: the anchor the earlier payloads
     # opened their history with is now covered by the summary and leaves the payload;
     # only the head is shared (it used to claim the whole earlier payload).
-    done = await compact(xclient, sid, force=True)
-    assert done["status"] == "success", done
+    second = await compact(xclient, sid, force=True)
+    assert second["status"] == "success", second
     await loop.call()
     await append(xclient, sid, step(30))
     grown = await loop.call()
@@ -122,3 +122,13 @@ async def test_the_stable_prefix_is_what_payloads_share_across_compactions(
     assert 1 not in new_turn["kept_seqs"]
     head = len(new_turn["messages"]) - len(new_turn["kept_seqs"])
     assert new_turn["usage"]["stable_prefix_messages"] == head
+
+    # A revert brings the first summary back (and bumps the session's generation): the
+    # earlier payload's layout is retired, its head differs after the system message.
+    r = await xclient.post(f"/sessions/{sid}/compaction/{second['job_id']}/revert")
+    assert r.status_code == 200, r.text
+    reverted = await loop.call()
+    assert reverted["summary"]["through_seq"] == watermark
+    assert reverted["usage"]["stable_prefix_messages"] == 1
+    await append(xclient, sid, step(32))
+    await loop.call()
