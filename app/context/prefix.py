@@ -228,6 +228,6 @@ def _anchor_summarized(view: HistoryView, watermark: int, last_seq: int) -> bool
     message of the view lies between the watermark and `last_seq`. (A log without a user
     message below the watermark had no anchor there: counted as one, a lower bound.)"""
     latest = view.latest_user
-    if latest is None or latest.seqs[-1] <= last_seq:
-        return False
+    if watermark <= 0 or latest is None or latest.seqs[-1] <= last_seq:
+        return False  # nothing is summarized, or the anchor is still today's
     return not any(u.kind == "user" and watermark < u.seqs[-1] <= last_seq for u in view.units)

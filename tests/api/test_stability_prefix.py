@@ -132,3 +132,23 @@ async def test_the_stable_prefix_is_what_payloads_share_across_compactions(
     assert reverted["usage"]["stable_prefix_messages"] == 1
     await append(xclient, sid, step(32))
     await loop.call()
+
+
+async def test_a_first_user_message_after_agent_steps_appends_to_the_prefix(
+    xclient: httpx.AsyncClient, sid: str
+) -> None:
+    """No compaction, no user message before: the one that arrives is the payload's
+    newest unit, the earlier payload all shared (no anchor was summarized), with the
+    echo or without it."""
+    r = await xclient.put(f"/sessions/{sid}", json={"system_prompt": SYSTEM, "tools": TOOLS})
+    assert r.status_code in (200, 201), r.text
+    await append(xclient, sid, [{"role": "assistant", "content": "Starting the audit."}])
+    await append(xclient, sid, step(0))
+    loop = Loop(xclient, sid)
+    first = await loop.call()
+    await append(xclient, sid, [user("Please also check src/mod_3.py.")])
+    echoed = await loop.call()
+    assert is_prefix(first["messages"], echoed["messages"])
+    assert echoed["usage"]["stable_prefix_messages"] == len(first["messages"])
+    plain = await payload(xclient, sid, max_tokens=MAX_TOKENS)
+    assert plain["usage"]["stable_prefix_tokens"] == shared_prefix(first, plain)[1]
