@@ -9,7 +9,14 @@ rebuilds that earlier payload from its layout and the log and compares. Without
 the echo the server assumes the previous call was for the log without the newest
 unit, with the same head: right for an agent loop that appends one step per model
 call. Across a tail delete or clear (seqs reused) only the head is claimed: a
-lower bound.
+lower bound. An echoed layout a compaction or revert retired is no longer known,
+but its `prefix_id` still names the tools and head it was sent with; a compaction
+changes the head (the summary), so comparing those is exact.
+
+After a compaction that moved the watermark past the turn anchor (the latest user
+message), the anchor opens the history of every payload until a new user message
+takes its place; rebuilding an earlier payload must put it there too, and must
+not when the anchor that payload had is now covered by the summary.
 """
 
 from __future__ import annotations
@@ -80,12 +87,15 @@ def shared_prefix(
     tools_digest = digest([dict(t) for t in tools], 8)
     head_digests = tuple(messagedigest(m) for m in head)
     me = str(PrefixId(current.id, last_seq, tools_digest, head_digests))
-    before = _previous_payload(
-        echoed, previous, current, sent, last_seq, tools_digest, head_digests
-    )
-    if before is None:
+    prev_id = PrefixId.parse(echoed) if echoed else None
+    if echoed and prev_id is None:
         return SharedPrefix(0, 0, me)
-    layout, prev_last, prev_tools, prev_head = before
+    before = _previous_payload(prev_id, previous, current, sent, last_seq)
+    # An echoed layout that is neither in force nor just replaced (one a compaction or a
+    # revert retired) still names its tools and head: what they share is known exactly,
+    # and a compaction changed the head (the summary) anyway.
+    prev_tools = prev_id.tools if prev_id is not None else tools_digest
+    prev_head = prev_id.head if prev_id is not None else head_digests
     if prev_tools != tools_digest:
         return SharedPrefix(0, 0, me)
     if prev_head != head_digests:
@@ -93,9 +103,13 @@ def shared_prefix(
         return SharedPrefix(messages, tokens, me)
     # The whole head is shared: its cost is known without counting it again.
     messages, tokens = len(head), tools_tokens + head_tokens
+    if before is None:  # the history it was sent with cannot be rebuilt: a lower bound
+        return SharedPrefix(messages, tokens, me)
+    layout, prev_last = before
     if layout.generation != stable.session.generation:
-        # A tail delete or clear since: seqs were reused, so the earlier payload cannot be
-        # rebuilt from the log. Only the head is counted (a lower bound).
+        # A tail delete or clear since (seqs were reused, so the earlier payload cannot be
+        # rebuilt from the log), or a revert: only the head is counted (a lower bound;
+        # a revert changed the summary, so the head differed already).
         return SharedPrefix(messages, tokens, me)
     before_units = _units_of(layout, stable.view, prev_last)
     if before_units is None:  # a unit it kept is gone: nothing known beyond the head
@@ -105,28 +119,23 @@ def shared_prefix(
 
 
 def _previous_payload(
-    echoed: str | None,
+    prev_id: PrefixId | None,
     previous: Sequence[Layout],
     current: Layout,
     sent: list[tuple[Unit, Form]],
     last_seq: int,
-    tools_digest: str,
-    head_digests: tuple[str, ...],
-) -> tuple[Layout, int, str, tuple[str, ...]] | None:
-    """The previous payload's layout, last seq, tools digest and head digests; None when
-    it is unknown (an echo that does not parse or names an unknown layout)."""
-    prev_id = PrefixId.parse(echoed) if echoed else None
-    if echoed and prev_id is None:
-        return None
+) -> tuple[Layout, int] | None:
+    """The previous payload's layout and last seq; None when its layout is unknown (an
+    echo that names a layout neither in force nor just replaced)."""
     if prev_id is not None:
         candidates = {x.id: x for x in (*previous, current)}
         layout = candidates.get(prev_id.layout)
-        if layout is None:  # a layout neither in force nor just replaced: unknown
+        if layout is None:
             return None
-        return layout, prev_id.last_seq, prev_id.tools, prev_id.head
+        return layout, prev_id.last_seq
     # No echo: the previous call had the same head and lacked the newest unit.
     prev_last = sent[-1][0].messages[0].seq - 1 if sent else last_seq
-    return previous[0], prev_last, tools_digest, head_digests
+    return previous[0], prev_last
 
 
 def _shared_head(
@@ -181,15 +190,44 @@ def _shared_units(
 
 def _units_of(layout: Layout, view: HistoryView | None, last_seq: int) -> list[UnitKey] | None:
     """The history units (seqs, form) of the payload `layout` gave for the log up to
-    `last_seq`, in log order; None when a unit it kept is not in `view`."""
+    `last_seq`, in log order; None when a unit it kept is not in `view`.
+
+    A layout that decided nothing past the watermark (no trim since the compaction) gave
+    the whole effective history, as `stability.replay` does: the turn anchor too, the
+    latest user message, which stays in front of the history when a compaction moved
+    the watermark past it (app/context/assemble.py `_unsummarized`).
+    """
     if view is None:
         return None
     kept = {seqs: form for seqs, form, _ in layout.kept}
+    untrimmed = layout.through_seq <= layout.watermark
     out: list[UnitKey] = []
     for unit in view.units:
         seqs = unit.seqs
         if seqs in kept:
             out.append((seqs, kept.pop(seqs)))
+        elif untrimmed and seqs[-1] <= layout.watermark:
+            # Below the watermark only today's turn anchor is in the view; it was the
+            # anchor for `last_seq` too, as no user message came after it.
+            if seqs[-1] <= last_seq:
+                out.append((seqs, int(Form.FULL)))
         elif layout.through_seq < seqs[-1] <= last_seq:
             out.append((seqs, int(Form.FULL)))
-    return None if kept else out
+    if kept:
+        return None
+    if untrimmed and _anchor_summarized(view, layout.watermark, last_seq):
+        # The earlier payload's history opened on an anchor the summary now covers: no
+        # unit of this view; nothing of the history is shared.
+        out.insert(0, ((), int(Form.FULL)))
+    return out
+
+
+def _anchor_summarized(view: HistoryView, watermark: int, last_seq: int) -> bool:
+    """Whether the turn anchor for the log up to `last_seq` lay below `watermark` and is
+    no longer in `view`: today's latest user message came after `last_seq`, and no user
+    message of the view lies between the watermark and `last_seq`. (A log without a user
+    message below the watermark had no anchor there: counted as one, a lower bound.)"""
+    latest = view.latest_user
+    if watermark <= 0 or latest is None or latest.seqs[-1] <= last_seq:
+        return False  # nothing is summarized, or the anchor is still today's
+    return not any(u.kind == "user" and watermark < u.seqs[-1] <= last_seq for u in view.units)
