@@ -39,14 +39,23 @@ class Layout:
     kept: tuple[tuple[tuple[int, ...], int, str], ...] = ()
     # Why the units the trim left out were left out (first seq, rule), for `decisions`.
     dropped: tuple[tuple[int, str], ...] = ()
+    # Per tool output a LINES unit kept was cut for: (seq, the identifiers its lines hold),
+    # as the trim found them. A replay cuts to these, never to what it finds again: its
+    # view is a window that moves with the log (app/context/references.py).
+    lines: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
     @property
     def id(self) -> str:
         return digest([self.generation, self.watermark, self.through_seq, self.entries()])
 
     def entries(self) -> list[list[Any]]:
-        """The JSON of `kept` and `dropped`: [[seqs], form, rule], form -1 for dropped."""
-        out = [[list(seqs), form, rule] for seqs, form, rule in self.kept]
+        """The JSON of `kept` and `dropped`: [[seqs], form, rule], form -1 for dropped; a
+        kept unit with cut outputs adds [[seq, [identifiers]], ...]."""
+        names = dict(self.lines)
+        out: list[list[Any]] = []
+        for seqs, form, rule in self.kept:
+            cut = [[s, list(names[s])] for s in seqs if s in names]
+            out.append([list(seqs), form, rule, cut] if cut else [list(seqs), form, rule])
         out += [[[seq], -1, rule] for seq, rule in self.dropped]
         return out
 
@@ -70,7 +79,13 @@ class Layout:
             (tuple(int(s) for s in k[0]), int(k[1]), str(k[2])) for k in entries if k[1] >= 0
         )
         dropped = tuple((int(k[0][0]), str(k[2])) for k in entries if k[1] < 0)
-        return cls(generation, watermark, through, kept, dropped)
+        lines = tuple(
+            (int(c[0]), tuple(str(v) for v in c[1]))
+            for k in entries
+            if k[1] >= 0 and len(k) > 3
+            for c in k[3]
+        )
+        return cls(generation, watermark, through, kept, dropped, lines)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -17,8 +17,13 @@ app/context/view.py), and a repeated step whole where it fits.
 
 Only messages up to a *horizon* count as later steps. A fresh selection looks at the
 whole history; a replayed layout at the history as it was when its trim chose it
-(`Layout.through_seq`), so the lines an output keeps do not change from call to call
-and the payload's prefix stays byte for byte the same until the next trim.
+(`Layout.through_seq`). But a view is a window that moves with the log: a message the
+trim saw (one that first said an identifier, or named it later) may have left it by
+the next call, and the same output would be cut to other lines. So a trim records, in
+its layout, the identifiers each output it cut was cut for (`Layout.lines`), and a
+replay cuts to those (`set_horizon`'s `fixed`): the lines an output keeps do not change
+from call to call and the payload's prefix stays byte for byte the same until the next
+trim, which keeps them too for the outputs it cuts again.
 Identifiers are found once per message object (app/context/memo.py).
 """
 
@@ -27,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -114,13 +119,19 @@ class References:
         self.horizon: int | None = None
         self._lines: dict[int, frozenset[str]] = {}  # tool output's seq -> its referenced ids
         self._repeated: dict[tuple[str, str], int] | None = None
+        self._fixed: dict[int, frozenset[str]] = {}
 
-    def set_horizon(self, horizon: int | None) -> None:
-        """Later steps are those up to seq `horizon`; forms rendered for another horizon
-        are forgotten."""
-        if horizon == self.horizon:
+    def set_horizon(
+        self, horizon: int | None, fixed: Mapping[int, frozenset[str]] | None = None
+    ) -> None:
+        """Later steps are those up to seq `horizon`, except for the tool outputs `fixed`
+        maps to the identifiers a trim cut them for (a layout's `lines`): those are cut
+        to them whatever this view holds. Forms rendered before are forgotten."""
+        fixed = dict(fixed or {})
+        if horizon == self.horizon and fixed == self._fixed:
             return
         self.horizon = horizon
+        self._fixed = fixed
         self._lines.clear()
         self._repeated = None
         for u in self._units:
@@ -178,7 +189,9 @@ class References:
 
     def lines(self, m: LoggedMessage, unit: Unit) -> frozenset[str]:
         """The identifiers tool output `m` introduced that a later step names."""
-        found = self._lines.get(m.seq)
+        found = self._fixed.get(m.seq)
+        if found is None:
+            found = self._lines.get(m.seq)
         if found is None:
             self.prepare([unit])
             found = self._lines.get(m.seq, frozenset())

@@ -93,9 +93,11 @@ def replay(
     by_seqs = {u.seqs: u for u in view.units}
     if view.refs is not None:
         # Steps cut to the lines later steps name are cut as the trim that chose them
-        # saw the log: the payload's prefix stays the same until the next trim.
+        # saw the log (to the identifiers it recorded; app/context/references.py): the
+        # payload's prefix stays the same until the next trim.
         view.refs.set_horizon(
-            None if layout.through_seq <= layout.watermark else layout.through_seq
+            None if layout.through_seq <= layout.watermark else layout.through_seq,
+            fixed=layout_lines(layout),
         )
     sel = Selection()
     for seqs, form, rule in layout.kept:
@@ -146,7 +148,24 @@ def layout_of(view: HistoryView, sel: Selection, session: SessionRow) -> Layout:
         if u.index not in sel.picks and sel.rules.get(u.index, "budget") != "budget"
     )
     through = max((u.messages[-1].seq for u in view.units), default=session.last_compaction_seq)
-    return Layout(session.generation, session.last_compaction_seq, through, kept, dropped)
+    lines: list[tuple[int, tuple[str, ...]]] = []
+    if view.refs is not None:
+        for u in view.units:
+            if u.index in sel.picks and sel.picks[u.index][0] is Form.LINES:
+                # Every output, none too: one cut to no identifier went as a preview.
+                lines += (
+                    (m.seq, tuple(sorted(view.refs.lines(m, u))))
+                    for m in u.messages
+                    if m.role == "tool"
+                )
+    return Layout(
+        session.generation, session.last_compaction_seq, through, kept, dropped, tuple(lines)
+    )
+
+
+def layout_lines(layout: Layout) -> dict[int, frozenset[str]]:
+    """The identifiers each tool output the layout cut was cut for."""
+    return {seq: frozenset(names) for seq, names in layout.lines}
 
 
 class StableStrategy(Strategy):
@@ -179,7 +198,9 @@ class StableStrategy(Strategy):
             # Cut to the low-water mark: what the head leaves of ratio x the input limit.
             # When even the mandatory units do not fit there in full, the whole budget.
             if view.refs is not None:
-                view.refs.set_horizon(None)  # a trim looks at the whole history
+                # A trim looks at the whole history, but an output the previous payload
+                # sent cut stays cut to the same lines: kept masked, it goes as it was sent.
+                view.refs.set_horizon(None, fixed=None if self.force else layout_lines(self.layout))
             target = budget - math.ceil((1 - self.ratio) * self.limit)
             if sum(u.cost(Form.FULL) for u in view.hard()) > target:
                 target = budget

@@ -3,19 +3,25 @@
 Small hand-made agent runs: an old tool output whose identifiers a later step names keeps
 the lines holding them; a step whose call the agent made again keeps its output whole; a
 small output is never masked into a preview about as long as itself; a replayed layout
-cuts an output to the same lines however the log grew since its trim.
+cuts an output to the same lines however the log grew since its trim, and whatever its
+call's window still holds of what the trim saw.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from app.context import AssemblyRequest, assemble
 from app.context.caches import Caches
+from app.context.layout import Layout
 from app.context.references import References, identifiers
+from app.context.stability import StableStrategy
+from app.context.strategies import get_strategy
 from app.context.view import MASK_TOKENS, MASK_WORTH, Form, HistoryView, Limits
 from app.conversation import LoggedMessage, split_groups
+from app.models import SessionRow
 from tests.unit.context_helpers import COUNTER, check, log_of, tool, user
 
 HANDLER = "src/app/special_handler.py"
@@ -194,3 +200,67 @@ def test_identifiers_said_before_an_output_are_not_what_it_told() -> None:
     assert isinstance(refs, References)
     grep = next(u for u in view.units if any(m.seq == 3 for m in u.messages))
     assert not refs.referenced(grep)
+
+
+def test_a_replayed_cut_stays_the_same_when_the_window_moved_past_what_the_trim_saw() -> None:
+    """The defect report (bill replay, seq 45 of `bill-anthropic-1`: "2 of 59 lines", then
+    "6 of 59 lines" under one layout): a replay's view is the window the call read, the
+    layout's units and what came after them, not what the trim saw. Here a dropped step
+    named src/pkg/mod7.py before the linter did, so the trim cut the linter's output to
+    the handler's line alone; once the window moved past that step the same output
+    seemed to have told mod7.py too, and was cut to two lines. The layout now records
+    the identifiers of its cuts, and the later payload starts with the earlier one."""
+    msgs = [
+        user("Make the linter pass."),
+        call("n", "cat NOTES"),
+        tool("n", "start with src/pkg/mod7.py and src/pkg/more3.py\n" + "note line\n" * 200),
+        call("lint", "ruff check ."),
+        tool("lint", lint_output()),
+        call("a", f"sed -n 1,20p {HANDLER} src/pkg/mod7.py"),
+        tool("a", "class Refund: ..."),
+        *filler_steps(8),
+    ]
+    log = log_of([*msgs, call("b", "sed -n 1,9p src/pkg/mod8.py"), tool("b", "import os")])
+    budget = 2400
+
+    def payload(history: list[LoggedMessage], stored: Layout | None) -> tuple[Any, Layout]:
+        row = cast(
+            SessionRow,
+            SimpleNamespace(generation=0, last_compaction_seq=0, last_seq=history[-1].seq),
+        )
+        layout = stored if stored is not None else Layout.untrimmed(row)
+        stable = StableStrategy(get_strategy("key_messages"), layout, row, budget, 0.7)
+        request = AssemblyRequest(
+            history=history,
+            counter=COUNTER,
+            budget=budget,
+            session_id="s",
+            strategy=stable,
+            history_from_seq=1,
+        )
+        result = assemble(request)
+        check(request, result)
+        return result, stable.current
+
+    first, layout = payload(log[: len(msgs)], None)
+    lint_seq = 5
+    assert (log[lint_seq - 1].seq, log[lint_seq - 1].role) == (lint_seq, "tool")
+    kept = {seqs: Form(form) for seqs, form, _ in layout.kept}
+    assert kept.get((4, 5)) is Form.LINES and (2, 3) not in kept, layout.kept
+    cut = str(sent_of(first, "lint")["content"])
+    assert HANDLER in cut and "src/pkg/mod7.py:7:1" not in cut
+    # The next call's window: the layout's units and every message after its trim (the
+    # dropped step before the linter is no longer read).
+    window = [m for m in log if m.seq in layout.kept_seqs() or m.seq > layout.through_seq]
+    second, replayed = payload(window, layout)
+    assert replayed == layout  # no trim: the same layout, replayed
+    assert list(second.messages[: len(first.messages)]) == list(first.messages)
+    assert len(second.messages) > len(first.messages)
+
+
+def test_a_layout_keeps_the_identifiers_of_its_cuts_through_its_json() -> None:
+    layout = Layout(0, 0, 9, (((4, 5), int(Form.LINES), "referenced"),), (), ((5, ("a.py",)),))
+    again = Layout.of_json(0, 0, 9, layout.entries())
+    assert again == layout and again.id == layout.id
+    # A layout stored before the cuts were recorded reads as one without them.
+    assert Layout.of_json(0, 0, 9, [[[4, 5], int(Form.LINES), "referenced"]]).lines == ()
