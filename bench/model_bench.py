@@ -75,6 +75,7 @@ if __package__ in (None, ""):  # `python bench/model_bench.py` from anywhere
 from app.compaction.artifacts import decode, range_artifacts, roll_artifacts
 from app.compaction.gate import KINDS as GATE_KINDS
 from app.compaction.llm import ChatModelClient, ChatResult
+from app.compaction.provenance import message_text, split_cites
 from app.compaction.signals import classify, normalise, split_sentences
 from app.conversation import LoggedMessage, content_text
 from app.settings import CompactionSettings, load_settings
@@ -246,6 +247,33 @@ def probes(
     }
 
 
+def answer_items(text: str) -> list[str]:
+    """The string items of a model's JSON answer (best effort: its outermost object)."""
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        parsed = json.loads(text[start : end + 1], strict=False) if start >= 0 else None
+    except ValueError:
+        return []
+    if not isinstance(parsed, dict):
+        return []
+    return [
+        split_cites(i)[0] for v in parsed.values() if isinstance(v, list)
+        for i in v if isinstance(i, str) and split_cites(i)[0].strip()
+    ]  # fmt: skip
+
+
+def invented(answers: Sequence[str], range_text: str, summary: str) -> tuple[list[str], list[str]]:
+    """Items of the model's answers that the compacted range does not hold verbatim, and
+    those of them the stored summary still has as an item (a line, less its citation)."""
+    held = normalise(range_text)
+    lines = {
+        normalise(split_cites(line.strip().lstrip("-•*").strip())[0])
+        for line in summary.splitlines()
+    }
+    made = sorted({i for a in answers for i in answer_items(a) if normalise(i) not in held})
+    return made, [i for i in made if normalise(i) in lines]
+
+
 def found(items: set[str], text: str) -> set[str]:
     flat, low = squash(text), normalise(text)
     return {i for i in items if i in flat or normalise(i) in low}
@@ -267,6 +295,8 @@ class Step:
     restored: dict[str, int] = field(default_factory=dict)  # in the summary, not the answer
     missed: dict[str, list[str]] = field(default_factory=dict)
     gate: dict[str, Any] | None = None
+    invented: list[str] = field(default_factory=list)  # answer items the range lacks
+    invented_stored: list[str] = field(default_factory=list)  # of those, summary items
 
 
 @dataclass
@@ -328,6 +358,11 @@ async def run_session(
             k, str(done.get("status")), done.get("reason") or meta.get("reason"),
             meta.get("summarizer"), sum(rec.seconds[seconds:]), gate=job.get("gate"),
         )  # fmt: skip
+        step.invented, step.invented_stored = invented(
+            [a.text for a in rec.answers[answers:]],
+            "\n".join(message_text(m) for m in log if m.seq <= watermark),
+            summary,
+        )
         for kind in KINDS:
             items = want[kind]
             step.probes[kind] = len(items)
@@ -507,6 +542,14 @@ def report(runs: list[Run], compactions: int) -> str:
         for r in runs for s in r.steps for kind in ("user_msgs", "constraints", "trail")
         if s.missed.get(kind)
     ]  # fmt: skip
+    made = [(r.sid, s.k, i) for r in runs for s in r.steps for i in s.invented]
+    kept = [(r.sid, s.k, i) for r in runs for s in r.steps for i in s.invented_stored]
+    out += [
+        "",
+        f"Items of the model's answers the compacted ranges do not hold verbatim (invented or "
+        f"reworded): {len(made)}; still an item of the stored summary: {len(kept)}",
+    ]
+    out += [f"- stored: {sid[:40]} k={k}: {i[:100]!r}" for sid, k, i in kept[:20]]
     out += ["", "User messages, constraints and trail missing from the final context:"]
     out += misses or ["- none"]
     if gated:

@@ -5,7 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.model_bench import Run, Step, gate_counts, gate_report, load, report, save
+from bench.model_bench import (
+    Run,
+    Step,
+    gate_counts,
+    gate_report,
+    invented,
+    load,
+    report,
+    save,
+)
 
 
 def probe(kind: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -96,3 +105,15 @@ def test_a_dump_reads_back_to_the_same_report(tmp_path: Path) -> None:
     assert again == runs()
     assert report(again, 3) == report(runs(), 3)
     assert "read from each job's `gate` field" in report(again, 3)
+
+
+def test_invented_items_are_those_the_range_lacks_and_stored_those_still_summary_lines() -> None:
+    answer = (
+        'Here: {"facts": ["1.3", "4.5", "ran pytest tests/test_x.py [#4]", "I will help you out!"],'
+        ' "decisions": [], "timeline": "x"}'
+    )
+    range_text = "assistant: ran pytest tests/test_x.py\ntool: 2 passed in 1.30s"
+    summary = "## Facts\n- ran pytest tests/test_x.py [#4]\n- I will help you out! [#4]\n- 1.30"
+    made, stored = invented([answer, "not json"], range_text, summary)
+    assert made == ["4.5", "I will help you out!"]  # "1.3" is in "1.30": held verbatim
+    assert stored == ["I will help you out!"]
