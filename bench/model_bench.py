@@ -39,6 +39,10 @@ missing was lost by compaction. Reported per session and in total, after each k:
   by status with how many degraded for `gate_dropped`, the gate's actions and the
   model's citations kept, corrected and dropped.
 
+- the items of the model's answers (its JSON's string items, citations cut) that the
+  ranges compacted so far do not hold verbatim (invented or reworded), and those of
+  them the stored summary still has as an item.
+
 `--dump FILE` writes the measurements after each session (a run cut short keeps what
 it finished); `--report-from FILE` prints the report of such a file without running.
 
