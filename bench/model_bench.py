@@ -30,8 +30,21 @@ missing was lost by compaction. Reported per session and in total, after each k:
   own answer (its raw text, recorded at the client) holds, and the share the final
   context (GET /context: system, summary, kept history) holds; the difference is what
   contextd restored (its verbatim sections and patches);
-- the gate's figures of each job (`gate.scores`, `gate.dropped`) when the service
-  reports them, else these probes, computed here (the bench says which).
+- the gate's own figures, read off each job's `gate` (when the service reports one),
+  per gate probe kind (constraint, question, artifact, decision, todo, error), after
+  k = 1..N: the probes drawn from the range the job compacted, the share the model's
+  answer kept (`answer_scores`), the share the stored context keeps (`scores`), what the
+  gate caught and restored (`caught`, by retry, patch or extractive), what is still
+  missing (`dropped`, and how many of those were over their section's share), the jobs
+  by status with how many degraded for `gate_dropped`, the gate's actions and the
+  model's citations kept, corrected and dropped.
+
+- the items of the model's answers (its JSON's string items, citations cut) that the
+  ranges compacted so far do not hold verbatim (invented or reworded), and those of
+  them the stored summary still has as an item.
+
+`--dump FILE` writes the measurements after each session (a run cut short keeps what
+it finished); `--report-from FILE` prints the report of such a file without running.
 
 Probe kinds: `user_msgs` (each user message, verbatim), `constraints` (user sentences
 the rule-based classifier tags constraint or preference, verbatim), `trail` (the
@@ -54,7 +67,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +77,9 @@ if __package__ in (None, ""):  # `python bench/model_bench.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.compaction.artifacts import decode, range_artifacts, roll_artifacts
+from app.compaction.gate import KINDS as GATE_KINDS
 from app.compaction.llm import ChatModelClient, ChatResult
+from app.compaction.provenance import message_text, split_cites
 from app.compaction.signals import classify, normalise, split_sentences
 from app.conversation import LoggedMessage, content_text
 from app.settings import CompactionSettings, load_settings
@@ -236,6 +251,33 @@ def probes(
     }
 
 
+def answer_items(text: str) -> list[str]:
+    """The string items of a model's JSON answer (best effort: its outermost object)."""
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        parsed = json.loads(text[start : end + 1], strict=False) if start >= 0 else None
+    except ValueError:
+        return []
+    if not isinstance(parsed, dict):
+        return []
+    return [
+        split_cites(i)[0] for v in parsed.values() if isinstance(v, list)
+        for i in v if isinstance(i, str) and split_cites(i)[0].strip()
+    ]  # fmt: skip
+
+
+def invented(answers: Sequence[str], range_text: str, summary: str) -> tuple[list[str], list[str]]:
+    """Items of the model's answers that the compacted range does not hold verbatim, and
+    those of them the stored summary still has as an item (a line, less its citation)."""
+    held = normalise(range_text)
+    lines = {
+        normalise(split_cites(line.strip().lstrip("-•*").strip())[0])
+        for line in summary.splitlines()
+    }
+    made = sorted({i for a in answers for i in answer_items(a) if normalise(i) not in held})
+    return made, [i for i in made if normalise(i) in lines]
+
+
 def found(items: set[str], text: str) -> set[str]:
     flat, low = squash(text), normalise(text)
     return {i for i in items if i in flat or normalise(i) in low}
@@ -257,6 +299,8 @@ class Step:
     restored: dict[str, int] = field(default_factory=dict)  # in the summary, not the answer
     missed: dict[str, list[str]] = field(default_factory=dict)
     gate: dict[str, Any] | None = None
+    invented: list[str] = field(default_factory=list)  # answer items the range lacks
+    invented_stored: list[str] = field(default_factory=list)  # of those, summary items
 
 
 @dataclass
@@ -318,6 +362,11 @@ async def run_session(
             k, str(done.get("status")), done.get("reason") or meta.get("reason"),
             meta.get("summarizer"), sum(rec.seconds[seconds:]), gate=job.get("gate"),
         )  # fmt: skip
+        step.invented, step.invented_stored = invented(
+            [a.text for a in rec.answers[answers:]],
+            "\n".join(message_text(m) for m in log if m.seq <= watermark),
+            summary,
+        )
         for kind in KINDS:
             items = want[kind]
             step.probes[kind] = len(items)
@@ -363,7 +412,22 @@ async def run_all(
                     run.error = f"{type(exc).__name__}: {exc}"
                     progress(f"  error: {run.error}")
                 runs.append(run)
+                if args.dump:  # after each session: a run cut short keeps what it measured
+                    save(runs, Path(args.dump))
         progress(f"structured output the endpoint ended with: {rec.inner.json_form}")
+    return runs
+
+
+def save(runs: Sequence[Run], path: Path) -> None:
+    path.write_text(json.dumps([asdict(r) for r in runs], ensure_ascii=False, indent=1))
+
+
+def load(path: Path) -> list[Run]:
+    runs = []
+    for r in json.loads(path.read_text(encoding="utf-8")):
+        run = Run(r["sid"], r["source"], error=r.get("error"))
+        run.steps = [Step(**s) for s in r.get("steps") or ()]
+        runs.append(run)
     return runs
 
 
@@ -372,6 +436,66 @@ async def run_all(
 
 def pct(a: int, b: int) -> str:
     return f"{100 * a / b:.0f}% ({a}/{b})" if b else "-"
+
+
+def gate_counts(steps: Sequence[Step]) -> dict[str, dict[str, int]]:
+    """Per gate probe kind, summed over the jobs' `gate` fields: probes drawn, kept by the
+    answer and by the stored context, caught (by retry, patch, extractive) and dropped
+    (of which over their section's share). Scores are shares of a job's own probes, so a
+    job's count is its share times its probes, rounded."""
+    out = {kind: Counter[str]() for kind in GATE_KINDS}
+    for s in steps:
+        g = s.gate or {}
+        for kind, n in (g.get("probes") or {}).items():
+            c = out.setdefault(kind, Counter())
+            c["probes"] += n
+            c["answer"] += round(float((g.get("answer_scores") or {}).get(kind, 1.0)) * n)
+            c["stored"] += round(float((g.get("scores") or {}).get(kind, 1.0)) * n)
+        for item in g.get("caught") or ():
+            out.setdefault(item["kind"], Counter())[f"by_{item['by']}"] += 1
+        for item in g.get("dropped") or ():
+            c = out.setdefault(item["kind"], Counter())
+            c["dropped"] += 1
+            c["over_share"] += bool(item.get("over_share"))
+    return {kind: dict(c) for kind, c in out.items()}
+
+
+def gate_report(runs: Sequence[Run], compactions: int) -> list[str]:
+    """The gate's own figures (each job's `gate`) per probe kind, after k compactions."""
+    out: list[str] = []
+    for k in range(1, compactions + 1):
+        at = [s for r in runs for s in r.steps if s.k == k]
+        if not at:
+            continue
+        gated = [s for s in at if s.gate]
+        statuses = Counter(s.status for s in at)
+        actions = Counter(str((s.gate or {}).get("action")) for s in gated)
+        cites: Counter[str] = Counter()
+        for s in gated:
+            cites.update((s.gate or {}).get("citations") or {})
+        out.append(
+            f"\nGate, compaction {k}: {len(at)} jobs ({len(gated)} with a `gate`): success "
+            f"{statuses['success']}, degraded {statuses['degraded']} (of which `gate_dropped` "
+            f"{sum(s.reason == 'gate_dropped' for s in at)}), failed {statuses['failed']}, noop "
+            f"{statuses['noop']}; gate action "
+            + (", ".join(f"{a} ×{n}" for a, n in sorted(actions.items())) or "-")
+            + "; the model's citations kept {kept}, corrected {corrected}, dropped (items "
+            "citing nothing the log holds) {dropped}".format(
+                kept=cites["kept"], corrected=cites["corrected"], dropped=cites["dropped"]
+            )
+        )
+        rows = []
+        for kind, c in gate_counts(gated).items():
+            n = c.get("probes", 0)
+            rows.append([
+                kind, n, pct(c.get("answer", 0), n), pct(c.get("stored", 0), n),
+                f"{c.get('by_retry', 0)} / {c.get('by_patch', 0)} / {c.get('by_extractive', 0)}",
+                f"{c.get('dropped', 0)} ({c.get('over_share', 0)} over share)",
+            ])  # fmt: skip
+        out += ["", markdown_table(
+            ["probe kind", "probes", "model's answer kept", "stored context keeps",
+             "caught by retry / patch / extractive", "dropped"], rows)]  # fmt: skip
+    return out
 
 
 def report(runs: list[Run], compactions: int) -> str:
@@ -407,23 +531,34 @@ def report(runs: list[Run], compactions: int) -> str:
             continue
         rows = []
         for kind in KINDS:
-            n = sum(s.probes[kind] for s in at)
+            n = sum(s.probes.get(kind, 0) for s in at)
             rows.append([
-                kind, n, pct(sum(s.model_kept[kind] for s in at), n),
-                pct(sum(s.context_kept[kind] for s in at), n),
-                sum(s.restored[kind] for s in at),
+                kind, n, pct(sum(s.model_kept.get(kind, 0) for s in at), n),
+                pct(sum(s.context_kept.get(kind, 0) for s in at), n),
+                sum(s.restored.get(kind, 0) for s in at),
             ])  # fmt: skip
         out += [f"\nAfter compaction {k} ({len(at)} sessions): probes of every range compacted "
                 "so far", "", markdown_table(
             ["kind", "probes", "in the model's answer", "in the final context",
              "restored by contextd in the summary"], rows)]  # fmt: skip
     misses = [
-        f"- {r.sid} k={s.k} {kind}: {s.missed[kind]}"
+        f"- {r.sid} k={s.k} {kind}: {s.missed.get(kind)}"
         for r in runs for s in r.steps for kind in ("user_msgs", "constraints", "trail")
-        if s.missed[kind]
+        if s.missed.get(kind)
     ]  # fmt: skip
+    made = [(r.sid, s.k, i) for r in runs for s in r.steps for i in s.invented]
+    kept = [(r.sid, s.k, i) for r in runs for s in r.steps for i in s.invented_stored]
+    out += [
+        "",
+        f"Items of the model's answers the compacted ranges do not hold verbatim (invented or "
+        f"reworded): {len(made)}; still an item of the stored summary: {len(kept)}",
+    ]
+    out += [f"- stored: {sid[:40]} k={k}: {i[:100]!r}" for sid, k, i in kept[:20]]
     out += ["", "User messages, constraints and trail missing from the final context:"]
     out += misses or ["- none"]
+    if gated:
+        out += ["", "The gate's figures per job (`gate` of GET /compaction), probes of the "
+                "range each job compacted:", *gate_report(runs, compactions)]  # fmt: skip
     return "\n".join(out)
 
 
@@ -444,14 +579,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--database-url", default=os.environ.get("CONTEXTD_DATABASE_URL"))
+    p.add_argument("--dump", help="write each run's measurements here (JSON), after each session")
+    p.add_argument("--report-from", help="print the report of a --dump file; run nothing")
     args = p.parse_args(argv)
-    if not args.base_url and not args.llama_python:
+    if not args.base_url and not args.llama_python and not args.report_from:
         p.error("--llama-python (or LLAMA_PYTHON) or --base-url is required; see the docstring")
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.report_from:
+        print(report(load(Path(args.report_from)), args.compactions))
+        return 0
     from app.db import run_migrations
     from app.observability.logging import configure_logging
 
