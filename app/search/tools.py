@@ -16,8 +16,8 @@ from app.limits import RANGE_READ_CHARS, RANGE_READ_MESSAGES
 NAME = "recall"
 
 _BOUND = (
-    f"at most {RANGE_READ_MESSAGES} messages and {RANGE_READ_CHARS:,} characters a read: "
-    "long messages are cut to their share and the answer says how to read on"
+    f"At most {RANGE_READ_MESSAGES} messages and {RANGE_READ_CHARS:,} characters a read; "
+    "the answer says how to read on"
 )
 
 SEARCH_DESCRIPTION = (
@@ -31,14 +31,15 @@ READ_DESCRIPTION = (
 )
 READ_RANGE_DESCRIPTION = (
     "Read the messages a summary item cites: give `seqs` as written after the item "
-    f'(`[#412-431]`: "412-431"; `[#3,7-9]`: "3,7-9"), or from_seq..to_seq; {_BOUND}.'
+    f'(`[#412-431]`: "412-431"; `[#3,7-9]`: "3,7-9"), or from_seq..to_seq. {_BOUND}; '
+    "long messages are cut to their share."
 )
 DESCRIPTION = (
     "Recall what is no longer shown of this conversation. Give `query` to search its whole "
     "history (words, identifiers, file paths, error codes, any language): the answer lists "
     "matching messages by seq with a snippet. Give `seq` to read that message in full, or "
-    "`line_start`/`line_end` of it. Give `seqs` to read the messages a summary item cites, "
-    f'as written after it (`[#412-431]`: "412-431"; `[#3,7-9]`: "3,7-9"); {_BOUND}.'
+    "`line_start`/`line_end` of it; `seqs` to read what a summary item cites, as written "
+    f'(`[#412-431]`: "412-431"). {_BOUND}.'
 )
 
 PARAMETERS: dict[str, Any] = {
@@ -46,7 +47,7 @@ PARAMETERS: dict[str, Any] = {
     "properties": {
         "query": {"type": "string", "description": "what to search for"},
         "seq": {"type": "integer", "description": "the message to read in full"},
-        "seqs": {"type": "string", "description": 'messages to read: "412-431" or "3,7-9"'},
+        "seqs": {"type": "string", "description": 'as cited: "412-431" or "3,7-9"'},
         "line_start": {"type": "integer", "description": "first line to read (1-based)"},
         "line_end": {"type": "integer", "description": "last line to read (inclusive)"},
     },

@@ -199,3 +199,28 @@ async def test_a_compaction_summarys_citations_read_back(rc: httpx.AsyncClient, 
         assert all(m["content"] == log[m["seq"]]["content"] for m in got["messages"])
         over_mcp = await mcp(rc, A, {"session_id": sid, "seqs": f"[#{citation}]"})
         assert seqs_of(over_mcp) == seqs_of(got)
+
+
+async def test_every_payload_format_offers_the_range_read_and_its_bound(
+    rc: httpx.AsyncClient, sid: str
+) -> None:
+    await seed(rc, sid, 3)
+    schemas = {}
+    for fmt in ("openai", "responses", "anthropic"):
+        r = await rc.get(
+            f"/sessions/{sid}/context", params={"recall": "true", "format": fmt}, headers=A
+        )
+        assert r.status_code == 200, r.text
+        (tool,) = [
+            t
+            for t in r.json()["tools"]
+            if "recall" in (t.get("name"), t.get("function", {}).get("name"))
+        ]
+        spec = tool.get("function", tool)
+        schemas[fmt] = spec.get("parameters") or spec.get("input_schema")
+        assert (
+            f"At most {RANGE_READ_MESSAGES} messages and 20,000 characters" in spec["description"]
+        )
+        assert '"412-431"' in spec["description"]
+    assert all(s["properties"]["seqs"]["type"] == "string" for s in schemas.values())
+    assert schemas["openai"] == schemas["responses"] == schemas["anthropic"]

@@ -33,14 +33,13 @@ export const RECALL_DESCRIPTION =
   "Recall what is no longer shown of this conversation. Give `query` to search its whole " +
   "history (words, identifiers, file paths, error codes, any language): the answer lists " +
   "matching messages by seq with a snippet. Give `seq` to read that message in full, or " +
-  "`line_start`/`line_end` of it. Give `seqs` to read the messages a summary item cites, " +
-  'as written after it (`[#412-431]`: "412-431"; `[#3,7-9]`: "3,7-9"); at most 50 ' +
-  "messages and 20,000 characters a read: long messages are cut to their share and the " +
+  "`line_start`/`line_end` of it; `seqs` to read what a summary item cites, as written " +
+  '(`[#412-431]`: "412-431"). At most 50 messages and 20,000 characters a read; the ' +
   "answer says how to read on.";
 export const RECALL_PROPERTIES = {
   query: { type: "string", description: "what to search for" },
   seq: { type: "integer", description: "the message to read in full" },
-  seqs: { type: "string", description: 'messages to read: "412-431" or "3,7-9"' },
+  seqs: { type: "string", description: 'as cited: "412-431" or "3,7-9"' },
   line_start: { type: "integer", description: "first line to read (1-based)" },
   line_end: { type: "integer", description: "last line to read (inclusive)" },
 } as const;
