@@ -176,6 +176,16 @@ def share(lengths: list[int], budget: int) -> int | None:
     return None
 
 
+def _cut_off(message: Message) -> int:
+    """How many characters of its content the server cut off (its `range`), else 0."""
+    r = message.range
+    if isinstance(r, dict) and r.get("unit") == "char":
+        end, total = r.get("end"), r.get("total")
+        if isinstance(end, int) and isinstance(total, int) and total > end:
+            return total - end
+    return 0
+
+
 def format_range(page: MessagePage, seqs: str) -> str:
     """The messages of a range read for a model: each under a `seq N (role)` line, the
     long ones cut to their share with a note, then how to read on if the read stopped."""
@@ -187,8 +197,7 @@ def format_range(page: MessagePage, seqs: str) -> str:
     level = share([len(t) for t in texts], RANGE_MAX_CHARS)
     parts = []
     for m, text in zip(page.messages, texts, strict=True):
-        # What the server cut of the content is part of the message's whole length.
-        total = len(text) + (int(m.range["total"]) - int(m.range["end"]) if m.range else 0)
+        total = len(text) + _cut_off(m)
         shown = text if level is None else text[:level]
         head = f"seq {m.seq} ({_who(m)})"
         if len(shown) < total:

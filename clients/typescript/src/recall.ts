@@ -113,6 +113,16 @@ export function share(lengths: number[], budget: number): number | null {
   return null;
 }
 
+/** How many characters of its content the server cut off (its `range`), else 0. */
+function cutOff(m: Readable): number {
+  const r = m.range as { unit?: unknown; end?: unknown; total?: unknown } | null | undefined;
+  if (r && typeof r === "object" && r.unit === "char" && Number.isInteger(r.end) && Number.isInteger(r.total)) {
+    const off = (r.total as number) - (r.end as number);
+    if (off > 0) return off;
+  }
+  return 0;
+}
+
 /** The messages of a range read for a model: each under a `seq N (role)` line, the
  * long ones cut to their share with a note, then how to read on if the read stopped. */
 export function formatRange(page: MessagePage, seqs: string): string {
@@ -122,9 +132,7 @@ export function formatRange(page: MessagePage, seqs: string): string {
   const level = share(texts.map((t) => t.length), RANGE_MAX_CHARS);
   const parts = messages.map((m, i) => {
     const text = texts[i]!;
-    const range = m.range as { end: number; total: number } | null | undefined;
-    // What the server cut of the content is part of the message's whole length.
-    const total = text.length + (range ? range.total - range.end : 0);
+    const total = text.length + cutOff(m);
     let shown = level === null ? text : text.slice(0, level);
     let head = `seq ${m.seq} (${who(m)})`;
     if (shown.length < total) {
