@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from contextd_client import AsyncContextdClient
+from contextd_client.agents import ContextdSession
+from contextd_client.langchain import recall_tool as langchain_recall_tool
 from contextd_client.recall import (
     NO_ARGUMENTS,
     RANGE_MAX_CHARS,
@@ -139,3 +141,13 @@ async def test_a_range_read_is_bounded_and_says_how_to_read_on(
     past = await arun_recall(ctx, sid, {"seqs": "900-910"})
     assert past == "No message of this conversation is in seqs 900-910 (its last seq is 80)."
     assert await arun_recall(ctx, sid, {}) == NO_ARGUMENTS
+
+
+async def test_the_adapters_tools_take_seqs(ctx: AsyncContextdClient, sid: str) -> None:
+    await ctx.append(sid, [{"role": "user", "content": f"message {i}"} for i in range(1, 6)])
+    want = await arun_recall(ctx, sid, {"seqs": "2-3"})
+    assert headers(want) == [2, 3]
+    lc = langchain_recall_tool(sid, async_client=ctx)
+    assert await lc.ainvoke({"seqs": "2-3"}) == want
+    agents_tool = ContextdSession(sid, ctx).recall_tool()
+    assert await agents_tool.on_invoke_tool(None, json.dumps({"seqs": "[#2-3]"})) == want  # type: ignore[arg-type]

@@ -173,6 +173,19 @@ test("recall: seqs reads a range, bounded, and says how to read on; other spelli
   assert.equal(await runRecall(ctx, id, { seqs: "900-910" }), "No message of this conversation is in seqs 900-910 (its last seq is 80).");
 });
 
+test("recall: the adapters' tools take seqs", async () => {
+  const ctx = client();
+  const id = sessionId("recall-range-tools");
+  await ctx.append(id, Array.from({ length: 5 }, (_, i) => ({ role: "user" as const, content: `message ${i + 1}` })));
+  const want = await runRecall(ctx, id, { seqs: "2-3" });
+  assert.deepEqual(headers(want), [2, 3]);
+  const memory = new ContextdMemory({ sessionId: id, client: ctx });
+  const execute = memory.recallTool().execute!;
+  assert.equal(await execute({ seqs: "2-3" }, { toolCallId: "c1", messages: [] }), want);
+  const lc = recallTool(id, ctx) as unknown as { invoke(input: Record<string, unknown>): Promise<unknown> };
+  assert.equal(await lc.invoke({ seqs: "[#2-3]" }), want);
+});
+
 test("recall: the tool the payload offers is the client's, and reads a compaction summary's citations back", async () => {
   const ctx = client();
   const id = sessionId("recall-cite");
