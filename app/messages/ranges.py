@@ -140,17 +140,22 @@ async def read(
     ranges = clipped(parse_seqs(seqs), low, high) if seqs is not None else [(low, high)]
     sid = session.id
     rows: list[MessageRow] = []
-    if ranges and low <= high:
-        rows = await repo.page(
+    if low > high:
+        ranges = []
+    # One primary-key walk per range, in reading order, until the page is full: a
+    # citation of far-apart seqs reads what it cites, never the log between them.
+    for a, b in reversed(ranges) if descending else ranges:
+        rows += await repo.page(
             s,
             tenant,
             sid,
-            low - 1,
-            limit + 1,
-            before_seq=high + 1 if high < BIGINT_MAX else None,
+            a - 1,
+            limit + 1 - len(rows),
+            before_seq=b + 1 if b < BIGINT_MAX else None,
             descending=descending,
-            ranges=ranges if seqs is not None else None,
         )
+        if len(rows) > limit:
+            break
     more = len(rows) > limit
     items = [message_view(m) for m in rows[:limit]]
     if max_chars is not None:

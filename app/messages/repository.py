@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -310,10 +310,8 @@ async def page(
     *,
     before_seq: int | None = None,
     descending: bool = False,
-    ranges: Sequence[tuple[int, int]] | None = None,
 ) -> list[MessageRow]:
-    """Messages with `after_seq < seq < before_seq`, from either end of the range, and
-    within one of `ranges` (inclusive) when given.
+    """Messages with `after_seq < seq < before_seq`, from either end of the range.
 
     Both directions walk the primary key, so reading the tail of a long log
     costs the page, never the log.
@@ -321,8 +319,6 @@ async def page(
     stmt = select(MessageRow).where(*_in_session(tenant, sid), MessageRow.seq > after_seq)
     if before_seq is not None:
         stmt = stmt.where(MessageRow.seq < before_seq)
-    if ranges:
-        stmt = stmt.where(or_(*(MessageRow.seq.between(a, b) for a, b in ranges)))
     order = MessageRow.seq.desc() if descending else MessageRow.seq
     return list((await db.execute(stmt.order_by(order).limit(limit))).scalars())
 
