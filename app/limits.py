@@ -74,3 +74,12 @@ COMPACT_WAIT_MAX_S: Final = 600
 
 # The most hits one search answers (GET /sessions/{id}/search, the MCP search tool).
 SEARCH_LIMIT_MAX: Final = 50
+
+# Reading the log by the seqs a summary cites (`seqs=3,7-9`, app/messages/ranges.py):
+# the longest such citation and the most ranges in it.
+SEQS_MAX_CHARS: Final = 2000
+SEQS_MAX_RANGES: Final = 100
+# A range read by a model (the recall tool, MCP `read_messages`): at most this many
+# messages and this many characters of text, so one call cannot flood its context.
+RANGE_READ_MESSAGES: Final = 50
+RANGE_READ_CHARS: Final = 20_000

@@ -106,15 +106,22 @@ class TextRange(BaseModel):
 
 
 class MessageOut(StoredMessage):
-    range: TextRange | None = Field(None, description="with a char or line range: where it sits")
+    range: TextRange | None = Field(
+        None,
+        description="where `content` sits in the message's text, when it is a part of it "
+        "(a char or line range asked, or a cut to a read's `max_chars`)",
+    )
 
 
 class MessagePage(BaseModel):
     model_config = _OPEN
 
-    messages: list[StoredMessage]
+    messages: list[MessageOut]
     next_after_seq: int | None
     next_before_seq: int | None
+    next_seqs: str | None = Field(
+        None, description="with `seqs`: what of them this page did not reach, to read on with"
+    )
     last_seq: int
 
 

@@ -21,9 +21,9 @@ from app.api.schemas import AppendIn
 from app.errors import NotFound, invalid
 from app.jsonsafe import StoredStr
 from app.leases.schemas import LockTokenIn
-from app.limits import BIGINT_MAX, LOCK_TOKEN_MAX
+from app.limits import BIGINT_MAX, LOCK_TOKEN_MAX, SEQS_MAX_CHARS
+from app.messages import ranges, service, tail
 from app.messages import repository as repo
-from app.messages import service, tail
 from app.sessions.service import get_session
 
 router = APIRouter(tags=["messages"])
@@ -57,7 +57,7 @@ async def append_messages(
 
 @router.get(
     "/sessions/{session_id}/messages",
-    summary="The raw log, paginated by seq",
+    summary="The raw log, paginated by seq; a range or a summary's citation read back",
     responses=answers({200: (MessagePage, "one page of the log")}),
 )
 async def list_messages(
@@ -71,6 +71,23 @@ async def list_messages(
         Query(description="`desc` reads the tail first: the newest `limit` messages"),
     ] = "asc",
     before_seq: BeforeSeq = None,
+    from_seq: Annotated[
+        int | None, Query(ge=1, le=BIGINT_MAX, description="only messages from this seq on")
+    ] = None,
+    to_seq: Annotated[
+        int | None, Query(ge=1, le=BIGINT_MAX, description="only messages up to this seq")
+    ] = None,
+    seqs: Annotated[
+        str | None,
+        Query(
+            max_length=SEQS_MAX_CHARS,
+            description='only these seqs, as a summary item cites them: "412-431" or "3,7-9"',
+        ),
+    ] = None,
+    max_chars: Annotated[
+        int | None,
+        Query(ge=1, le=BIGINT_MAX, description="at most this many characters of text in all"),
+    ] = None,
 ) -> dict[str, Any]:
     """Compacted messages are included: compaction never deletes the log.
 
@@ -78,24 +95,32 @@ async def list_messages(
     default) page on with `after_seq=next_after_seq`; in `desc` order the
     messages come newest first and the next (older) page is
     `before_seq=next_before_seq`. The last `n` messages of a session are
-    `?order=desc&limit=n`, one request however long the log."""
-    desc = order == "desc"
+    `?order=desc&limit=n`, one request however long the log.
+
+    A range reads back what a summary item cites (`[#412-431]`, SPEC §5): `from_seq`
+    and `to_seq` (inclusive), or `seqs` as the summary writes it (`412-431`,
+    `3,7-9`; brackets and `#` may stay). With `seqs`, `next_seqs` is what of them
+    the page did not reach (`seqs=next_seqs` reads on). `max_chars` holds the
+    page's text (`content`) to that many characters: short messages come whole, long
+    ones are cut to an equal share, their `range` naming the characters kept
+    (`GET …/messages/{seq}` reads one whole). A malformed `seqs`, or `to_seq`
+    below `from_seq`, is a 422 naming it."""
     async with db.transaction() as s:
         row = await get_session(s, tenant, session_id)
-        rows = await repo.page(
-            s, tenant, session_id, after_seq, limit + 1, before_seq=before_seq, descending=desc
+        page = await ranges.read(
+            s,
+            tenant,
+            row,
+            limit=limit,
+            after_seq=after_seq,
+            before_seq=before_seq,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            seqs=seqs,
+            descending=order == "desc",
+            max_chars=max_chars,
         )
-    more = len(rows) > limit
-    items = [service.message_view(m) for m in rows[:limit]]
-    cursor = items[-1]["seq"] if more else None
-    return encoded(
-        {
-            "messages": items,
-            "next_after_seq": None if desc else cursor,
-            "next_before_seq": cursor if desc else None,
-            "last_seq": row.last_seq,
-        }
-    )
+    return encoded(page.as_dict())
 
 
 @router.delete(

@@ -1,4 +1,4 @@
-"""`/mcp`'s server: recall (search, read a message) and the budget as Model Context
+"""`/mcp`'s server: recall (search, read a message or a cited range) and the budget as Model Context
 Protocol tools. Imported by `app/search/mcp.py` on the first request to `/mcp`.
 
 Served by the official `mcp` SDK's Streamable HTTP transport, stateless and with
@@ -26,8 +26,15 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 
 from app.budget import budget_of
-from app.errors import ContextdError
-from app.limits import BIGINT_MAX, SEARCH_LIMIT_MAX, SESSION_ID_PATTERN
+from app.errors import ContextdError, invalid
+from app.limits import (
+    BIGINT_MAX,
+    RANGE_READ_CHARS,
+    RANGE_READ_MESSAGES,
+    SEARCH_LIMIT_MAX,
+    SESSION_ID_PATTERN,
+)
+from app.messages import ranges
 from app.models import DEFAULT_TENANT
 from app.search import service
 from app.search.mcp import PATH
@@ -58,7 +65,8 @@ def build(app: FastAPI) -> MCPServer:
         instructions=(
             "Recall for one contextd session: search its whole log (messages the "
             "payload left out or compaction summarised included), read one message "
-            "in full, and read the session's budget."
+            "in full, read the messages a summary item cites ([#412-431]), and read "
+            "the session's budget."
         ),
     )
 
@@ -117,14 +125,33 @@ def build(app: FastAPI) -> MCPServer:
 
     @server.tool(name="read_messages", description=READ_RANGE_DESCRIPTION)
     async def read_messages(
-        session_id: SessionArg, from_seq: Seq, to_seq: Seq, ctx: Context
+        session_id: SessionArg,
+        ctx: Context,
+        seqs: Annotated[
+            str | None,
+            Field(description='as a summary cites them: "412-431" or "3,7-9"'),
+        ] = None,
+        from_seq: Annotated[int | None, Field(ge=1, le=BIGINT_MAX)] = None,
+        to_seq: Annotated[int | None, Field(ge=1, le=BIGINT_MAX)] = None,
     ) -> str:
         try:
-            out = await service.read_range(
-                app.state.database, tenant_of(ctx), session_id, from_seq, to_seq
-            )
+            if seqs is None and from_seq is None:
+                raise invalid("seqs", 'give seqs ("412-431") or from_seq')
+            async with app.state.database.transaction() as s:
+                row = await sessions.get_session(s, tenant_of(ctx), session_id)
+                page = await ranges.read(
+                    s,
+                    tenant_of(ctx),
+                    row,
+                    limit=RANGE_READ_MESSAGES,
+                    from_seq=from_seq,
+                    to_seq=to_seq,
+                    seqs=seqs,
+                    max_chars=RANGE_READ_CHARS,
+                )
         except ContextdError as exc:
             raise ToolError(str(exc)) from exc
+        out = {"session_id": session_id, **page.as_dict()}
         return json.dumps(out, ensure_ascii=False, default=_json_value)
 
     @server.tool(name="budget", description="The session's budget status (tokens now, limits).")

@@ -179,31 +179,3 @@ async def read(
     if chars or lines:
         out["content"], out["range"] = slice_text(m, char_start, char_end, line_start, line_end)
     return out
-
-
-# A cited range read back at once (`[#412-431]` of a summary item): at most this many
-# messages, each cut to this many characters (`read_message` reads one in full).
-RANGE_MAX_MESSAGES = 50
-RANGE_MAX_CHARS = 4000
-
-
-async def read_range(
-    database: Database, tenant: str, sid: str, from_seq: int, to_seq: int
-) -> dict[str, Any]:
-    """The messages `from_seq..to_seq` (the range a summary item cites), bounded."""
-    if to_seq < from_seq:
-        raise invalid("to_seq", "must not be below from_seq")
-    if to_seq - from_seq + 1 > RANGE_MAX_MESSAGES:
-        raise invalid("to_seq", f"a range reads at most {RANGE_MAX_MESSAGES} messages")
-    async with database.transaction() as s:
-        await get_session(s, tenant, sid)
-        rows = await messages.page(s, tenant, sid, from_seq - 1, to_seq - from_seq + 1)
-    out = []
-    for m in rows:
-        view = message_view(m)
-        text = view.get("content")
-        if isinstance(text, str) and len(text) > RANGE_MAX_CHARS:
-            view["content"] = text[:RANGE_MAX_CHARS]
-            view["truncated"] = {"chars": len(text), "read_message": m.seq}
-        out.append(view)
-    return {"session_id": sid, "from_seq": from_seq, "to_seq": to_seq, "messages": out}

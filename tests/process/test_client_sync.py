@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 from contextd_client import ContextdClient, Retry, StaleLockToken
 from contextd_client.langchain import ContextdChatMessageHistory, ContextdMiddleware
+from contextd_client.recall import run_recall
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
@@ -68,6 +69,9 @@ def sync_client_calls(server: Server) -> None:
             raise AssertionError("a released lease's token must be stale")
         except StaleLockToken:
             pass
+        # The recall tool's range read, on the blocking client.
+        assert run_recall(c, sid, {"seqs": "[#1-2]"}) == "seq 1 (user):\none\nseq 2 (assistant):\n1"
+        assert run_recall(c, sid, '{"seq": 2}') == "seq 2 (assistant):\n1"
         cleared = c.clear(sid, lock_token=claimed.lock_token)
         assert cleared.deleted_count == 2 and c.get_session(sid).last_seq == 0
         c.release_lease(sid, claimed.lock_token)

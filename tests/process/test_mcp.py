@@ -92,11 +92,11 @@ async def test_search_read_and_budget_over_mcp_with_tenants(
             )
         )
         assert [m["seq"] for m in span["messages"]] == [1, 2, 3]
-        assert span["messages"][2]["truncated"]["read_message"] == 3  # the long output, cut
-        wide = await alpha.call_tool(
-            "read_messages", {"session_id": sid, "from_seq": 1, "to_seq": 500}
-        )
-        assert wide.is_error and "to_seq" in text_of(wide), text_of(wide)
+        assert span["messages"][2]["content"] == big  # within the read's bound: whole
+        cited = await alpha.call_tool("read_messages", {"session_id": sid, "seqs": "[#1,3-500]"})
+        assert [m["seq"] for m in json.loads(text_of(cited))["messages"]] == [1, 3, 4]
+        bad = await alpha.call_tool("read_messages", {"session_id": sid, "seqs": "3-1"})
+        assert bad.is_error and "seqs" in text_of(bad), text_of(bad)
 
     async with mcp_client(server, BETA) as beta:
         probes: list[tuple[str, dict[str, Any]]] = [

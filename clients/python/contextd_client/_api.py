@@ -151,12 +151,14 @@ def messages(
     after_seq: int | None,
     before_seq: int | None,
     limit: int | None,
+    span: Mapping[str, Any] | None = None,
 ) -> Call[m.MessagePage]:
     params = _params(
         order=None if order == "asc" else order,
         after_seq=after_seq,
         before_seq=before_seq,
         limit=limit,
+        **(span or {}),
     )
     path = f"/sessions/{_sid(session_id)}/messages"
     return _call("GET", path, _model(m.MessagePage), params=params, idempotent=True)

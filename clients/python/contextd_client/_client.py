@@ -155,9 +155,19 @@ class ContextdClient:
         after_seq: int | None = None,
         before_seq: int | None = None,
         limit: int | None = None,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        seqs: str | None = None,
+        max_chars: int | None = None,
     ) -> m.MessagePage:
-        """One page of the raw log; `order="desc"` reads from the tail (`before_seq`)."""
-        return self._send(_api.messages(session_id, order, after_seq, before_seq, limit))
+        """One page of the raw log; `order="desc"` reads from the tail (`before_seq`).
+
+        A range: `from_seq`..`to_seq` (inclusive), or `seqs` as a summary item cites
+        them (`"412-431"`, `"3,7-9"`; `next_seqs` is what a page did not reach).
+        `max_chars` holds the page's text to that many characters: long messages are
+        cut to a share, their `range` saying which characters they keep."""
+        span = dict(from_seq=from_seq, to_seq=to_seq, seqs=seqs, max_chars=max_chars)
+        return self._send(_api.messages(session_id, order, after_seq, before_seq, limit, span))
 
     def tail(self, session_id: str, limit: int) -> list[m.Message]:
         """The last `limit` messages of the log, oldest first."""

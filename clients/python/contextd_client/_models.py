@@ -182,6 +182,8 @@ class MessagePage(_Model):
     last_seq: int = 0
     next_after_seq: int | None = None
     next_before_seq: int | None = None
+    # With `seqs`: what of them the page did not reach, to read on with (`seqs=...`).
+    next_seqs: str | None = None
 
 
 class AppendedMessage(_Model):

@@ -191,7 +191,7 @@ class ContextdSession:
             description=RECALL_DESCRIPTION,
             params_json_schema=RECALL_PARAMETERS,
             on_invoke_tool=invoke,
-            # Either argument alone is a valid call: strict mode would require both.
+            # One argument alone is a valid call: strict mode would require them all.
             strict_json_schema=False,
         )
 

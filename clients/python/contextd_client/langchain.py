@@ -216,8 +216,8 @@ def recall_tool(
     async_client: AsyncContextdClient | None = None,
 ) -> BaseTool:
     """contextd's recall tool as a LangChain tool on `session_id`: the model searches the
-    whole log (`query`) or reads one message in full (`seq`). Sync calls need `client`,
-    async ones `async_client`."""
+    whole log (`query`), reads one message in full (`seq`) or the messages a summary item
+    cites (`seqs`). Sync calls need `client`, async ones `async_client`."""
 
     def run(**arguments: Any) -> str:
         if client is None:

@@ -13,10 +13,14 @@ message, like any tool result:
             output = run_recall(client, sid, call.function.arguments)
 
 `{"query": ...}` searches the whole log (`GET /sessions/{id}/search`); `{"seq": N}`
-reads one message in full, or `line_start`..`line_end` of it. The answer is text
-for the model: hits as `seq N (role, tool): snippet` lines, or the message. A call
-the server refuses (a bad query, a seq past the end) answers with the reason, so
-the model can try again instead of the run failing.
+reads one message in full, or `line_start`..`line_end` of it; `{"seqs": "412-431"}`
+reads the messages a summary item cites (`[#412-431]`, `[#3,7-9]`), at most
+`RANGE_MAX_MESSAGES` messages and `RANGE_MAX_CHARS` characters a read: long messages
+are cut to their share, and the answer says how to read on. `from_seq`/`to_seq`, or a
+`seq` written as a range, read a range too. The answer is text for the model: hits as
+`seq N (role, tool): snippet` lines, or the messages. A call the server refuses (a bad
+query, a seq past the end) answers with the reason, so the model can try again
+instead of the run failing.
 """
 
 from __future__ import annotations
@@ -28,17 +32,22 @@ from typing import Any
 from contextd_client._async_client import AsyncContextdClient
 from contextd_client._client import ContextdClient
 from contextd_client._exceptions import ContextdError
-from contextd_client._models import Message, SearchResult
+from contextd_client._models import Message, MessagePage, SearchResult
 
 __all__ = [
+    "NO_ARGUMENTS",
+    "RANGE_MAX_CHARS",
+    "RANGE_MAX_MESSAGES",
     "RECALL_DESCRIPTION",
     "RECALL_PARAMETERS",
     "RECALL_TOOL_NAME",
     "arun_recall",
     "format_message",
+    "format_range",
     "format_search",
     "recall_tool",
     "run_recall",
+    "share",
 ]
 
 RECALL_TOOL_NAME = "recall"
@@ -47,21 +56,32 @@ RECALL_DESCRIPTION = (
     "Recall what is no longer shown of this conversation. Give `query` to search its whole "
     "history (words, identifiers, file paths, error codes, any language): the answer lists "
     "matching messages by seq with a snippet. Give `seq` to read that message in full, or "
-    "`line_start`/`line_end` of it."
+    "`line_start`/`line_end` of it; `seqs` to read what a summary item cites, as written "
+    '(`[#412-431]`: "412-431"). At most 50 messages and 20,000 characters a read; the '
+    "answer says how to read on."
 )
 RECALL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "query": {"type": "string", "description": "what to search for"},
         "seq": {"type": "integer", "description": "the message to read in full"},
+        "seqs": {"type": "string", "description": 'as cited: "412-431" or "3,7-9"'},
         "line_start": {"type": "integer", "description": "first line to read (1-based)"},
         "line_end": {"type": "integer", "description": "last line to read (inclusive)"},
     },
     "additionalProperties": False,
 }
 SEARCH_LIMIT = 5
+NO_ARGUMENTS = (
+    "Give `query` (what to search for), `seq` (the message to read) or `seqs` "
+    '(the messages a summary cites: "412-431").'
+)
 # A message read in full is cut here (the model can read on by lines).
 MAX_READ_CHARS = 20_000
+# A range read (`seqs`): at most this many messages and characters of text, as the
+# tool's description says; the server cuts the page's texts to their share.
+RANGE_MAX_MESSAGES = 50
+RANGE_MAX_CHARS = 20_000
 
 
 def recall_tool() -> dict[str, Any]:
@@ -112,13 +132,8 @@ def format_search(result: SearchResult) -> str:
     return "\n".join(lines)
 
 
-def format_message(message: Message) -> str:
-    """One message for a model: a header line, then its text (or its tool calls)."""
-    who = message.role + (f" {message.name}" if message.name else "")
-    head = f"seq {message.seq} ({who})"
-    if message.range:
-        r = message.range
-        head += f", {r.get('unit')}s {r.get('start')}-{r.get('end')} of {r.get('total')}"
+def _text(message: Message) -> str:
+    """A message's text for a model: its content, then its tool calls as JSON."""
     content = message.content
     if isinstance(content, list):
         text = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
@@ -128,13 +143,102 @@ def format_message(message: Message) -> str:
         text = str(content)
     if message.tool_calls:
         text += ("\n" if text else "") + json.dumps(message.tool_calls, ensure_ascii=False)
+    return text
+
+
+def _who(message: Message) -> str:
+    return message.role + (f" {message.name}" if message.name else "")
+
+
+def format_message(message: Message) -> str:
+    """One message for a model: a header line, then its text (or its tool calls)."""
+    head = f"seq {message.seq} ({_who(message)})"
+    if message.range:
+        r = message.range
+        head += f", {r.get('unit')}s {r.get('start')}-{r.get('end')} of {r.get('total')}"
+    text = _text(message)
     if len(text) > MAX_READ_CHARS:
         text = text[:MAX_READ_CHARS] + "\n[cut: read on with line_start/line_end]"
     return f"{head}:\n{text}"
 
 
+def share(lengths: list[int], budget: int) -> int | None:
+    """The length every text is cut to so that all of them hold at most `budget`
+    characters, the short ones whole; None when all fit (the server's rule)."""
+    if sum(lengths) <= budget:
+        return None
+    left, count = budget, len(lengths)
+    for n in sorted(lengths):
+        if n * count > left:
+            return left // count
+        left -= n
+        count -= 1
+    return None
+
+
+def _cut_off(message: Message) -> int:
+    """How many characters of its content the server cut off (its `range`), else 0."""
+    r = message.range
+    if isinstance(r, dict) and r.get("unit") == "char":
+        end, total = r.get("end"), r.get("total")
+        if isinstance(end, int) and isinstance(total, int) and total > end:
+            return total - end
+    return 0
+
+
+def format_range(page: MessagePage, seqs: str) -> str:
+    """The messages of a range read for a model: each under a `seq N (role)` line, the
+    long ones cut to their share with a note, then how to read on if the read stopped."""
+    if not page.messages:
+        return (
+            f"No message of this conversation is in seqs {seqs} (its last seq is {page.last_seq})."
+        )
+    texts = [_text(m) for m in page.messages]
+    level = share([len(t) for t in texts], RANGE_MAX_CHARS)
+    parts = []
+    for m, text in zip(page.messages, texts, strict=True):
+        total = len(text) + _cut_off(m)
+        shown = text if level is None else text[:level]
+        head = f"seq {m.seq} ({_who(m)})"
+        if len(shown) < total:
+            head += f", first {len(shown)} of {total} characters"
+            shown += f"\n[cut: read it whole with seq {m.seq}, or line_start/line_end]"
+        parts.append(f"{head}:\n{shown}")
+    if page.next_seqs:
+        parts.append(
+            f"[more: this read stopped at {RANGE_MAX_MESSAGES} messages; "
+            f'read on with seqs "{page.next_seqs}"]'
+        )
+    return "\n".join(parts)
+
+
+def _seqs(args: Mapping[str, Any]) -> str | None:
+    """The range a call asks for, as a citation: `seqs` (or `range`) as given, a list
+    of seqs, `from_seq`/`to_seq`, `seq` with `to_seq`, or a `seq` written as a range."""
+    for key in ("seqs", "range"):
+        value = args.get(key)
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        if isinstance(value, int | str) and not isinstance(value, bool) and str(value).strip():
+            return str(value)
+    first = _int(args.get("from_seq"))
+    if first is None and args.get("to_seq") is not None:
+        first = _int(args.get("seq"))
+    if first is not None:
+        last = _int(args.get("to_seq"))
+        return f"{first}-{last if last is not None else first}"
+    seq = args.get("seq")
+    if isinstance(seq, str) and _int(seq) is None and any(c.isdigit() for c in seq):
+        return seq
+    return None
+
+
 def _plan(arguments: str | Mapping[str, Any] | None) -> tuple[str, dict[str, Any]] | str:
     args = _arguments(arguments)
+    seqs = _seqs(args)
+    if seqs is not None:
+        span = {"seqs": seqs, "limit": RANGE_MAX_MESSAGES, "max_chars": RANGE_MAX_CHARS}
+        return "range", span
     seq = _int(args.get("seq"))
     if seq is not None:
         ranges = {
@@ -145,7 +249,7 @@ def _plan(arguments: str | Mapping[str, Any] | None) -> tuple[str, dict[str, Any
     query = args.get("query")
     if isinstance(query, str) and query.strip():
         return "search", {"q": query, "limit": _int(args.get("limit")) or SEARCH_LIMIT}
-    return "Give `query` (what to search for) or `seq` (the message to read)."
+    return NO_ARGUMENTS
 
 
 def run_recall(
@@ -157,6 +261,8 @@ def run_recall(
         return plan
     kind, args = plan
     try:
+        if kind == "range":
+            return format_range(client.messages(session_id, **args), args["seqs"])
         if kind == "read":
             seq = args.pop("seq")
             return format_message(client.message(session_id, seq, **args))
@@ -174,6 +280,8 @@ async def arun_recall(
         return plan
     kind, args = plan
     try:
+        if kind == "range":
+            return format_range(await client.messages(session_id, **args), args["seqs"])
         if kind == "read":
             seq = args.pop("seq")
             return format_message(await client.message(session_id, seq, **args))

@@ -198,7 +198,7 @@ export class ContextdSession implements Session {
     return tool({
       name: RECALL_TOOL_NAME,
       description: RECALL_DESCRIPTION,
-      // Not strict: strict schemas require every argument, and a call gives `query` or `seq`.
+      // Not strict: strict schemas require every argument, and a call gives `query`, `seq` or `seqs`.
       parameters: { type: "object", properties: { ...RECALL_PROPERTIES }, required: [], additionalProperties: true },
       strict: false,
       execute: (input: unknown) => runRecall(this.client, this.sessionId, input as Record<string, unknown>),

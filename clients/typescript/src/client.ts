@@ -197,10 +197,26 @@ export class ContextdClient {
     return { ...data, created: status === 201 };
   }
 
-  /** One page of the raw log; `order: "desc"` reads from the tail (`before_seq`). */
+  /**
+   * One page of the raw log; `order: "desc"` reads from the tail (`before_seq`).
+   *
+   * A range: `from_seq`..`to_seq` (inclusive), or `seqs` as a summary item cites them
+   * (`"412-431"`, `"3,7-9"`; `next_seqs` is what a page did not reach). `max_chars`
+   * holds the page's text to that many characters: long messages are cut to a share,
+   * their `range` saying which characters they keep.
+   */
   messages(
     sessionId: string,
-    query: { order?: "asc" | "desc"; after_seq?: number; before_seq?: number; limit?: number } = {},
+    query: {
+      order?: "asc" | "desc";
+      after_seq?: number;
+      before_seq?: number;
+      limit?: number;
+      from_seq?: number;
+      to_seq?: number;
+      seqs?: string;
+      max_chars?: number;
+    } = {},
   ): Promise<T.MessagePage> {
     return this.send({
       method: "get",

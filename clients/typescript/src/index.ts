@@ -10,12 +10,16 @@ export * from "./errors.js";
 export { PrefixMemory } from "./prefix.js";
 export {
   MAX_READ_CHARS,
+  NO_ARGUMENTS,
+  RANGE_MAX_CHARS,
+  RANGE_MAX_MESSAGES,
   RECALL_DESCRIPTION,
   RECALL_PARAMETERS,
   RECALL_PROPERTIES,
   RECALL_TOOL_NAME,
   SEARCH_LIMIT,
   formatMessage,
+  formatRange,
   formatSearch,
   pyRepr,
   recallTool,

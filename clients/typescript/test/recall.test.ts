@@ -8,7 +8,7 @@ import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled } from "@ope
 import { generateText, stepCountIs } from "ai";
 import { createAgent } from "langchain";
 import OpenAI from "openai";
-import { ContextdClient, RECALL_TOOL_NAME, runRecall } from "../src/index.js";
+import { ContextdClient, NO_ARGUMENTS, RANGE_MAX_MESSAGES, RECALL_TOOL_NAME, recallTool as chatRecallTool, runRecall } from "../src/index.js";
 import { pyRepr } from "../src/recall.js";
 import { ContextdMemory } from "../src/ai.js";
 import { ContextdSession } from "../src/agents.js";
@@ -72,7 +72,7 @@ test("recall: runRecall searches, reads by lines, and answers a bad call with it
   assert.match(await runRecall(ctx, id, JSON.stringify({ query: CODE })), /^1 messages match 'ZX-48151'.*\nseq 3 \(tool shell\) line 201: /s);
   assert.equal(await runRecall(ctx, id, { seq: 3, line_start: 201, line_end: 201 }), `seq 3 (tool), lines 201-201 of 400:\n${FORGOTTEN}\n`);
   assert.match(await runRecall(ctx, id, "checksum"), /seq 3 \(tool shell\) line 201/); // a bare query
-  assert.equal(await runRecall(ctx, id, "{}"), "Give `query` (what to search for) or `seq` (the message to read).");
+  assert.equal(await runRecall(ctx, id, "{}"), NO_ARGUMENTS);
   assert.match(await runRecall(ctx, id, { seq: 9999 }), /^recall failed: /);
   assert.match(await runRecall(ctx, id, { query: "x".repeat(2000) }), /^recall failed: .*q/);
   assert.equal(await runRecall(ctx, id, { query: "?!" }), "No message of this conversation matches '?!'.");
@@ -145,6 +145,72 @@ test("recall with createAgent: contextdMiddleware({ recall: true }) gives the ag
   assert.match(String(result.messages.at(-1)!.content), /^The file says: seq 3 \(tool\)/);
   const logged = (await ctx.allMessages(id)).filter((m) => m.role === "tool").map((m) => text(m.content));
   assert.ok(logged.at(-1)!.includes(FORGOTTEN), "the recall answers are in the log like any tool result");
+});
+
+const headers = (output: string) => [...output.matchAll(/^seq (\d+) \(/gm)].map((m) => Number(m[1]));
+
+test("recall: seqs reads a range, bounded, and says how to read on; other spellings and the old shapes too", async () => {
+  const ctx = client();
+  const id = sessionId("recall-range");
+  const huge = Array.from({ length: 4000 }, (_, i) => `line ${i}: building\n`).join("");
+  await ctx.append(id, Array.from({ length: 80 }, (_, i) => ({ role: "user" as const, content: i === 2 ? huge : `message ${i + 1}` })));
+  const wide = await runRecall(ctx, id, { seqs: "1-80" });
+  assert.deepEqual(headers(wide), Array.from({ length: RANGE_MAX_MESSAGES }, (_, i) => i + 1));
+  assert.ok(wide.endsWith(`read on with seqs "${RANGE_MAX_MESSAGES + 1}-80"]`), wide.slice(-200));
+  assert.match(wide, new RegExp(`seq 3 \\(user\\), first \\d+ of ${huge.length} characters:\n`));
+  assert.ok(wide.includes("[cut: read it whole with seq 3, or line_start/line_end]"));
+  assert.ok(wide.includes("seq 2 (user):\nmessage 2\n"), "short messages whole");
+  const rest = await runRecall(ctx, id, JSON.stringify({ seqs: `[#${RANGE_MAX_MESSAGES + 1}-80]` }));
+  assert.deepEqual(headers(rest), Array.from({ length: 80 - RANGE_MAX_MESSAGES }, (_, i) => i + RANGE_MAX_MESSAGES + 1));
+  const few = await runRecall(ctx, id, { seqs: "5-7" });
+  assert.equal(few, "seq 5 (user):\nmessage 5\nseq 6 (user):\nmessage 6\nseq 7 (user):\nmessage 7");
+  for (const args of [{ from_seq: 5, to_seq: 7 }, { seq: 5, to_seq: 7 }, { seq: "5-7" }, { range: "#5-7" }]) {
+    assert.equal(await runRecall(ctx, id, args), few, JSON.stringify(args));
+  }
+  assert.equal(await runRecall(ctx, id, { seq: 2 }), "seq 2 (user):\nmessage 2");
+  assert.equal(await runRecall(ctx, id, { seq: 3, line_start: 2, line_end: 2 }), "seq 3 (user), lines 2-2 of 4000:\nline 1: building\n");
+  assert.match(await runRecall(ctx, id, { seqs: "9-3" }), /^recall failed: .*seqs/);
+  assert.equal(await runRecall(ctx, id, { seqs: "900-910" }), "No message of this conversation is in seqs 900-910 (its last seq is 80).");
+});
+
+test("recall: the adapters' tools take seqs", async () => {
+  const ctx = client();
+  const id = sessionId("recall-range-tools");
+  await ctx.append(id, Array.from({ length: 5 }, (_, i) => ({ role: "user" as const, content: `message ${i + 1}` })));
+  const want = await runRecall(ctx, id, { seqs: "2-3" });
+  assert.deepEqual(headers(want), [2, 3]);
+  const memory = new ContextdMemory({ sessionId: id, client: ctx });
+  const execute = memory.recallTool().execute!;
+  assert.equal(await execute({ seqs: "2-3" }, { toolCallId: "c1", messages: [] }), want);
+  const lc = recallTool(id, ctx) as unknown as { invoke(input: Record<string, unknown>): Promise<unknown> };
+  assert.equal(await lc.invoke({ seqs: "[#2-3]" }), want);
+});
+
+test("recall: the tool the payload offers is the client's, and reads a compaction summary's citations back", async () => {
+  const ctx = client();
+  const id = sessionId("recall-cite");
+  const turns = Array.from({ length: 14 }, (_, i) => [
+    { role: "user" as const, content: `question ${i}: what does line ${i} of notes.txt say? ${"context ".repeat(40)}` },
+    { role: "assistant" as const, content: `line ${i} says item ${i}. ${"detail ".repeat(40)}` },
+  ]).flat();
+  await ctx.append(id, turns);
+  const job = (await ctx.compact(id, { wait: true, force: true })) as { status: string };
+  assert.ok(job.status === "success" || job.status === "degraded", JSON.stringify(job));
+  const payload = await ctx.context(id, { recall: true });
+  assert.deepEqual((payload.tools ?? []).find((t) => (t as { function?: { name?: string } }).function?.name === RECALL_TOOL_NAME), chatRecallTool());
+  const summary = (payload.messages ?? []).map((m) => text((m as { content?: unknown }).content)).join("\n");
+  const cited = [...summary.matchAll(/\[#([0-9,-]+)\]/g)].map((m) => m[1]!);
+  assert.ok(cited.length, summary);
+  const log = new Map((await ctx.allMessages(id)).map((m) => [m.seq, m]));
+  for (const citation of cited) {
+    const wanted = citation.split(",").flatMap((part) => {
+      const [a, b] = part.split("-").map(Number);
+      return Array.from({ length: (b ?? a!) - a! + 1 }, (_, i) => a! + i);
+    });
+    const output = await runRecall(ctx, id, { seqs: citation });
+    assert.deepEqual(headers(output), wanted.slice(0, RANGE_MAX_MESSAGES), citation);
+    for (const seq of wanted.slice(0, RANGE_MAX_MESSAGES)) assert.ok(output.includes(String(log.get(seq)!.content)), `${citation}: ${seq}`);
+  }
 });
 
 test("a query is quoted as Python's repr quotes it, as the Python client's answers do", () => {

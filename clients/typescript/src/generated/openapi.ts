@@ -300,7 +300,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The raw log, paginated by seq
+         * The raw log, paginated by seq; a range or a summary's citation read back
          * @description Compacted messages are included: compaction never deletes the log.
          *
          *     `after_seq < seq < before_seq`, `limit` at a time. In `asc` order (the
@@ -308,6 +308,15 @@ export interface paths {
          *     messages come newest first and the next (older) page is
          *     `before_seq=next_before_seq`. The last `n` messages of a session are
          *     `?order=desc&limit=n`, one request however long the log.
+         *
+         *     A range reads back what a summary item cites (`[#412-431]`, SPEC §5): `from_seq`
+         *     and `to_seq` (inclusive), or `seqs` as the summary writes it (`412-431`,
+         *     `3,7-9`; brackets and `#` may stay). With `seqs`, `next_seqs` is what of them
+         *     the page did not reach (`seqs=next_seqs` reads on). `max_chars` holds the
+         *     page's text (`content`) to that many characters: short messages come whole, long
+         *     ones are cut to an equal share, their `range` naming the characters kept
+         *     (`GET …/messages/{seq}` reads one whole). A malformed `seqs`, or `to_seq`
+         *     below `from_seq`, is a 422 naming it.
          */
         get: operations["list_messages_sessions__session_id__messages_get"];
         put?: never;
@@ -1224,7 +1233,7 @@ export interface components {
             mode?: ("chat" | "agent" | "run") | null;
             /** Pinned */
             pinned: boolean;
-            /** @description with a char or line range: where it sits */
+            /** @description where `content` sits in the message's text, when it is a part of it (a char or line range asked, or a cut to a read's `max_chars`) */
             range?: components["schemas"]["TextRange"] | null;
             /**
              * Role
@@ -1245,11 +1254,16 @@ export interface components {
             /** Last Seq */
             last_seq: number;
             /** Messages */
-            messages: components["schemas"]["StoredMessage"][];
+            messages: components["schemas"]["MessageOut"][];
             /** Next After Seq */
             next_after_seq: number | null;
             /** Next Before Seq */
             next_before_seq: number | null;
+            /**
+             * Next Seqs
+             * @description with `seqs`: what of them this page did not reach, to read on with
+             */
+            next_seqs?: string | null;
         } & {
             [key: string]: unknown;
         };
@@ -3417,10 +3431,18 @@ export interface operations {
                 after_seq?: number;
                 /** @description only messages with seq below this */
                 before_seq?: number | null;
+                /** @description only messages from this seq on */
+                from_seq?: number | null;
                 /** @description at most CONTEXTD_MAX_PAGE_SIZE */
                 limit?: number;
+                /** @description at most this many characters of text in all */
+                max_chars?: number | null;
                 /** @description `desc` reads the tail first: the newest `limit` messages */
                 order?: "asc" | "desc";
+                /** @description only these seqs, as a summary item cites them: "412-431" or "3,7-9" */
+                seqs?: string | null;
+                /** @description only messages up to this seq */
+                to_seq?: number | null;
             };
             header?: never;
             path: {
