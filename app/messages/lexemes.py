@@ -268,29 +268,35 @@ def lexemes_and_cut(text: str) -> tuple[dict[str, list[int]], bool]:
             else:
                 many = True
         pos += width
-    kept = within_budget([(costs[lex], len(where)) for lex, where in out.items()])
+    kept = within_budget([(lex, costs[lex], len(where)) for lex, where in out.items()])
     if kept is not None:
         out = {lex: where[:k] for (lex, where), k in zip(out.items(), kept, strict=True) if k}
     return out, many or pos - 1 >= MAX_POSITION or kept is not None
 
 
-def within_budget(lexemes: list[tuple[int, int]]) -> list[int] | None:
+def within_budget(lexemes: list[tuple[str, int, int]]) -> list[int] | None:
     """How many positions each lexeme keeps (0: left out) when the vector would pass
     MAX_TSVECTOR_BYTES, or None when it fits. `lexemes`: in the order the text first
-    holds them, each (its cost, its positions up to 256); each position costs 2 more.
+    holds them, each (the lexeme, its cost, its positions up to 256); each position
+    costs 2 more.
 
-    Lexemes before positions: every lexeme with its first position while room lasts (in
-    text order: a later one too large for what is left is passed over), then each one's
-    further positions, lexeme by lexeme, with what remains."""
-    if sum(cost + 2 * n for cost, n in lexemes) <= MAX_TSVECTOR_BYTES:
+    Lexemes before positions, and words before the identifiers they make up: every
+    word (letters or digits only: `special`, `handler`, a CJK pair) with its first
+    position while room lasts (in text order: a later one too large for what is left is
+    passed over), then every longer lexeme (`special_handler.py:12:4`, one per line of a
+    log, each new) likewise, then each one's further positions, lexeme by lexeme, with
+    what remains. An identifier whose whole lexeme is left out is still found by its
+    parts, confirmed against the text (the vector is marked POSITIONS_CUT)."""
+    if sum(cost + 2 * n for _, cost, n in lexemes) <= MAX_TSVECTOR_BYTES:
         return None
     room = MAX_TSVECTOR_BYTES
     kept = [0] * len(lexemes)
-    for i, (cost, _) in enumerate(lexemes):
-        if cost + 2 <= room:
-            room -= cost + 2
-            kept[i] = 1
-    for i, (_, n) in enumerate(lexemes):
+    for words in (True, False):
+        for i, (lexeme, cost, _) in enumerate(lexemes):
+            if (lexeme.isalpha() or lexeme.isdigit()) == words and cost + 2 <= room:
+                room -= cost + 2
+                kept[i] = 1
+    for i, (_, _, n) in enumerate(lexemes):
         if kept[i] and n > 1 and room >= 2:
             more = min(n - 1, room // 2)
             kept[i] += more

@@ -234,7 +234,14 @@ def text_vector(text: str, session_key: str) -> bytes:
     if len(data) > _WITHIN_BUDGET_BYTES:
         # A lexeme's cost as lexemes() counts it: its UTF-8 and NUL, and 7.
         kept = within_budget(
-            [(len(lex) + 7, min(len(where) >> 1, MAX_POSITIONS)) for lex, where in vector.items()]
+            [
+                (
+                    lex[:-1].decode("utf-8", "surrogatepass"),
+                    len(lex) + 7,
+                    min(len(where) >> 1, MAX_POSITIONS),
+                )
+                for lex, where in vector.items()
+            ]
         )
         if kept is not None:
             pairs = zip(vector.items(), kept, strict=True)

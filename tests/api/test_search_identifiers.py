@@ -115,6 +115,19 @@ async def test_a_path_in_a_long_tool_output_is_found_whole_and_by_its_tail(
     assert seqs(await search(http, sid, "src/app/mod3.py")) == []
 
 
+async def test_a_path_at_the_end_of_a_megabyte_of_output_is_found(
+    http: httpx.AsyncClient,
+) -> None:
+    """Past the vector's byte budget (a new lexeme per line): the words are kept before
+    the identifiers they make up, and the identifier is confirmed against the text."""
+    sid = fresh()
+    output = lint_output(16_000)
+    assert len(output) > 1_000_000
+    await append(http, sid, call("c1", "lint", '{"target": "src"}'), result("c1", output))
+    for q in ("src/app/special_handler.py", "special_handler.py:12:4"):
+        assert seqs(await search(http, sid, q)) == [2], q
+
+
 @pytest.mark.parametrize(
     ("text", "q"),
     [

@@ -141,6 +141,18 @@ def test_past_the_byte_budget_positions_go_before_lexemes(made_in: str) -> None:
     assert any(len(got[w]) < 3 for w in words) and all(got[w] for w in words)
 
 
+def test_past_the_byte_budget_words_go_before_the_identifiers_they_make(made_in: str) -> None:
+    # A megabyte of lint output: one new `src/pkg/modN.py:N:1:` lexeme per line passes
+    # the budget; the words of the last line (its identifier's parts) are kept, and the
+    # search confirms the identifier against the text (POSITIONS_CUT).
+    lines = [f"src/pkg/mod{i}.py:{i}:1: W0001 unused import os" for i in range(20_000)]
+    s = "\n".join([*lines, "src/app/special_handler.py:12:4: E1101 no member"])
+    got = decoded(vector.text_vector(s, KEY))
+    assert got == expected(s)
+    assert {"special", "handler", "1101", POSITIONS_CUT} <= got.keys()
+    assert "src/pkg/mod19999.py:19999:1" not in got
+
+
 def test_a_repeated_token_gets_the_same_lexemes_cached_or_not(made_in: str) -> None:
     first = vector.text_vector("parse_batch failed in parse_batch", KEY)
     assert vector.text_vector("parse_batch failed in parse_batch", KEY) == first
