@@ -204,7 +204,7 @@ async def test_a_chinese_word_past_the_positions_kept_is_found(http: httpx.Async
     one position, so the phrase of a word's pairs cannot hold there; the pairs found
     apart are confirmed against the text."""
     sid = fresh()
-    log = "".join(f"日志第{i}行：一切正常。\n" for i in range(3000)) + "数据库连接失败了。"
+    log = "".join(f"日志第{i}行：一切正常。\n" for i in range(3000)) + "数据库连接失败了。ア・イ"
     await append(
         http,
         sid,
@@ -216,6 +216,8 @@ async def test_a_chinese_word_past_the_positions_kept_is_found(http: httpx.Async
     assert seqs(await search(http, sid, "数据库连接"))[:1] == [2]
     # Its pairs in a short message, apart, are not the word.
     assert 3 not in seqs(await search(http, sid, "连接失败"))
+    # Punctuation inside a run (katakana's middle dot) is plain text in the confirmation.
+    assert seqs(await search(http, sid, "ア・イ")) == [2]
 
 
 async def test_a_code_in_a_script_the_model_wrote_is_found(http: httpx.AsyncClient) -> None:
