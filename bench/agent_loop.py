@@ -73,7 +73,13 @@ real coding-agent runs of `long-agent-runs.jsonl` (beside the dataset), taken fr
 the two halves in turn, each cut at its first model call past `--long-max-tokens`
 tokens if given; they are measured at `--long-budgets` only.
 
-`--misses FILE` writes each identifier a contextd payload lacks on a trimming call,
+A table after each mode's gives recall@3 of the misses alone by language (`zh` when
+CJK characters are a fifth of a case's letters), budget, half and method, with the
+misses the log holds only inside longer tokens (`240` in `1240`: not an identifier
+there, so not what the search is to find) counted apart.
+
+`--misses FILE` writes each identifier a contextd payload lacks on a trimming call
+(with whether the search found it, its top hits and every earlier message holding it),
 `--calls FILE` each contextd payload: what it shared with the previous one and where
 it first differed, and its summary (JSON lines; docs/agent-loop.md reads them).
 """
