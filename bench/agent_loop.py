@@ -73,7 +73,13 @@ real coding-agent runs of `long-agent-runs.jsonl` (beside the dataset), taken fr
 the two halves in turn, each cut at its first model call past `--long-max-tokens`
 tokens if given; they are measured at `--long-budgets` only.
 
-`--misses FILE` writes each identifier a contextd payload lacks on a trimming call,
+A table after each mode's gives recall@3 of the misses alone by language (`zh` when
+CJK characters are a fifth of a case's letters), budget, half and method, with the
+misses the log holds only inside longer tokens (`240` in `1240`: not an identifier
+there, so not what the search is to find) counted apart.
+
+`--misses FILE` writes each identifier a contextd payload lacks on a trimming call
+(with whether the search found it, its top hits and every earlier message holding it),
 `--calls FILE` each contextd payload: what it shared with the previous one and where
 it first differed, and its summary (JSON lines; docs/agent-loop.md reads them).
 """
@@ -427,14 +433,59 @@ def locate_misses(
     return missing
 
 
+_ESCAPES = ("\\n", "\\t", "\\r", "\\b", "\\f")
+
+
+def _edge(before: str, after: str) -> bool:
+    """Whether two adjacent characters are on an identifier boundary, as search splits
+    parts (app/messages/lexemes.py `needle_pattern`): not both letters or digits, or a
+    camelCase step, or letters against digits."""
+    if not (before.isalnum() and after.isalnum()):
+        return True
+    return (
+        (before.islower() and after.isupper())
+        or (before.isalpha() and after.isdigit())
+        or (before.isdigit() and after.isalpha())
+    )
+
+
+def as_identifier(value: str, text: str) -> bool:
+    """Whether `text` holds `value` on identifier boundaries (not `240` inside `1240`,
+    nor `x/s` inside `sandbox/sunpy`): what the search is to find (SPEC §3 "Recall").
+    A JSON escape (`\\n`) before it is an edge, as in tool-call arguments."""
+    at = text.find(value)
+    while at != -1:
+        end = at + len(value)
+        starts = at == 0 or _edge(text[at - 1], value[0]) or text[at - 2 : at] in _ESCAPES
+        if starts and (end == len(text) or _edge(value[-1], text[end])):
+            return True
+        at = text.find(value, at + 1)
+    return False
+
+
 class Recall:
     """Whether the search endpoint finds a message holding an identifier among its top 3
-    hits, asked once per (case, call, identifier): the log is the same for every method."""
+    hits, asked once per (case, call, identifier): the log is the same for every method.
+    The hits are kept for `--misses`."""
 
     TOP = 3
 
     def __init__(self) -> None:
         self._memo: dict[tuple[str, int, str], bool] = {}
+        self.hits: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+        self._held: dict[tuple[str, int, str], bool] = {}
+
+    def held(self, case: Case, upto: int, value: str) -> bool:
+        """Whether a message before call `upto` holds `value` on identifier boundaries
+        (else the history holds it only inside longer tokens, which search does not find
+        by design: a miss of the bench's substring test, reported apart)."""
+        key = (case.id, upto, value)
+        got = self._held.get(key)
+        if got is None:
+            got = self._held[key] = any(
+                as_identifier(value, message_text(case.messages[i])) for i in range(upto)
+            )
+        return got
 
     async def found(
         self, c: httpx.AsyncClient, sid: str, case: Case, upto: int, value: str
@@ -444,13 +495,20 @@ class Recall:
         if hit is None:
             r = await c.get(f"/sessions/{sid}/search", params={"q": value, "limit": self.TOP})
             hit = False
+            top: list[dict[str, Any]] = []
             if r.status_code == 200:
                 for h in r.json()["hits"][: self.TOP]:
                     i = int(h["seq"]) - 1
-                    if 0 <= i < upto and value in message_text(case.messages[i]):
-                        hit = True
-                        break
+                    holds = 0 <= i < upto and value in message_text(case.messages[i])
+                    hit = hit or holds
+                    top.append(
+                        {"seq": h["seq"], "role": h["role"], "score": h["score"],
+                         "holds": holds, "snippet": h["snippet"][:200]}
+                    )  # fmt: skip
+            else:
+                top.append({"status": r.status_code, "error": r.text[:200]})
             self._memo[key] = hit
+            self.hits[key] = top
         return hit
 
 
@@ -680,10 +738,18 @@ def write_call(
 
 
 def write_misses(
-    out: Any, key: Key, call: Call, payload: Sequence[Mapping[str, Any]], got: Mapping[str, Any]
+    out: Any,
+    key: Key,
+    call: Call,
+    payload: Sequence[Mapping[str, Any]],
+    got: Mapping[str, Any],
+    recall: Recall | None = None,
+    lang: str = "",
 ) -> None:
     """One JSON line per identifier the payload lacks: where the history last said it, and
-    how that message was sent (whole, as a preview or cut, or left out)."""
+    how that message was sent (whole, as a preview or cut, or left out); with `recall`
+    (after it searched each), whether the search found a holder among its top 3, its top
+    hits, and the seqs of every message before the call holding the identifier."""
     text = payload_text(payload)
     kept = dict(zip(got["kept_seqs"], payload[len(payload) - len(got["kept_seqs"]) :], strict=True))
     for value in call.ids:
@@ -700,7 +766,17 @@ def write_misses(
             "back": call.upto - at, "role": call.case.messages[at]["role"], "sent": how,
             "held": sum(1 for s in got["kept_seqs"] if s - 1 < call.upto),
         }  # fmt: skip
-        out.write(json.dumps(record) + "\n")
+        if lang:
+            record["lang"] = lang
+        searched = recall.hits.get((call.case.id, call.upto, value)) if recall else None
+        if searched is not None and recall is not None:
+            record["found"] = any(h.get("holds") for h in searched)
+            record["as_identifier"] = recall.held(call.case, call.upto, value)
+            record["hits"] = searched
+            record["holders"] = [
+                i + 1 for i in range(call.upto) if value in message_text(call.case.messages[i])
+            ]
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 # --- cases --------------------------------------------------------------------------------------
@@ -716,14 +792,29 @@ def half_of(session_id: str) -> str:
     return HALVES[int(hashlib.sha256(session_id.encode()).hexdigest(), 16) % 2]
 
 
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def language_of(case: Case) -> str:
+    """ "zh" when CJK characters are at least a fifth of the letters of the case's messages
+    (Chinese dialogues are most of theirs; an English trace quoting some Chinese, a few),
+    else "en": the language its recall is reported under."""
+    text = "\n".join(message_text(m) for m in case.messages)
+    letters = len(_LETTER.findall(text))
+    return "zh" if letters and 5 * len(_CJK.findall(text)) >= letters else "en"
+
+
 @dataclass
 class Entry:
     case: Case
     group: str  # "agent traces", "dialogues (en)", "dialogues (zh)", "long agent runs"
     half: str = ""
+    lang: str = ""  # "en" or "zh": language_of(case)
 
     def __post_init__(self) -> None:
         self.half = self.half or half_of(self.case.id)
+        self.lang = self.lang or language_of(self.case)
 
 
 def group_of(session: Mapping[str, Any]) -> str:
@@ -822,14 +913,29 @@ async def settle(c: httpx.AsyncClient, sid: str, runner: CompactionRunner) -> No
     raise RuntimeError(f"{sid}: compaction still running after two minutes")
 
 
+# (compaction mode, half, "dataset" | "long runs", language, budget, method)
+RecallKey = tuple[str, str, str, str, int, str]
+
+
 @dataclass
 class Totals:
     tallies: dict[Key, Tally] = field(default_factory=dict)
     compactions: int = 0
     calls: dict[str, int] = field(default_factory=dict)
+    # Recall@3 of the misses by language: [identifiers searched, found among the top 3].
+    recalls: dict[RecallKey, list[int]] = field(default_factory=dict)
 
     def tally(self, key: Key) -> Tally:
         return self.tallies.setdefault(key, Tally())
+
+    def recalled(self, key: Key, lang: str, searched: int, found: int, inside: int) -> None:
+        """`inside`: of those not found, the ones the log holds only inside longer tokens."""
+        mode, half, group, budget, method = key
+        where = "long runs" if group == "long agent runs" else "dataset"
+        got = self.recalls.setdefault((mode, half, where, lang, budget, method), [0, 0, 0])
+        got[0] += searched
+        got[1] += found
+        got[2] += inside
 
 
 async def run_entry(
@@ -902,8 +1008,14 @@ async def run_entry(
                     t = totals.tally(key)
                     sent = whole_by_seq(case, got)
                     compared = measure(t, call, payload, counts, held, stream, sent)
-                    for value in locate_misses(t, call, history, payload, held):
-                        t.ids_recalled += await recall.found(c, search_sid, case, upto, value)
+                    missing = locate_misses(t, call, history, payload, held)
+                    found = inside = 0
+                    for value in missing:
+                        hit = await recall.found(c, search_sid, case, upto, value)
+                        found += hit
+                        inside += not hit and not recall.held(case, upto, value)
+                    t.ids_recalled += found
+                    totals.recalled(key, entry.lang, len(missing), found, inside)
                     if getattr(args, "anthropic", False):
                         bill_anthropic(t, call, got, stream)
                     if args.calls is not None:
@@ -912,7 +1024,7 @@ async def run_entry(
                     if got["summary"]["included"]:
                         stream.summary_through = got["summary"]["through_seq"]
                     if args.misses is not None and call.trimming:
-                        write_misses(args.misses, key, call, payload, got)
+                        write_misses(args.misses, key, call, payload, got, recall, entry.lang)
             for method in BASELINES:
                 trimmed = (
                     run_langchain(case, upto, budget)
@@ -928,8 +1040,14 @@ async def run_entry(
                 held = {i: case.counts[i] for i in trimmed.kept}
                 t = totals.tally(key)
                 measure(t, call, trimmed.payload, counts, held, stream)
-                for value in locate_misses(t, call, history, trimmed.payload, held):
-                    t.ids_recalled += await recall.found(c, search_sid, case, upto, value)
+                missing = locate_misses(t, call, history, trimmed.payload, held)
+                found = inside = 0
+                for value in missing:
+                    hit = await recall.found(c, search_sid, case, upto, value)
+                    found += hit
+                    inside += not hit and not recall.held(case, upto, value)
+                t.ids_recalled += found
+                totals.recalled(key, entry.lang, len(missing), found, inside)
                 if getattr(args, "anthropic", False):
                     # Rendered as contextd renders a payload it has no previous one for.
                     plain = {"messages": trimmed.payload, "tools": [], "usage": {}}
@@ -1024,6 +1142,7 @@ def row_of(t: Tally, *, anthropic: bool) -> list[object]:
         f"{t.calls:,} ({t.trim_calls:,})",
         f"{pct(t.ids_held, t.ids_needed)} of {t.ids_needed:,}",
         pct(t.ids_held + t.ids_recalled, t.ids_needed),
+        f"{pct(t.ids_recalled, missed)} of {missed:,}" if missed else "–",
         f"{t.missed_masked:,} / {t.missed_left_out:,}" if missed else "0 / 0",
         pct(t.recent, t.budget),
         pct(t.trim_stable, t.trim_input),
@@ -1052,6 +1171,7 @@ def table(
         "calls (trimming)",
         "grounding",
         "+ recall@3",
+        "recall@3 of misses",
         "misses masked / left out",
         "recent / budget",
         "stable, trimming",
@@ -1080,6 +1200,43 @@ def table(
                             *row_of(t, anthropic=anthropic),
                         ]
                     )
+    return markdown_table(headers, rows)
+
+
+def recall_table(
+    recalls: Mapping[RecallKey, Sequence[int]], mode: str, strategies: Sequence[str]
+) -> str:
+    """Recall@3 of the misses by language: of the identifiers each method's payloads lacked
+    on trimming calls (searched), those the search endpoint found in a message holding
+    them among its top 3 hits, per half and both. `inside longer tokens`: of those not
+    found, the ones the log holds only inside a longer token (`240` in `1240`), which a
+    search for an identifier does not find by design; `%` counts them as misses, `% of
+    the rest` leaves them out."""
+    out: dict[RecallKey, list[int]] = {}
+    for (m, half, where, lang, budget, method), counts in recalls.items():
+        for h in (half, WHOLE):
+            got = out.setdefault((m, h, where, lang, budget, method), [0, 0, 0])
+            for k, n in enumerate(counts):
+                got[k] += n
+    rows = []
+    for where in ("dataset", "long runs"):
+        for lang in sorted({k[3] for k in out}):
+            for budget in sorted({k[4] for k in out}):
+                for half in (*HALVES, WHOLE):
+                    for method in [*strategies, *BASELINES]:
+                        mode_of = "-" if method in BASELINES else mode
+                        key = (mode_of, half, where, lang, budget, method)
+                        n, found, inside = out.get(key, (0, 0, 0))
+                        if n:
+                            rows.append(
+                                (where, lang, f"{budget:,}", half, method_label(method),
+                                 f"{n:,}", f"{found:,}", pct(found, n), f"{inside:,}",
+                                 pct(found, n - inside))
+                            )  # fmt: skip
+    headers = (
+        "sessions", "language", "budget", "half", "method", "searched", "found@3", "%",
+        "inside longer tokens", "% of the rest",
+    )  # fmt: skip
     return markdown_table(headers, rows)
 
 
@@ -1250,6 +1407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"### {what}; trimming calls unless the column says all")
         print()
         print(table(tallies, mode, args.strategies, anthropic=args.anthropic))
+        print()
+        print(f"Recall@3 of the identifiers each payload misses, by language, {what}:")
+        print()
+        print(recall_table(totals.recalls, mode, args.strategies))
         print()
         print(f"Targets, {method_label(DEFAULT_STRATEGY)}, {what}:")
         print()

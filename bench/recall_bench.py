@@ -326,6 +326,10 @@ def _packages() -> dict[str, Any]:
     return {
         "lexemes": app.messages,
         "repository": app.search,
+        # What ranking and service import of their own (a query's forms, its literals):
+        # the revision's too, or `before` would rank with the working tree's.
+        "forms": app.search,
+        "hits": app.search,
         "ranking": app.search,
         "service": app.search,
     }

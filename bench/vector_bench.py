@@ -27,14 +27,14 @@ if __package__ in (None, ""):  # `python bench/vector_bench.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.messages import vector
-from app.messages.lexemes import MAX_INDEXED_CHARS, searchable_text
+from app.messages.lexemes import searchable_text
 from bench.common import DATASET, load_messages
 
 KEY = "~0123456789abcdef"
 
 
 def _has_long_token(body: dict[str, Any]) -> bool:
-    text = unicodedata.normalize("NFC", searchable_text(body)[:MAX_INDEXED_CHARS])
+    text = unicodedata.normalize("NFC", searchable_text(body))
     tokens = text.encode("utf-8", "surrogatepass").translate(vector._SPACES).split()
     return any(len(t) > vector._TOKEN_CACHED_BYTES for t in tokens)
 

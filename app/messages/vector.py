@@ -14,8 +14,9 @@ parsing the vector's text form (`'a':1 'b':2,5`) the next:
   each lexeme with its positions; PostgreSQL sorts them), registered as tsvector's
   codec in `app/db.py`.
 
-A text whose vector would pass `lexemes()`'s byte budget takes `lexemes()` itself,
-which leaves lexemes out in its own order. tests/unit/test_search_vector.py checks
+A text whose vector would pass `lexemes()`'s byte budget is cut here as `lexemes()`
+cuts it (`within_budget`: positions go before lexemes), from the same lexemes in the
+same order. tests/unit/test_search_vector.py checks
 both ways give the same vector, over the dataset and random text.
 
 The two loops (`_grouped` over tokens, `_binary` over lexemes) run in C where the
@@ -32,16 +33,14 @@ from typing import Any, Protocol, cast
 
 from app.messages.lexemes import (
     _CHUNK,
-    MAX_INDEXED_CHARS,
     MAX_LEXEME_CHARS,
     MAX_POSITION,
-    MAX_TSVECTOR_BYTES,
     POSITIONS_CUT,
     _cjk_split,
     _segments,
     _split,
-    lexemes,
     searchable_text,
+    within_budget,
 )
 
 # ASCII characters that no chunk can hold (neither word characters nor the joiners of
@@ -53,15 +52,14 @@ _SPACES = bytes(
 MAX_POSITIONS = 256
 # Up to this many bytes of text, lexemes()'s byte budget cannot bind (its worst case,
 # one-character parts such as `a1b2c3`, costs ~18 bytes of budget per byte of text);
-# past it the vector's cost is added up, and a text over budget takes lexemes() itself.
+# past it the vector's cost is added up, and a text over budget is cut to it.
 _WITHIN_BUDGET_BYTES = 40_000
 # A position as the binary form writes it (big-endian, weight bits 0); positions past
-# MAX_POSITION are written as MAX_POSITION, as lexemes() writes them. No text takes
-# more positions than it has characters (unless NFC lengthened it: then lexemes()).
+# MAX_POSITION are written as MAX_POSITION, as lexemes() writes them.
 _MAX_AT = MAX_POSITION.to_bytes(2, "big")
-_AT = [p.to_bytes(2, "big") for p in range(MAX_POSITION)] + [_MAX_AT] * (
-    MAX_INDEXED_CHARS + 2 - MAX_POSITION
-)
+_AT = [p.to_bytes(2, "big") for p in range(MAX_POSITION)] + [_MAX_AT]
+# What the C loop may count positions up to: it writes any past MAX_POSITION as it.
+_NO_LIMIT = 2**62
 
 # A token's lexemes, each spelled as the binary form does (UTF-8 and a NUL), with its
 # position after the token's first, and how many positions the token takes; a plain
@@ -144,6 +142,7 @@ def _grouped(data: bytes) -> tuple[dict[bytes, bytes | bytearray], int]:
     get = out.get
     cached = _TOKENS.get
     at = _AT
+    last = MAX_POSITION
     pos = 1
     for token in data.translate(_SPACES).split():
         split = cached(token)
@@ -151,23 +150,26 @@ def _grouped(data: bytes) -> tuple[dict[bytes, bytes | bytearray], int]:
             split = _token(token)
         if type(split) is bytes:
             where = get(split)
+            here = at[pos if pos < last else last]
             if where is None:
-                out[split] = at[pos]
+                out[split] = here
             elif type(where) is bytearray:
-                where += at[pos]
+                where += here
             else:
-                out[split] = bytearray(where + at[pos])
+                out[split] = bytearray(where + here)
             pos += 1
         else:
             terms, width = cast(_Terms, split)
             for lexeme, offset in terms:
                 where = get(lexeme)
+                p = pos + offset
+                here = at[p if p < last else last]
                 if where is None:
-                    out[lexeme] = at[pos + offset]
+                    out[lexeme] = here
                 elif type(where) is bytearray:
-                    where += at[pos + offset]
+                    where += here
                 else:
-                    out[lexeme] = bytearray(where + at[pos + offset])
+                    out[lexeme] = bytearray(where + here)
             pos += width
     return out, pos
 
@@ -176,7 +178,7 @@ def _lexemes_of(data: bytes) -> tuple[dict[bytes, bytes | bytearray], int, int]:
     """`_grouped`, in C where it was built, and the most positions a lexeme has."""
     if _compiled is not None:
         found = _compiled.grouped(
-            data, _SPACES, _split_token, len(_AT), MAX_POSITION, _TOKEN_CACHED_BYTES, _TOKENS_MAX
+            data, _SPACES, _split_token, _NO_LIMIT, MAX_POSITION, _TOKEN_CACHED_BYTES, _TOKENS_MAX
         )
         if found is not None:  # None: another thread's call runs (it waits on Python)
             return found
@@ -218,12 +220,6 @@ def _bounded(where: bytes | bytearray) -> bytes | bytearray:
     return where
 
 
-def _cost(vector: dict[bytes, bytes | bytearray]) -> int:
-    """The vector's size as lexemes() counts it against MAX_TSVECTOR_BYTES."""
-    positions = sum(min(len(where), 2 * MAX_POSITIONS) for where in vector.values())
-    return sum(map(len, vector)) + 7 * len(vector) + positions
-
-
 _CUT = POSITIONS_CUT.encode() + b"\0"
 
 
@@ -231,22 +227,30 @@ def text_vector(text: str, session_key: str) -> bytes:
     """The binary tsvector of `text`'s lexemes (as `lexemes()` makes them) and the
     session's key lexeme (positionless)."""
     # A lone surrogate (refused in stored messages) separates chunks, as lexemes() reads it.
-    data = unicodedata.normalize("NFC", text[:MAX_INDEXED_CHARS]).encode("utf-8", "surrogatepass")
-    try:
-        vector, end, most = _lexemes_of(data)
-        exact = len(data) > _WITHIN_BUDGET_BYTES and _cost(vector) > MAX_TSVECTOR_BYTES
-        cut = end - 1 >= MAX_POSITION or most > MAX_POSITIONS
-    except IndexError:  # more positions than _AT holds: NFC lengthened the text
-        exact, end, cut = True, MAX_POSITION + 1, True
-    if exact:
-        vector = {}
-        for lexeme, positions in lexemes(text).items():
-            vector[lexeme.encode() + b"\0"] = b"".join([_AT[p] for p in positions])
-        most = max(map(len, vector.values()), default=0) >> 1
+    data = unicodedata.normalize("NFC", text).encode("utf-8", "surrogatepass")
+    vector, end, most = _lexemes_of(data)
+    bound = end - 1 >= MAX_POSITION or most > MAX_POSITIONS
+    cut = bound
+    if len(data) > _WITHIN_BUDGET_BYTES:
+        # A lexeme's cost as lexemes() counts it: its UTF-8 and NUL, and 7.
+        kept = within_budget(
+            [
+                (
+                    lex[:-1].decode("utf-8", "surrogatepass"),
+                    len(lex) + 7,
+                    min(len(where) >> 1, MAX_POSITIONS),
+                )
+                for lex, where in vector.items()
+            ]
+        )
+        if kept is not None:
+            pairs = zip(vector.items(), kept, strict=True)
+            vector = {lex: where[: 2 * k] for (lex, where), k in pairs if k}
+            cut = True
     vector[session_key.encode() + b"\0"] = b""
     if cut:
         vector[_CUT] = b""
-    return _binary(vector, end - 1 >= MAX_POSITION or most > MAX_POSITIONS)
+    return _binary(vector, bound)
 
 
 def message_vector(body: Mapping[str, Any], session_key: str) -> bytes:

@@ -53,7 +53,9 @@ def phrase_parts(tsquery: str) -> list[str]:
         if tsquery[a.end() : b.start()].strip() in _JOINS:
             parts[a.group()] = None
             parts[b.group()] = None
-    return list(parts)
+    # Not the marks every vector may carry (`~cut`: a CJK run's pairs found apart where
+    # positions were cut): they tell nothing of what a lookup costs.
+    return [p for p in parts if not p.startswith("'~")]
 
 
 def sampled(terms: Sequence[Term], whole: bool, most: int) -> list[str]:

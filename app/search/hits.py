@@ -17,6 +17,13 @@ _IDENTISH = re.compile(r"[\d_./\\:=\-\[\](){}#@]|[a-z][A-Z]")
 MAX_LITERALS = 24
 
 
+def _cased(q: str) -> bool:
+    """A code whose case is part of it (`STDOUT`, `XFAIL`, `getItem`): one word with a
+    capital after its first letter. Searched for as written, it ranks the messages that
+    hold it so above those holding the word in other cases (`stdout`)."""
+    return q.isalpha() and q[1:] != q[1:].lower()
+
+
 def literals(q: str) -> list[tuple[str, int]]:
     """Exact texts of the query to look for in the stored JSON of the best candidates,
     each with its length in tokens: every run of up to five tokens that holds code
@@ -26,7 +33,7 @@ def literals(q: str) -> list[tuple[str, int]]:
     q = q.strip()
     tokens = [t for t in q.split() if t]
     out: dict[str, int] = {}
-    if len(q) >= 3 and _IDENTISH.search(q) and len(tokens) <= 4:
+    if len(q) >= 3 and (_IDENTISH.search(q) or _cased(q)) and len(tokens) <= 4:
         out[q] = len(tokens)
     for n in range(min(5, len(tokens)), 0, -1):
         for i in range(len(tokens) - n + 1):

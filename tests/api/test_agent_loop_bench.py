@@ -19,6 +19,7 @@ from bench.agent_loop import (
     Stream,
     Tally,
     Tokens,
+    as_identifier,
     call_results,
     common_chars,
     grounded,
@@ -373,3 +374,14 @@ async def test_one_session_through_the_app(database_url: str) -> None:
     changed = [x for x in lines if x["summary_changed"]]
     assert changed and {x["mode"] for x in changed} == {"on"}
     assert all(x["summary_tokens"] > 0 and x["first_changed"] == 1 for x in changed)
+
+
+def test_an_identifier_inside_a_longer_token_is_not_held_as_one() -> None:
+    # The search finds identifiers on part edges only; the bench reports apart the
+    # misses the log holds only inside longer tokens.
+    assert not as_identifier("240", "sed -n '1240,1260p' f.py")
+    assert not as_identifier("621", "a.py:2:19: W0621: Redefining")
+    assert not as_identifier("x/s", "/Users/me/sandbox/sunpy")
+    assert as_identifier("os.makedirs", '{"command": "import os\\n\\nos.makedirs(\\".a\\")"}')
+    assert as_identifier("special_handler.py", "src/app/special_handler.py:12:4")
+    assert as_identifier("getItem", "window.localStorage.getItem(")

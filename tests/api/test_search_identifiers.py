@@ -88,12 +88,14 @@ async def test_a_host_inside_a_url_is_found_beside_the_host_as_a_word(
     assert seqs(await search(http, sid, "chal.csaw.io")) in ([1, 2], [2, 1])
 
 
-@pytest.mark.parametrize("lines", [300, 2500])
+@pytest.mark.parametrize("lines", [300, 2500, 5000])
 async def test_a_path_in_a_long_tool_output_is_found_whole_and_by_its_tail(
     http: httpx.AsyncClient, lines: int
 ) -> None:
-    """Past PostgreSQL's 256 positions per lexeme (`src`, `py` in every line) and, with
-    2,500 lines, past the last position it keeps (16,383)."""
+    """Past PostgreSQL's 256 positions per lexeme (`src`, `py` in every line), with
+    2,500 lines past the last position it keeps (16,383), and with 5,000 (over 300,000
+    characters) past the 200,000 characters that were all a message's index held."""
+    assert lines < 5000 or len(lint_output(lines)) > 300_000
     sid = fresh()
     await append(
         http, sid, call("c1", "lint", '{"target": "src"}'), result("c1", lint_output(lines))
@@ -111,6 +113,19 @@ async def test_a_path_in_a_long_tool_output_is_found_whole_and_by_its_tail(
         assert hit["line"] == lines + 1 and "special_handler" in hit["snippet"], hit
     # Its parts, each in the output but never in a row, are not the identifier.
     assert seqs(await search(http, sid, "src/app/mod3.py")) == []
+
+
+async def test_a_path_at_the_end_of_a_megabyte_of_output_is_found(
+    http: httpx.AsyncClient,
+) -> None:
+    """Past the vector's byte budget (a new lexeme per line): the words are kept before
+    the identifiers they make up, and the identifier is confirmed against the text."""
+    sid = fresh()
+    output = lint_output(16_000)
+    assert len(output) > 1_000_000
+    await append(http, sid, call("c1", "lint", '{"target": "src"}'), result("c1", output))
+    for q in ("src/app/special_handler.py", "special_handler.py:12:4"):
+        assert seqs(await search(http, sid, q)) == [2], q
 
 
 @pytest.mark.parametrize(
@@ -182,6 +197,60 @@ async def test_chinese_text_is_found_as_before(http: httpx.AsyncClient) -> None:
     assert seqs(await search(http, sid, "连接失败")) == [1]
     assert set(seqs(await search(http, sid, "数据库"))) == {1, 2}
     assert set(seqs(await search(http, sid, "db.yaml"))) == {1, 2}
+
+
+async def test_a_chinese_word_past_the_positions_kept_is_found(http: httpx.AsyncClient) -> None:
+    """A long Chinese tool output: past position 16,383 every pair of characters has that
+    one position, so the phrase of a word's pairs cannot hold there; the pairs found
+    apart are confirmed against the text."""
+    sid = fresh()
+    log = "".join(f"日志第{i}行：一切正常。\n" for i in range(3000)) + "数据库连接失败了。ア・イ"
+    await append(
+        http,
+        sid,
+        call("c1", "read_log", '{"path": "logs/app.log"}'),
+        result("c1", log),
+        user("连接没有问题，失败的是别的。"),
+    )
+    assert seqs(await search(http, sid, "连接失败")) == [2]
+    assert seqs(await search(http, sid, "数据库连接"))[:1] == [2]
+    # Its pairs in a short message, apart, are not the word.
+    assert 3 not in seqs(await search(http, sid, "连接失败"))
+    # Punctuation inside a run (katakana's middle dot) is plain text in the confirmation.
+    assert seqs(await search(http, sid, "ア・イ")) == [2]
+
+
+async def test_a_code_in_a_script_the_model_wrote_is_found(http: httpx.AsyncClient) -> None:
+    """Tool-call arguments are JSON: a script's new lines are `\\n` there, and indexed
+    as written they joined the words around them (`import os\\nos.makedirs`)."""
+    sid = fresh()
+    script = "import os\nimport sys\n\nos.makedirs('.a', exist_ok=True)\nsys.path.insert(0, 'src')"
+    await append(
+        http,
+        sid,
+        user("Make the directories, then run it."),
+        call("c1", "bash", json.dumps({"command": f"cat <<'EOF' > walk.py\n{script}\nEOF"})),
+        result("c1", ""),
+        user("What about os and sys? And makedirs, and path, and insert?"),
+    )
+    for q in ("os.makedirs", "sys.path.insert", "walk.py"):
+        assert seqs(await search(http, sid, q))[:1] == [2], q
+
+
+async def test_a_code_in_capitals_ranks_its_holders_as_written_first(
+    http: httpx.AsyncClient,
+) -> None:
+    """`STDOUT` searched for: the messages holding it so above those holding `stdout`."""
+    sid = fresh()
+    await append(
+        http,
+        sid,
+        user("The env var is STDOUT, set it to a file."),
+        {"role": "assistant", "content": "The stdout of the run is empty."},
+        {"role": "assistant", "content": "Captured stdout: nothing."},
+        {"role": "assistant", "content": "stdout again, and more stdout."},
+    )
+    assert seqs(await search(http, sid, "STDOUT", limit=3))[:1] == [1]
 
 
 @pytest.fixture

@@ -86,7 +86,14 @@ def test_a_query_term_has_an_exact_form_beside_its_wider_one() -> None:
 def test_a_long_cjk_run_is_matched_pair_by_pair() -> None:
     # A word or a name alone: one phrase.
     [name] = text.query_terms("连接失败")
-    assert name.tsquery == name.exact == "'连接' <-> '接失' <-> '失败'"
+    assert name.strict == "'连接' <-> '接失' <-> '失败'"
+    # Or its pairs anywhere in a vector whose positions were cut, confirmed by the text.
+    assert (
+        name.tsquery
+        == name.exact
+        == ("('连接' <-> '接失' <-> '失败') | ('连接' & '接失' & '失败' & '~cut')")
+    )
+    assert (name.needle, name.literal) == ("连接失败", "连接失败")
     # A sentence naming something: each pair a term, so the name's rare pairs decide.
     terms = text.query_terms("之前提到的故宫是什么？")
     assert [t.text for t in terms] == [

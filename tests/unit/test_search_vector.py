@@ -105,7 +105,7 @@ def test_the_same_vector_for_random_text_of_every_kind_of_character(made_in: str
         " ".join(["w"] * (MAX_POSITION + 10)) + " last",
         # A lexeme past the 256 positions PostgreSQL keeps.
         "a1b2 " * 9000,
-        # Past MAX_INDEXED_CHARS: only the start is indexed.
+        # Past 200,000 characters (the cut there was): the whole text is indexed.
         "x" * 300_000,
         # Past the vector's byte budget: lexemes() leaves the rest out, in its order.
         " ".join(f"w{i}" for i in range(30_000)),
@@ -114,6 +114,43 @@ def test_the_same_vector_for_random_text_of_every_kind_of_character(made_in: str
 )
 def test_the_same_vector_past_every_bound(s: str, made_in: str) -> None:
     assert decoded(vector.text_vector(s, KEY)) == expected(s)
+
+
+def test_a_text_past_200000_characters_is_indexed_to_its_end(made_in: str) -> None:
+    # SPEC §3 "Recall": anywhere in a tool output of any length. Until the cut went, text
+    # past a message's first 200,000 characters was in no vector.
+    s = "src/pkg/mod.py:1:1: W0001 unused import\n" * 8_000 + "src/app/special_handler.py:12:4"
+    assert len(s) > 300_000
+    got = decoded(vector.text_vector(s, KEY))
+    assert got == expected(s)
+    assert {"src/app/special_handler.py:12:4", "handler", POSITIONS_CUT} <= got.keys()
+
+
+def _word(i: int) -> str:
+    return "".join(chr(97 + i // 26**k % 26) for k in range(6))
+
+
+def test_past_the_byte_budget_positions_go_before_lexemes(made_in: str) -> None:
+    # 45,000 distinct words, each three times: every lexeme with one position fits the
+    # budget, all their positions do not. Each word is kept, some positions are not.
+    words = [_word(i) for i in range(45_000)]
+    s = " ".join(words * 3)
+    got = decoded(vector.text_vector(s, KEY))
+    assert got == expected(s)
+    assert set(words) <= got.keys() and POSITIONS_CUT in got
+    assert any(len(got[w]) < 3 for w in words) and all(got[w] for w in words)
+
+
+def test_past_the_byte_budget_words_go_before_the_identifiers_they_make(made_in: str) -> None:
+    # A megabyte of lint output: one new `src/pkg/modN.py:N:1:` lexeme per line passes
+    # the budget; the words of the last line (its identifier's parts) are kept, and the
+    # search confirms the identifier against the text (POSITIONS_CUT).
+    lines = [f"src/pkg/mod{i}.py:{i}:1: W0001 unused import os" for i in range(20_000)]
+    s = "\n".join([*lines, "src/app/special_handler.py:12:4: E1101 no member"])
+    got = decoded(vector.text_vector(s, KEY))
+    assert got == expected(s)
+    assert {"special", "handler", "1101", POSITIONS_CUT} <= got.keys()
+    assert "src/pkg/mod19999.py:19999:1" not in got
 
 
 def test_a_repeated_token_gets_the_same_lexemes_cached_or_not(made_in: str) -> None:
