@@ -113,3 +113,26 @@ async def test_a_model_switch_recounts_the_summary_and_the_turn_anchor(
     assert after["summary"]["text"] == before["summary"]["text"]
     # The test can fail: this summary counts differently in the two tokenizers.
     assert after["summary"]["tokens"] != old
+
+
+async def test_a_revert_after_a_model_switch_keeps_the_restored_turn_anchor(
+    ec: httpx.AsyncClient, sid: str
+) -> None:
+    await _one_long_turn(ec, sid, "gpt-4o")
+    first = await compact(ec, sid)
+    msgs = agent_run(12, first=100)
+    r = await ec.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    assert r.status_code == 201, r.text
+    second = await compact(ec, sid, force=True)
+    assert first["status"] == second["status"] == "success", (first, second)
+    # The second compaction read no user message after the first one's watermark: it
+    # counts no turn anchor (the first one's anchor is no longer counted).
+    await _assert_counted_with(ec, sid, "gpt-4o", anchored=False)
+    r = await ec.put(f"/sessions/{sid}", json={"model": "gpt-4"})
+    assert r.status_code == 200, r.text
+    await _assert_counted_with(ec, sid, "gpt-4", anchored=False)
+    r = await ec.post(f"/sessions/{sid}/compaction/{second['job_id']}/revert")
+    assert r.status_code == 200, r.text
+    assert (await state(ec, sid))["last_compaction_seq"] == first["watermark_after"]
+    # The first compaction's turn anchor is in the restored history, counted anew.
+    await _assert_counted_with(ec, sid, "gpt-4", anchored=True)
