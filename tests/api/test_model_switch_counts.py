@@ -6,6 +6,7 @@ status never add figures of two tokenizers. Real PostgreSQL, the extractive summ
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -136,3 +137,37 @@ async def test_a_revert_after_a_model_switch_keeps_the_restored_turn_anchor(
     assert (await state(ec, sid))["last_compaction_seq"] == first["watermark_after"]
     # The first compaction's turn anchor is in the restored history, counted anew.
     await _assert_counted_with(ec, sid, "gpt-4", anchored=True)
+
+
+async def _regrowth(c: httpx.AsyncClient, sid: str) -> tuple[int, int]:
+    """The history now and the regrowth guard's base, as a dry run's noop names them."""
+    r = await c.post(f"/sessions/{sid}/compact", json={"dry_run": True})
+    assert r.status_code == 200, r.text
+    found = re.search(r"history is (\d+) tokens; the last compaction left (\d+)", r.text)
+    assert found, r.text
+    return int(found[1]), int(found[2])
+
+
+async def test_a_model_switch_scales_the_regrowth_guard_base_with_the_history(
+    ec: httpx.AsyncClient, sid: str
+) -> None:
+    await _turns(ec, sid, "gpt-4o")
+    assert (await compact(ec, sid))["status"] == "success"
+    r = await ec.put(
+        f"/sessions/{sid}", json={"compaction": {**SMALL["compaction"], "regrowth_ratio": 5}}
+    )
+    assert r.status_code == 200, r.text
+    # Enough new turns that a range lies outside the preserved tail, not enough to regrow.
+    turns = [
+        m
+        for i in range(6)
+        for m in (user(f"And module {i}? 模块"), {"role": "assistant", "content": "Fine. " * 30})
+    ]
+    r = await ec.post(f"/sessions/{sid}/messages", json={"messages": turns})
+    assert r.status_code == 201, r.text
+    history, base = await _regrowth(ec, sid)
+    r = await ec.put(f"/sessions/{sid}", json={"model": "claude-sonnet-4"})
+    assert r.status_code == 200, r.text
+    history2, base2 = await _regrowth(ec, sid)
+    assert history2 != history and base2 != base  # both recounted, in the estimate
+    assert base2 == round(base * history2 / history)
