@@ -171,3 +171,20 @@ async def test_a_model_switch_scales_the_regrowth_guard_base_with_the_history(
     history2, base2 = await _regrowth(ec, sid)
     assert history2 != history and base2 != base  # both recounted, in the estimate
     assert base2 == round(base * history2 / history)
+
+
+async def test_a_changed_default_model_recounts_the_stored_counts_at_the_next_append(
+    make_database: Callable[[], str], sid: str
+) -> None:
+    # A session with no model of its own follows the server's default: a restart with
+    # another default switches its tokenizer, and its next append recounts (the path
+    # in app/messages/service.py), the system prompt, tools and summary with the log.
+    url = make_database()
+    async with app_client(load_settings(default_model="gpt-4o"), url) as c:
+        await long_session(c, sid, settings=EXTRA)
+        assert (await compact(c, sid))["status"] == "success"
+        await _assert_counted_with(c, sid, "gpt-4o", anchored=False)
+    async with app_client(load_settings(default_model="claude-sonnet-4"), url) as c:
+        r = await c.post(f"/sessions/{sid}/messages", json={"messages": [user("next")]})
+        assert r.status_code == 201, r.text
+        await _assert_counted_with(c, sid, "claude-sonnet-4", anchored=False)
