@@ -145,6 +145,7 @@ def _run(args: argparse.Namespace, settings: Settings, url: str) -> int:
     if args.command == "worker":
         from app.worker import run_worker
 
+        _migrate(url, check_only=True)  # the worker does not migrate: the serve does
         return run_worker(settings, url, args.port)
     return 2
 
@@ -162,19 +163,23 @@ def _wait_for_database(url: str, wait_s: float) -> None:
         raise _NoDatabase(str(exc)) from exc
 
 
-def _migrate(url: str) -> None:
+def _migrate(url: str, check_only: bool = False) -> None:
+    """Upgrade the schema, or only check the database's encoding (the migration does too)."""
     import asyncpg
     from sqlalchemy.exc import DBAPIError
 
-    from app.db import run_migrations
+    from app.db import DatabaseNotUtf8, check_database_encoding, run_migrations
 
     try:
-        run_migrations(url)
+        (check_database_encoding if check_only else run_migrations)(url)
+    except DatabaseNotUtf8 as exc:
+        raise _NoDatabase(str(exc)) from exc
     except DBAPIError as exc:  # the driver's error, wrapped
         raise _NoDatabase(str(exc.orig).split("\n")[0]) from exc
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise _NoDatabase(f"{type(exc).__name__}: {exc}") from exc
-    log.info("schema at head")
+    if not check_only:
+        log.info("schema at head")
 
 
 def per_process(total: int, workers: int) -> int:

@@ -213,6 +213,56 @@ def database_url_for_alembic(cfg: Config) -> str:
     return str(url)
 
 
+class DatabaseNotUtf8(Exception):
+    """The database is not encoded UTF8: every command that uses it refuses to start."""
+
+
+# contextd stores what agents send, in any language. In a LATIN1 database the first
+# Chinese message fails to convert (a 500, after the service had started fine); in a
+# SQL_ASCII one the bytes are stored unchecked and case folding, lengths and substrings
+# work on bytes, not characters. Refused at start, naming the fix.
+ENCODING_SQL = "SELECT current_database(), current_setting('server_encoding')"
+
+
+def encoding_refusal(database: str, encoding: str) -> str | None:
+    """Why the database `database`, encoded `encoding`, cannot be used (None: it can)."""
+    if encoding.upper() == "UTF8":
+        return None
+    return (
+        f"database {database!r} is encoded {encoding}, not UTF8: contextd stores text in "
+        "UTF-8 (non-ASCII text would fail or be stored unchecked). Create a UTF8 database "
+        f"(createdb -E UTF8 -T template0 <name>, or CREATE DATABASE <name> ENCODING 'UTF8' "
+        "TEMPLATE template0) and point CONTEXTD_DATABASE_URL at it"
+    )
+
+
+def check_encoding(connection: Connection) -> None:
+    """Raise DatabaseNotUtf8 unless the connection's database is UTF8 (the migration
+    step runs it first, so `serve`, `migrate`, `demo` and `keys` refuse alike)."""
+    from sqlalchemy import text
+
+    database, encoding = connection.execute(text(ENCODING_SQL)).one()
+    problem = encoding_refusal(str(database), str(encoding))
+    if problem is not None:
+        raise DatabaseNotUtf8(problem)
+
+
+def check_database_encoding(url: str) -> None:
+    """`check_encoding` for a process that does not migrate (`contextd worker`).
+    Synchronous, like `run_migrations`."""
+    import asyncio
+
+    async def check() -> None:
+        engine = create_async_engine(normalise_url(url))
+        try:
+            async with engine.connect() as conn:
+                await conn.run_sync(check_encoding)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(check())
+
+
 def run_migrations(url: str) -> None:
     """Upgrade to head. Synchronous (Alembic drives its own event loop): call it from a thread."""
     from alembic import command

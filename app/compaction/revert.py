@@ -95,6 +95,11 @@ async def revert(
         row.watermark_context_tokens = await repo.context_tokens_through(
             db, tenant, sid, row.last_compaction_seq
         )
+        if (row.compaction_metadata or {}).get("turn_anchor_tokens"):
+            # The restored compaction kept its turn anchor in the effective history.
+            row.watermark_context_tokens -= await repo.anchor_tokens_below(
+                db, tenant, sid, row.last_compaction_seq
+            )
         counter = get_counter(effective_model(row, settings))
         text = row.summary_text
         row.summary_tokens = counter.count_message(summary_message(text)) if text else 0

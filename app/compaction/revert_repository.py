@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversation import counts_in_context
 from app.models import CompactionJobRow, MessageRow, SessionRow
 
 Job = CompactionJobRow
@@ -61,6 +62,32 @@ async def context_tokens_through(db: AsyncSession, tenant: str, sid: str, seq: i
         MessageRow.tenant_id == tenant, MessageRow.session_id == sid, MessageRow.seq == seq
     )
     return int(await db.scalar(stmt) or 0)
+
+
+async def anchor_tokens_below(db: AsyncSession, tenant: str, sid: str, seq: int) -> int:
+    """The in-context tokens of the last user message at or below `seq`: the turn anchor,
+    when the compaction that moved the watermark to `seq` cut inside its turn."""
+    stmt = (
+        select(
+            MessageRow.token_count,
+            MessageRow.role,
+            MessageRow.include_in_context,
+            MessageRow.metadata_,
+        )
+        .where(
+            MessageRow.tenant_id == tenant,
+            MessageRow.session_id == sid,
+            MessageRow.seq <= seq,
+            MessageRow.role == "user",
+        )
+        .order_by(MessageRow.seq.desc())
+        .limit(1)
+    )
+    found = (await db.execute(stmt)).first()
+    if found is None:
+        return 0
+    n, role, include, metadata = found
+    return int(n) if counts_in_context(role, include, metadata) else 0
 
 
 async def keep_replaced(db: AsyncSession, job: Job, replaced: dict[str, Any]) -> None:

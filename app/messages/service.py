@@ -49,7 +49,7 @@ from app.messages.write import (
 )
 from app.models import MessageRow, SessionRow
 from app.sessions import repository as sessions
-from app.sessions.recount import recount_log
+from app.sessions.recount import recount_session
 from app.settings import Settings
 from app.tokens import TokenCounter, get_counter
 
@@ -176,7 +176,7 @@ async def _recount(database: Database, tenant: str, sid: str, counter: TokenCoun
     async with database.transaction() as db:
         locked = await sessions.get_for_update(db, tenant, sid)
         if locked is not None and locked[0].tokenizer != counter.name:
-            await recount_log(db, locked[0], counter)
+            await recount_session(db, locked[0], counter)
             await db.flush()
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.db import database_url_for_alembic
+from app.db import check_encoding, database_url_for_alembic
 from app.models import Base
 
 MIGRATION_LOCK_ID = 0x636F6E7478  # "contx": any constant shared by every contextd process
@@ -24,6 +24,7 @@ target_metadata = Base.metadata
 
 
 def _run(connection: Connection) -> None:
+    check_encoding(connection)  # before any table is made in a database contextd cannot use
     context.configure(
         connection=connection, target_metadata=target_metadata, compare_server_default=True
     )

@@ -15,7 +15,7 @@ from app.jsonsafe import storable_problem
 from app.leases.guard import check_write
 from app.models import SessionRow
 from app.sessions import repository as repo
-from app.sessions.recount import recount_log
+from app.sessions.recount import recount_session
 from app.sessions.schemas import SessionSettingsIn
 from app.settings import CompactionSettings, Settings, check_compaction
 from app.tokens import calibration, get_counter, known_context_limit
@@ -78,7 +78,7 @@ async def put_session(
     )
     row.tools_tokens = counter.count_tools(row.tools)
     if counter.name != row.tokenizer:
-        await recount_log(db, row, counter)
+        await recount_session(db, row, counter)
     _check_limits(row, settings)
     await db.flush()
     return row, created
