@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
+from app.context import repository
 from app.tokens import get_counter
 from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
     SMALL,
@@ -89,16 +91,29 @@ async def test_after_a_compaction_the_room_goes_to_the_newest_compacted_steps(
 async def test_the_compacted_steps_stay_put_until_a_trim_drops_them_first(
     cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
     sid: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     watermark = await compacted_run(cclient, sid)
     first = await payload(cclient, sid, max_tokens=3000)
     below = [s for s in first["kept_seqs"] if 1 < s <= watermark]
     assert below
+    # The log reads of each payload: the window, below the watermark too, in one round
+    # trip (a layout's compacted units are within it: no read of them one by one).
+    reads: list[str] = []
+    fetch = repository._fetch
+
+    async def counted(db: Any, stmt: Any, params: dict[str, Any]) -> list[Any]:
+        reads.append(stmt.sql)
+        return await fetch(db, stmt, params)
+
+    monkeypatch.setattr(repository, "_fetch", counted)
     prev, i, trimmed = first, 100, None
     for _ in range(40):
         await append(cclient, sid, step(i))
         i += 1
+        reads.clear()
         body = await payload(cclient, sid, prev["prefix_id"], max_tokens=3000)
+        assert len(reads) == 1, reads
         assert body["summary"]["through_seq"] == watermark  # no compaction in between
         assert not body["over_budget"]
         assert tool_groups_whole(body["messages"][2:])
