@@ -1296,7 +1296,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--budgets", default="8000,32000,128000")
     p.add_argument("--strategies", default="", help="comma-separated; default every strategy")
-    p.add_argument("--compaction", default="off,on", help="off, on, or off,on")
+    p.add_argument("--compaction", default=None, help="off, on, or off,on (default off,on)")
     p.add_argument("--limit", type=int, default=0, help="first N dataset sessions only")
     p.add_argument(
         "--dialogue-budgets",
@@ -1320,9 +1320,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="the default strategy, compaction off, budgets 8000,32000 (dialogues 2000), "
-        "two long runs (one per half) cut at 80,000 tokens, at 32000; the other options "
-        "are ignored",
+        help="the default strategy, compaction off (unless --compaction says otherwise), "
+        "budgets 8000,32000 (dialogues 2000), two long runs (one per half) cut at 80,000 "
+        "tokens, at 32000; the other options are ignored",
     )
     p.add_argument(
         "--anthropic", action="store_true", help="also bill each payload with Anthropic's cache"
@@ -1347,8 +1347,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.budgets, args.long_budgets, args.dialogue_budgets = "8000,32000", "32000", "2000"
-        args.strategies, args.compaction, args.long, args.limit = DEFAULT_STRATEGY, "off", 2, 0
+        args.strategies, args.long, args.limit = DEFAULT_STRATEGY, 2, 0
+        args.compaction = args.compaction or "off"
         args.long_max_tokens = 80_000
+    args.compaction = args.compaction or "off,on"
     if args.long_dataset is None:
         args.long_dataset = args.dataset.parent / "long-agent-runs.jsonl"
 

@@ -12,8 +12,12 @@ the messages with seq > watermark, read newest first until their cumulative
 the start of that turn, plus the 64 user messages before them (a user's short
 instruction outranks any tool output, however old), every pinned message with
 seq > watermark and the rest of its tool group. Pass `history_from_seq = watermark + 1` so the
-seqs not read are reported as dropped by budget. Cost is linear in what is
-handed over; nothing older than the window is ever needed.
+seqs not read are reported as dropped by budget. For a strategy with `backfill`
+(`key_messages`) the window also goes on below the watermark when the effective
+history is short, up to twice what the budget leaves after it; pass
+`history_complete_from` (the window's first seq) so only that contiguous run is
+offered (app/context/backfill.py). Cost is linear in what is handed over; nothing
+older than the window is ever needed.
 """
 
 from app.context.assemble import assemble, mode_banner, summary_message

@@ -44,7 +44,7 @@ from app.context.types import (
 )
 from app.context.validation import validate_strategy
 from app.context.view import Form, HistoryView, Limits
-from app.conversation import LoggedMessage, SetAside, split_groups
+from app.conversation import Group, LoggedMessage, SetAside, split_groups
 
 log = logging.getLogger(__name__)
 
@@ -109,10 +109,36 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
     caches = request.caches if request.caches is not None else Caches()
     pre = _prelude(request, strategy, limit, caches.counts, warnings)
     summary = request.summary
-    history, summarized = _unsummarized(_ordered(request.history), summary)
+    below = summary is not None and strategy.backfill
+    history, summarized = _unsummarized(_ordered(request.history), summary, below=below)
     groups, aside = split_groups(history)
+    anchor = next((m.seq for m in reversed(history) if m.role == "user"), None)
+    if below and summary is not None and not _backfillable(groups, summary.through_seq, anchor):
+        # Nothing to send but compacted units (the newest unit is mandatory, and a
+        # compacted unit never is), or a group the watermark cuts (a compaction cuts
+        # between steps): the summary alone then, as without them.
+        below = False
+        history, summarized = _unsummarized(_ordered(request.history), summary)
+        groups, aside = split_groups(history)
+    if below and summary is not None:
+        # What the summary covers and cannot be sent is the summary's, whatever else
+        # would have set it aside.
+        aside = [
+            SetAside(a.message, "excluded", "summarized")
+            if a.message.seq <= summary.through_seq
+            else a
+            for a in aside
+        ]
     limits = Limits.from_preview_limit(request.session_id, request.preview_limit_tokens)
-    view = HistoryView.build(groups, limits, counter, caches)
+    view = HistoryView.build(
+        groups,
+        limits,
+        counter,
+        caches,
+        watermark=summary.through_seq if summary is not None and below else None,
+        anchor=anchor,
+        complete_from=request.history_complete_from,
+    )
     _warn_set_aside(aside, warnings)
 
     sel = _select(strategy, view, pre.left, warnings)
@@ -242,10 +268,23 @@ def _fit_summary(
         warnings.append("no compacted summary yet: the window covers the history alone")
 
 
+def _backfillable(groups: Sequence[Group], through: int, anchor: int | None) -> bool:
+    """Whether the newest group is not a compacted one (it is above the watermark, or the
+    anchor), and no group has messages on both sides of the watermark."""
+    if not groups:
+        return False
+    last = groups[-1].messages
+    if last[-1].seq <= through and not (len(last) == 1 and last[0].seq == anchor):
+        return False
+    return not any(g.messages[0].seq <= through < g.messages[-1].seq for g in groups)
+
+
 def _unsummarized(
-    history: Sequence[LoggedMessage], summary: SummaryBlock | None
+    history: Sequence[LoggedMessage], summary: SummaryBlock | None, *, below: bool = False
 ) -> tuple[Sequence[LoggedMessage], list[SetAside]]:
-    """The history the summary does not cover, and what it covers, set aside."""
+    """The history the summary does not cover, and what it covers, set aside; with
+    `below`, what it covers stays too (the view marks it compacted: app/context/backfill.py),
+    as long as the history above the watermark is not empty."""
     if summary is None:
         return history, []
     # Pinned messages under the watermark are carried verbatim by the summary. The
@@ -253,6 +292,8 @@ def _unsummarized(
     # a compaction moved the watermark past it, inside the current turn.
     through = summary.through_seq
     anchor = next((m for m in reversed(history) if m.role == "user"), None)
+    if below and (anchor is not None or (history and history[-1].seq > through)):
+        return history, []
     summarized = [
         SetAside(m, "excluded", "summarized")
         for m in history

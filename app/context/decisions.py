@@ -31,7 +31,12 @@ def per_seq(view: HistoryView, sel: Selection, aside: Iterable[SetAside]) -> Dec
     for unit in view.units:
         picked = sel.picks.get(unit.index)
         if picked is None:
-            dropped: tuple[Action, str] = ("dropped", sel.rules.get(unit.index, "budget"))
+            dropped: tuple[Action, str] = (
+                # Below the watermark the summary stands for what is not sent.
+                ("excluded", "summarized")
+                if unit.compacted
+                else ("dropped", sel.rules.get(unit.index, "budget"))
+            )
             for m in unit.messages:
                 out[m.seq] = dropped
             continue

@@ -206,7 +206,7 @@ def _units_of(layout: Layout, view: HistoryView | None, last_seq: int) -> list[U
         seqs = unit.seqs
         if seqs in kept:
             out.append((seqs, kept.pop(seqs)))
-        elif untrimmed and seqs[-1] <= layout.watermark:
+        elif untrimmed and seqs[-1] <= layout.watermark and not unit.compacted:
             # Below the watermark only today's turn anchor is in the view; it was the
             # anchor for `last_seq` too, as no user message came after it.
             if seqs[-1] <= last_seq:

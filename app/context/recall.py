@@ -16,8 +16,9 @@ calls while the selection only grows, and changes when a trim or compaction does
 
 Left out: every seq before the first message the payload keeps from the log
 (trimmed, compacted or never reached by the window), and the runs the strategy
-dropped between kept ones. UI-only and historical system messages between kept
-messages are not counted: the model was never meant to see them.
+dropped, or the summary stands for, between kept ones. UI-only and historical
+system messages between kept messages are not counted: the model was never meant
+to see them.
 """
 
 from __future__ import annotations
@@ -102,10 +103,24 @@ def left_out(
     ranges: list[tuple[int, int]] = []
     if kept[0] > 1:
         ranges.append((1, kept[0] - 1))
-    for d in decisions:
+    # Past the first kept seq, a seq no decision covers was never read (the compacted
+    # messages between the turn anchor and the window): left out as well.
+    covered = kept[0]
+    for d in sorted(decisions, key=lambda d: d.seq):
         end = d.through if d.through is not None else d.seq
-        if d.action == "dropped" and end > kept[0]:
+        if d.seq > covered + 1:
+            ranges.append((covered + 1, d.seq - 1))
+        # Between kept messages, what the summary stands for is not shown either (the
+        # compacted messages after the turn anchor or the compacted units sent, up to
+        # the watermark: app/context/backfill.py).
+        gone = d.action == "dropped" or (d.action == "excluded" and d.rule == "summarized")
+        if gone and end > kept[0]:
             ranges.append((max(d.seq, kept[0] + 1), end))
+        covered = max(covered, end)
+    if covered < kept[-1]:
+        covered = kept[-1]
+    if covered < last_seq:
+        ranges.append((covered + 1, last_seq))
     return _merged(ranges)
 
 

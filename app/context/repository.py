@@ -52,6 +52,7 @@ class _Reader:
             "tenant": session.tenant_id,
             "sid": session.id,
             "floor": session.last_compaction_seq,
+            "read_floor": session.last_compaction_seq,
             "known_lo": known.lo,
             "known_hi": known.hi,
             "known_extra": known.extra,
@@ -169,8 +170,11 @@ class LogRead:
         None before `window()`, or when the window read nothing."""
         return self._reader.start
 
-    async def window(self, db: Driver, read_tokens: int) -> None:
-        await _read_window(db, self._session, self._reader, read_tokens)
+    async def window(self, db: Driver, read_tokens: int, below_tokens: int = 0) -> None:
+        """The newest `read_tokens` of the effective history; with `below_tokens`, when
+        the effective history is shorter, also the compacted messages just below the
+        watermark, up to that many tokens (app/context/backfill.py). One round trip."""
+        await _read_window(db, self._session, self._reader, read_tokens, below_tokens)
 
     async def seqs(self, db: Driver, seqs: Sequence[int]) -> None:
         """Adds the rows of `seqs` (units whole: no group completion), by bounded
@@ -202,11 +206,19 @@ def _runs(seqs: Sequence[int], gap: int = 64) -> list[list[int]]:
     return runs
 
 
-async def _read_window(db: Driver, session: SessionRow, reader: _Reader, read_tokens: int) -> None:
+async def _read_window(
+    db: Driver, session: SessionRow, reader: _Reader, read_tokens: int, below_tokens: int = 0
+) -> None:
     params = reader.params
+    threshold = session.context_tokens - read_tokens
+    if below_tokens > 0 and threshold < session.watermark_context_tokens:
+        # The effective history is read whole: go on below the watermark, by tokens. The
+        # lead-in and the tool-group lookups follow the window down (`read_floor`).
+        params["read_floor"] = 0
+        threshold = session.watermark_context_tokens - below_tokens
     window_params = {
         **params,
-        "threshold": session.context_tokens - read_tokens,
+        "threshold": threshold,
         "last_seq": session.last_seq,
     }
     lead_in: list[Sequence[Any]] = []

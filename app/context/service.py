@@ -89,9 +89,13 @@ async def build(
     stored, replaced = layouts.stored(streams, call.key)
     in_force = stored if stored is not None and stored.holds_for(row) else None
     layout = in_force or Layout.untrimmed(row)
-    history, complete_from, missing = await _read_history(db, row, layout, call.raw_budget, caches)
+    inner = get_strategy(call.strategy)
+    below = _below_tokens(row, call) if inner.backfill else 0
+    history, complete_from, missing = await _read_history(
+        db, row, layout, call.raw_budget, caches, below
+    )
     stable = stability.StableStrategy(
-        get_strategy(call.strategy),
+        inner,
         # None: too much of what the layout needs lies beyond the window, trim afresh.
         layout if missing is not None else None,
         row,
@@ -215,14 +219,30 @@ class _Stream:
         return cls(factor, raw_budget, raw_reserve, strategy_name, preview_limit, key)
 
 
+def _below_tokens(row: SessionRow, call: _Stream) -> int:
+    """How far below the watermark the window reads (app/context/backfill.py): what the
+    budget leaves after the effective history, times the factor every window is read
+    with (a unit's output may be sent as a preview, smaller than logged); the effective
+    history and this together never exceed the read of a session without a summary."""
+    if row.last_compaction_seq <= 0 or not row.summary_text:
+        return 0
+    effective = row.context_tokens - row.watermark_context_tokens
+    return HISTORY_READ_FACTOR * max(0, call.raw_budget - call.raw_reserve - effective)
+
+
 async def _read_history(
-    db: Driver, row: SessionRow, layout: Layout, raw_budget: int, caches: Caches
+    db: Driver,
+    row: SessionRow,
+    layout: Layout,
+    raw_budget: int,
+    caches: Caches,
+    below_tokens: int = 0,
 ) -> tuple[Sequence[LoggedMessage], int | None, list[int] | None]:
     """The window of the log, plus what `layout` needs beyond it; the seq from which every
     row was read; and the seqs that were missing from the window (None: too many to
     fetch one by one)."""
     read = repo.LogRead(row, caches.windows)
-    await read.window(db, HISTORY_READ_FACTOR * raw_budget)
+    await read.window(db, HISTORY_READ_FACTOR * raw_budget, below_tokens)
     history = read.messages()
     missing = stability.missing_seqs(layout, row, history)
     if missing:

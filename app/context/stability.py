@@ -69,6 +69,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from app.context import backfill
 from app.context.layout import Layout
 from app.context.strategies.base import Selection, Strategy, hard_rule
 from app.context.trim import keep_masked
@@ -104,6 +105,8 @@ def replay(
         unit = by_seqs.get(seqs)
         if unit is None or (unit.pinned and form != Form.FULL):
             return None
+        if unit.compacted and rule != backfill.RULE:
+            return None  # the turn anchor it kept is the summary's now: a new turn began
         sel.pick(unit, Form(form), rule)
     dropped = dict(layout.dropped)
     # A layout that decided nothing past the watermark (no trim since the last
@@ -112,7 +115,7 @@ def replay(
     # low-water mark on the first call after every compaction that passed it.
     untrimmed = layout.through_seq <= layout.watermark
     for unit in view.units:
-        if unit.index in sel.picks:
+        if unit.index in sel.picks or (untrimmed and unit.compacted):
             continue
         if untrimmed or unit.messages[-1].seq > layout.through_seq:
             sel.pick(unit, Form.FULL, hard_rule(unit) if unit.pinned or unit.latest_user else "new")
@@ -180,6 +183,7 @@ class StableStrategy(Strategy):
         self.name = inner.name
         self.summary_required = inner.summary_required
         self.fifo = inner.fifo
+        self.backfill = inner.backfill
         self.layout = layout or Layout.untrimmed(session)
         self.force = layout is None
         self.session = session
@@ -192,16 +196,26 @@ class StableStrategy(Strategy):
     def select(self, view: HistoryView, budget: int) -> Selection:
         self.view = view
         sel = None if self.force else replay(view, self.layout, budget, fifo=self.fifo)
+        # The low-water mark: what the head leaves of ratio x the input limit.
+        target = budget - math.ceil((1 - self.ratio) * self.limit)
         if sel is not None:
             self.trimmed = None
+            if self.backfill and self.layout.through_seq <= self.layout.watermark:
+                # The first payload since a compaction: the room its preserved tail leaves
+                # below the low-water mark goes to the newest compacted units, and the
+                # layout fixes them (one write per compaction and stream), so the payloads
+                # that follow replay them until the next trim.
+                before = len(sel.picks)
+                sel = backfill.fill(view, sel, target)
+                if len(sel.picks) > before:
+                    self.trimmed = layout_of(view, sel, self.session)
         else:
-            # Cut to the low-water mark: what the head leaves of ratio x the input limit.
-            # When even the mandatory units do not fit there in full, the whole budget.
+            # Cut to the low-water mark. When even the mandatory units do not fit there in
+            # full, the whole budget.
             if view.refs is not None:
                 # A trim looks at the whole history, but an output the previous payload
                 # sent cut stays cut to the same lines: kept masked, it goes as it was sent.
                 view.refs.set_horizon(None, fixed=None if self.force else layout_lines(self.layout))
-            target = budget - math.ceil((1 - self.ratio) * self.limit)
             if sum(u.cost(Form.FULL) for u in view.hard()) > target:
                 target = budget
             sel = self.inner.trim(view, target, budget)

@@ -113,11 +113,16 @@ _COLUMNS = (
 # once (a CTE referenced three times is materialized); its value bounds the index
 # scans of the window, the user message opening its oldest turn and the older
 # pinned messages, all in one round trip.
+#
+# `read_floor` is the watermark, except where the window may also read the compacted
+# units just below it (app/context/backfill.py): then 0, and the threshold alone (a
+# token count: at most what could fit) bounds the walk. The user messages before the
+# window and the pinned ones stay above the watermark (`floor`).
 _BOUNDARY = (
     select(_MSG.seq)
     .where(
         *_IN_SESSION,
-        _MSG.seq > bindparam("floor"),
+        _MSG.seq > bindparam("read_floor"),
         _MSG.context_tokens_through <= bindparam("threshold"),
     )
     .order_by(_MSG.seq.desc())
@@ -127,7 +132,7 @@ _BOUNDARY = (
 
 
 _START_CTE = select(
-    (func.coalesce(_BOUNDARY, bindparam("floor", type_=BigInteger)) + 1).label("seq")
+    (func.coalesce(_BOUNDARY, bindparam("read_floor", type_=BigInteger)) + 1).label("seq")
 ).cte("window_start")
 
 
@@ -135,6 +140,9 @@ _START = select(_START_CTE.c.seq).scalar_subquery()
 
 
 _BEFORE = (_MSG.seq > bindparam("floor"), _MSG.seq < _START)
+
+
+_READ_BEFORE = (_MSG.seq > bindparam("read_floor"), _MSG.seq < _START)
 
 
 # When the window opens on tool results, their call is just before it: the rows
@@ -150,7 +158,7 @@ _LEAD_IN_CTE = select(
             select(_MSG.role).where(*_IN_SESSION, _MSG.seq == _START).scalar_subquery() == _TOOL,
             func.coalesce(
                 select(_MSG.seq)
-                .where(*_IN_SESSION, *_BEFORE, _MSG.role != _TOOL)
+                .where(*_IN_SESSION, *_READ_BEFORE, _MSG.role != _TOOL)
                 .order_by(_MSG.seq.desc())
                 .limit(_ONE)
                 .scalar_subquery(),
@@ -224,7 +232,7 @@ _MEMBERS = (
         ToolCallRow.tenant_id == bindparam("tenant"),
         ToolCallRow.session_id == bindparam("sid"),
         ToolCallRow.call_id == any_(bindparam("ids", type_=ARRAY(Text))),
-        _MSG.seq > bindparam("floor"),
+        _MSG.seq > bindparam("read_floor"),
         _MSG.seq != all_(bindparam("have", type_=_SEQS)),
     )
 )

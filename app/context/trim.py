@@ -30,8 +30,14 @@ def _previous_units(view: HistoryView, layout: Layout) -> list[tuple[Unit, Form,
 
 
 def _is_step(unit: Unit, hard: set[int]) -> bool:
-    """A unit of the agent's own work: not the user's, not a summary, not mandatory."""
-    return unit.kind not in ("user", "summary") and not unit.pinned and unit.index not in hard
+    """A unit of the agent's own work: not the user's, not a summary, not mandatory, not
+    below the watermark (app/context/backfill.py: sent whole or not at all)."""
+    return (
+        unit.kind not in ("user", "summary")
+        and not unit.pinned
+        and unit.index not in hard
+        and not unit.compacted
+    )
 
 
 def keep_masked(

@@ -97,6 +97,7 @@ class Unit:
         "_memos",
         "_plain",
         "_refs",
+        "compacted",
         "group",
         "index",
         "latest_user",
@@ -126,6 +127,9 @@ class Unit:
             self.seqs = tuple(m.seq for m in messages)
             self.pinned = any(m.pinned for m in messages)
         self.latest_user = False
+        # Below the watermark: the summary stands for it; sent only as recent context
+        # where the budget leaves room (app/context/backfill.py), never mandatory.
+        self.compacted = False
         self._limits = limits
         self._counter = counter
         self._caches = caches
@@ -359,21 +363,39 @@ class HistoryView:
     latest_user: Unit | None
     # What later steps refer to (app/context/references.py), for the LINES form.
     refs: References | None = None
+    # The first seq from which every message of the log was read (None: unknown): the
+    # compacted units from there up are a contiguous run below the watermark.
+    complete_from: int | None = None
 
     @classmethod
     def build(
-        cls, groups: list[Group], limits: Limits, counter: TokenCounter, caches: Caches
+        cls,
+        groups: list[Group],
+        limits: Limits,
+        counter: TokenCounter,
+        caches: Caches,
+        *,
+        watermark: int | None = None,
+        anchor: int | None = None,
+        complete_from: int | None = None,
     ) -> HistoryView:
+        """`watermark`: the groups hold compacted units at or below it, every one but the
+        turn anchor (seq `anchor`) marked `compacted`."""
         made: list[Unit] = []
         refs = References(made)
         made += (Unit(i, g, limits, counter, caches, refs) for i, g in enumerate(groups))
         units = tuple(made)
-        latest = next((u for u in reversed(units) if u.kind == "user"), None)
+        if watermark is not None:
+            for u in units:
+                if u.seqs[-1] <= watermark and u.seqs != (anchor,):
+                    u.compacted = True
+        latest = next((u for u in reversed(units) if u.kind == "user" and not u.compacted), None)
         if latest is not None:
             latest.latest_user = True
         last_turn = units[-1].turn if units else 0
-        return cls(units, limits, last_turn, latest, refs)
+        return cls(units, limits, last_turn, latest, refs, complete_from)
 
     def hard(self) -> list[Unit]:
-        """Units every payload must hold: pinned ones and the latest user message."""
-        return [u for u in self.units if u.pinned or u.latest_user]
+        """Units every payload must hold: pinned ones and the latest user message (never
+        a compacted one: the summary carries the pinned messages below the watermark)."""
+        return [u for u in self.units if (u.pinned or u.latest_user) and not u.compacted]

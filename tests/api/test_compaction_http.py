@@ -157,7 +157,15 @@ async def test_long_session_compacts_and_continues_with_constraints(
         assert ctx["messages"][0]["role"] == "system" and "Summary" in ctx["messages"][0]["content"]
         text = payload_text(ctx)
         assert "never deploy on Fridays" in text and ANCHOR in text
-        assert all(seq > watermark for seq in ctx["kept_seqs"])
+        # Below the watermark only the newest compacted steps, in the room left, as
+        # recent context (app/context/backfill.py): never a user message again.
+        rules = {
+            s: d["rule"]
+            for d in ctx["decisions"]
+            for s in range(d["seq"], (d.get("through") or d["seq"]) + 1)
+        }
+        below = [seq for seq in ctx["kept_seqs"] if seq <= watermark]
+        assert all(rules[seq] in ("recent:compacted", "tool_group") for seq in below), rules
         assert ctx["messages"][-2]["content"] == f"follow-up {i}"
 
 

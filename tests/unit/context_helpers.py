@@ -12,7 +12,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
-from app.context import AssembledContext, AssemblyRequest
+from app.context import AssembledContext, AssemblyRequest, backfill
 from app.conversation import LoggedMessage
 from app.tokens import get_counter
 
@@ -158,7 +158,14 @@ def check(request: AssemblyRequest, result: AssembledContext) -> None:
     # The turn anchor: the latest user message stays even below the watermark (SPEC §5).
     anchor = max((s for s, lm in by_seq.items() if lm.role == "user"), default=None)
     ok = sendable([m for m in request.history if m.seq > through or m.seq == anchor])
+    # Below the watermark, the compacted units a strategy sends as recent context
+    # (app/context/backfill.py): whole groups, the newest first, never a user message.
+    below = sendable(list(request.history)) if through else {}
     for seq, lm in by_seq.items():
+        if seq <= through and seq != anchor and seq in kept:
+            assert seq in below and lm.role != "user", (seq, lm, decided[seq], through, anchor)
+            assert decided[seq].rule in (backfill.RULE, "tool_group"), decided[seq]
+            continue
         if seq not in ok:
             assert seq not in kept
         if seq <= through and seq != anchor:

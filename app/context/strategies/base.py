@@ -100,6 +100,10 @@ class Strategy(ABC):
     # A FIFO strategy's history is always the newest contiguous run plus the hard units:
     # a trim never keeps an older prefix of the previous payload for the cache's sake.
     fifo: bool = False
+    # Offered the compacted units just below the watermark (`Unit.compacted`) to send as
+    # recent context where the budget leaves room (app/context/backfill.py). A strategy
+    # that says so must never make one mandatory; the others never see them.
+    backfill: bool = False
 
     @abstractmethod
     def select(self, view: HistoryView, budget: int) -> Selection: ...

@@ -49,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache, partial
 
+from app.context import backfill
 from app.context.repeats import masked_form, output_lines, repeated
 from app.context.signals import SCAN_CHARS, found
 from app.context.strategies.base import (
@@ -144,6 +145,7 @@ def _has_media(unit: Unit) -> bool:
 @register
 class KeyMessages(Strategy):
     name = "key_messages"
+    backfill = True
 
     def __init__(self, fallback_turns: int = 4) -> None:
         self.fallback_turns = fallback_turns
@@ -156,8 +158,10 @@ class KeyMessages(Strategy):
         hard = {u.index for u in view.hard()} | {newest.index}
         # Every user message of the effective history, whatever it says: which of them
         # matter cannot be told from their words (no keyword list decides it).
-        users = [u for u in units if u.kind in ("user", "summary") and u.index not in hard]
-        steps = [u for u in units if u.kind not in ("user", "summary") and u.index not in hard]
+        # The compacted units below the watermark only fill what room is left (`backfill`).
+        effective = [u for u in units if u.index not in hard and not u.compacted]
+        users = [u for u in effective if u.kind in ("user", "summary")]
+        steps = [u for u in effective if u.kind not in ("user", "summary")]
 
         sel = Selection()
         for i in sorted(hard):
@@ -167,7 +171,7 @@ class KeyMessages(Strategy):
         for u in steps:
             sel.pick(u, Form.FULL, "recent")
         if self._fits(sel, view, budget):
-            return sel
+            return backfill.fill(view, sel, budget)
         for u in steps:
             del sel.picks[u.index]
         anchor = [u for u in view.hard() if u.latest_user and not u.pinned]
@@ -186,7 +190,7 @@ class KeyMessages(Strategy):
             rest = sorted((u for u in users if u.kind != "user"), key=lambda u: u.index)
             return self._tight(view, budget, words, sorted(rest + steps, key=lambda u: u.index))
         self._newest_run(view, sel, steps, budget - sel.cost(view))
-        return sel
+        return backfill.fill(view, sel, budget)
 
     @staticmethod
     def _fold_users(
@@ -335,7 +339,7 @@ class KeyMessages(Strategy):
                 sel.picks[u.index] = (Form.FULL, rule)
                 total += extra
         first_kept_turn = view.last_turn - self.fallback_turns + 1
-        pool = [u for u in self._rest(units, sel) if u.turn >= first_kept_turn]
+        pool = [u for u in self._rest(units, sel) if u.turn >= first_kept_turn and not u.compacted]
         self._fill(view, sel, pool, budget - total, compact_only=True, first=units[-1])
         return sel
 
