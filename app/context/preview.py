@@ -32,10 +32,13 @@ _FIELDS: dict[str, frozenset[str]] = {
 _CALL_FIELDS = frozenset({"id", "type", "function"})
 _FUNCTION_FIELDS = frozenset({"name", "arguments"})
 _SHRINK_ATTEMPTS = 4
-# A cut assistant message keeps its tool calls (ids, names, every argument), so the model
-# still sees what it did; an argument string longer than this (a file written through a
-# heredoc, a patch) keeps its head and says where the rest is.
-CALL_VALUE_CHARS = 240
+# A cut assistant message keeps its tool calls (ids, names, every argument key and every
+# short value: the paths, patterns and commands that say what it did); an argument value
+# longer than this (a file's contents, the two sides of an edit, a to-do list) keeps its
+# head and says where the rest is. Such values are most of what a masked step costs in a
+# coding agent's run, and their heads tell the next step little that the call's short
+# arguments and its output's preview do not.
+CALL_VALUE_CHARS = 100
 # Key lines are looked for this far into a text: a cut must stay cheap on a
 # pasted megabyte, and its lines beyond this would not fit anyway.
 _KEY_SCAN_CHARS = 4_000
@@ -268,7 +271,7 @@ def cut_text(
 
 
 def _cut_call(call: Any, path: str) -> Any:
-    """`call` with every argument string over `CALL_VALUE_CHARS` cut to its head.
+    """`call` with every argument value longer than `CALL_VALUE_CHARS` cut to its head.
 
     Arguments stay a JSON object with the same keys (the Anthropic and Responses
     formats parse them); arguments that are not one are left as they are.
@@ -293,13 +296,38 @@ def _cut_call(call: Any, path: str) -> Any:
 
 
 def _cut_values(value: Any, path: str) -> Any:
-    if isinstance(value, str) and len(value) > CALL_VALUE_CHARS:
-        return f"{value[:CALL_VALUE_CHARS]}… [{len(value)} chars; full call: GET {path}]"
+    """`value` with its long strings cut to their head and its long lists to their first
+    items (objects keep every key); a cut is made only where it is shorter than what it
+    replaces, so a value just over the limit stays whole."""
+    if isinstance(value, str):
+        if len(value) <= CALL_VALUE_CHARS:
+            return value
+        cut = f"{value[:CALL_VALUE_CHARS]}… [{len(value)} chars; full call: GET {path}]"
+        return cut if len(cut) < len(value) else value
     if isinstance(value, dict):
         return {k: _cut_values(v, path) for k, v in value.items()}
     if isinstance(value, list):
-        return [_cut_values(v, path) for v in value]
+        whole = _json_len(value)
+        if whole <= CALL_VALUE_CHARS:
+            return value
+        # The first items while they fit, at least one (itself cut), then a note.
+        kept: list[Any] = []
+        used = 0
+        for item in value:
+            item = _cut_values(item, path)
+            used += _json_len(item) + 2
+            if kept and used > CALL_VALUE_CHARS:
+                break
+            kept.append(item)
+        if len(kept) == len(value):
+            return kept
+        kept.append(f"… [{len(value) - len(kept)} more of {len(value)}; full call: GET {path}]")
+        return kept if _json_len(kept) < whole else value
     return value
+
+
+def _json_len(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False))
 
 
 def _key_lines(text: str, chars: int) -> list[str]:
