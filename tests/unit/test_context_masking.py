@@ -16,7 +16,7 @@ from typing import Any, cast
 from app.context import AssemblyRequest, assemble
 from app.context.caches import Caches
 from app.context.layout import Layout
-from app.context.preview import CALL_VALUE_CHARS, _cut_values, message_path
+from app.context.preview import CALL_VALUE_CHARS, _cut_call, _cut_values, message_path
 from app.context.references import References, identifiers
 from app.context.stability import StableStrategy
 from app.context.strategies import get_strategy
@@ -316,10 +316,11 @@ def test_a_masked_step_cuts_its_long_arguments_and_keeps_its_short_ones() -> Non
     args = json.loads(edit["function"]["arguments"])  # still a JSON object, same keys
     assert list(args) == ["file_path", "old_string", "new_string"]
     assert args["file_path"] == HANDLER  # a short value is what the call did: whole
+    # The two long sides share what one long value would keep.
+    half = CALL_VALUE_CHARS // 2
     for key, whole in (("old_string", old), ("new_string", new)):
-        assert args[key].startswith(whole[:CALL_VALUE_CHARS])
+        assert args[key].startswith(whole[:half]) and not args[key].startswith(whole[: half + 1])
         assert f"[{len(whole)} chars; full call: GET /sessions/s/messages/2]" in args[key]
-        assert len(args[key]) < 2 * CALL_VALUE_CHARS
     # A long list keeps its first items (whole objects), then says how many are left.
     listed = json.loads(todo["function"]["arguments"])["todos"]
     assert listed[0] == todos[0]
@@ -334,12 +335,20 @@ def test_a_masked_step_cuts_its_long_arguments_and_keeps_its_short_ones() -> Non
     assert step.cost(Form.COMPACT) * 4 < step.cost(Form.FULL)
 
 
-def test_an_argument_just_over_the_limit_is_not_cut_into_something_longer() -> None:
+def test_a_long_command_keeps_its_share_and_a_value_just_over_is_not_cut_longer() -> None:
     path = message_path("s", 2)
-    short_over = "x" * (CALL_VALUE_CHARS + 10)  # its note would make it longer
-    assert _cut_values(short_over, path) == short_over
-    small_list = [{"id": "1", "content": "y" * (CALL_VALUE_CHARS - 30)}]  # one item, nothing cut
-    assert _cut_values(small_list, path) == small_list
-    long_text = "z" * (10 * CALL_VALUE_CHARS)
-    cut = _cut_values({"a": long_text, "n": 3, "flag": True}, path)
+    command = "cd /repo && " + " && ".join(f"python -m pytest tests/test_{i}.py" for i in range(30))
+    alone = json.loads(
+        _cut_call(call("c", command)["tool_calls"][0], path)["function"]["arguments"]
+    )
+    # A call's only long value keeps the whole allowance: a command names what it ran.
+    assert alone["command"].startswith(command[:CALL_VALUE_CHARS])
+    assert not alone["command"].startswith(command[: CALL_VALUE_CHARS + 1])
+    chars = CALL_VALUE_CHARS // 2
+    short_over = "x" * (chars + 10)  # its note would make it longer
+    assert _cut_values(short_over, path, chars) == short_over
+    small_list = [{"id": "1", "content": "y" * (chars - 30)}]  # one item, nothing cut
+    assert _cut_values(small_list, path, chars) == small_list
+    long_text = "z" * (10 * chars)
+    cut = _cut_values({"a": long_text, "n": 3, "flag": True}, path, chars)
     assert cut["n"] == 3 and cut["flag"] is True and len(cut["a"]) < len(long_text)
