@@ -32,9 +32,12 @@ _FIELDS: dict[str, frozenset[str]] = {
 _CALL_FIELDS = frozenset({"id", "type", "function"})
 _FUNCTION_FIELDS = frozenset({"name", "arguments"})
 _SHRINK_ATTEMPTS = 4
-# A cut assistant message keeps its tool calls (ids, names, every argument), so the model
-# still sees what it did; an argument string longer than this (a file written through a
-# heredoc, a patch) keeps its head and says where the rest is.
+# A cut assistant message keeps its tool calls (ids, names, every argument key and every
+# short value: the paths, patterns and commands that say what it did). Its long values (a
+# file's contents, the two sides of an edit, a to-do list) share this many characters per
+# call, each keeping its head and saying where the rest is, so that a masked call costs
+# about as much whatever its tool's arguments look like: in a coding agent's run, edits
+# with two long sides and to-do lists never cut were most of what its masked steps cost.
 CALL_VALUE_CHARS = 240
 # Key lines are looked for this far into a text: a cut must stay cheap on a
 # pasted megabyte, and its lines beyond this would not fit anyway.
@@ -268,7 +271,9 @@ def cut_text(
 
 
 def _cut_call(call: Any, path: str) -> Any:
-    """`call` with every argument string over `CALL_VALUE_CHARS` cut to its head.
+    """`call` with its long argument values cut to their heads, sharing `CALL_VALUE_CHARS`:
+    one long value keeps that many characters, the two sides of an edit half each (never
+    less than a quarter).
 
     Arguments stay a JSON object with the same keys (the Anthropic and Responses
     formats parse them); arguments that are not one are left as they are.
@@ -285,21 +290,59 @@ def _cut_call(call: Any, path: str) -> Any:
         return call
     if not isinstance(args, dict):
         return call
-    cut = _cut_values(args, path)
+    share = CALL_VALUE_CHARS // max(1, _long_values(args, CALL_VALUE_CHARS // 2))
+    cut = _cut_values(args, path, max(share, CALL_VALUE_CHARS // 4))
     if cut == args:
         return call
     text = json.dumps(cut, ensure_ascii=False)
     return {**call, "function": {**fn, "arguments": text}}
 
 
-def _cut_values(value: Any, path: str) -> Any:
-    if isinstance(value, str) and len(value) > CALL_VALUE_CHARS:
-        return f"{value[:CALL_VALUE_CHARS]}… [{len(value)} chars; full call: GET {path}]"
+def _long_values(value: Any, over: int) -> int:
+    """How many strings and lists in `value` are longer than `over` characters (a list as
+    one: its items are cut together)."""
+    if isinstance(value, str):
+        return int(len(value) > over)
     if isinstance(value, dict):
-        return {k: _cut_values(v, path) for k, v in value.items()}
+        return sum(_long_values(v, over) for v in value.values())
     if isinstance(value, list):
-        return [_cut_values(v, path) for v in value]
+        return int(_json_len(value) > over)
+    return 0
+
+
+def _cut_values(value: Any, path: str, chars: int) -> Any:
+    """`value` with its strings over `chars` cut to their head and its lists over `chars` to
+    their first items (objects keep every key); a cut is made only where it is shorter
+    than what it replaces, so a value just over the limit stays whole."""
+    if isinstance(value, str):
+        if len(value) <= chars:
+            return value
+        cut = f"{value[:chars]}… [{len(value)} chars; full call: GET {path}]"
+        return cut if len(cut) < len(value) else value
+    if isinstance(value, dict):
+        return {k: _cut_values(v, path, chars) for k, v in value.items()}
+    if isinstance(value, list):
+        whole = _json_len(value)
+        if whole <= chars:
+            return value
+        # The first items while they fit, at least one (itself cut), then a note.
+        kept: list[Any] = []
+        used = 0
+        for item in value:
+            item = _cut_values(item, path, chars)
+            used += _json_len(item) + 2
+            if kept and used > chars:
+                break
+            kept.append(item)
+        if len(kept) == len(value):
+            return kept
+        kept.append(f"… [{len(value) - len(kept)} more of {len(value)}; full call: GET {path}]")
+        return kept if _json_len(kept) < whole else value
     return value
+
+
+def _json_len(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False))
 
 
 def _key_lines(text: str, chars: int) -> list[str]:

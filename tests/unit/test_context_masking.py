@@ -16,6 +16,7 @@ from typing import Any, cast
 from app.context import AssemblyRequest, assemble
 from app.context.caches import Caches
 from app.context.layout import Layout
+from app.context.preview import CALL_VALUE_CHARS, _cut_call, _cut_values, message_path
 from app.context.references import References, identifiers
 from app.context.stability import StableStrategy
 from app.context.strategies import get_strategy
@@ -264,3 +265,90 @@ def test_a_layout_keeps_the_identifiers_of_its_cuts_through_its_json() -> None:
     assert again == layout and again.id == layout.id
     # A layout stored before the cuts were recorded reads as one without them.
     assert Layout.of_json(0, 0, 9, [[[4, 5], int(Form.LINES), "referenced"]]).lines == ()
+
+
+def edit_call(call_id: str, path: str, old: str, new: str, todos: list[Any]) -> dict[str, Any]:
+    """A coding agent's step: an edit whose two sides are long, and a to-do list."""
+    return {
+        "role": "assistant",
+        "content": "Editing the handler.",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {
+                    "name": "Edit",
+                    "arguments": json.dumps(
+                        {"file_path": path, "old_string": old, "new_string": new}
+                    ),
+                },
+            },
+            {
+                "id": f"{call_id}-todo",
+                "type": "function",
+                "function": {"name": "TodoWrite", "arguments": json.dumps({"todos": todos})},
+            },
+        ],
+    }
+
+
+def test_a_masked_step_cuts_its_long_arguments_and_keeps_its_short_ones() -> None:
+    old = "".join(f"    amount_{i} = refund.amount * {i}\n" for i in range(60))
+    new = old.replace("refund.amount", "refund.amount_cents")
+    todos = [
+        {"id": str(i), "content": f"Port module number {i} to the new API", "status": "pending"}
+        for i in range(12)
+    ]
+    msgs = [
+        user("Port the refunds to cents."),
+        edit_call("e", HANDLER, old, new, todos),
+        tool("e", f"The file {HANDLER} has been updated."),
+        tool("e-todo", "Todos have been modified successfully."),
+    ]
+    msgs += filler_steps(6)
+    history = log_of(msgs)
+    result = run(history, 3_000)
+    sent = next(m for m in result.messages if m.get("tool_calls"))
+    assert rule_of(result, 2)[0] == "cut"  # the step is masked, its calls kept
+    edit, todo = sent["tool_calls"]
+    assert (edit["id"], edit["function"]["name"]) == ("e", "Edit")
+    assert (todo["id"], todo["function"]["name"]) == ("e-todo", "TodoWrite")
+    args = json.loads(edit["function"]["arguments"])  # still a JSON object, same keys
+    assert list(args) == ["file_path", "old_string", "new_string"]
+    assert args["file_path"] == HANDLER  # a short value is what the call did: whole
+    # The two long sides share what one long value would keep.
+    half = CALL_VALUE_CHARS // 2
+    for key, whole in (("old_string", old), ("new_string", new)):
+        assert args[key].startswith(whole[:half]) and not args[key].startswith(whole[: half + 1])
+        assert f"[{len(whole)} chars; full call: GET /sessions/s/messages/2]" in args[key]
+    # A long list keeps its first items (whole objects), then says how many are left.
+    listed = json.loads(todo["function"]["arguments"])["todos"]
+    assert listed[0] == todos[0]
+    assert listed[-1] == (
+        f"… [{len(todos) - len(listed) + 1} more of {len(todos)}; "
+        "full call: GET /sessions/s/messages/2]"
+    )
+    # The masked step costs a fraction of the step sent whole.
+    groups, _ = split_groups(history)
+    view = HistoryView.build(groups, Limits.from_preview_limit("s", 1024), COUNTER, Caches())
+    step = view.units[1]
+    assert step.cost(Form.COMPACT) * 4 < step.cost(Form.FULL)
+
+
+def test_a_long_command_keeps_its_share_and_a_value_just_over_is_not_cut_longer() -> None:
+    path = message_path("s", 2)
+    command = "cd /repo && " + " && ".join(f"python -m pytest tests/test_{i}.py" for i in range(30))
+    alone = json.loads(
+        _cut_call(call("c", command)["tool_calls"][0], path)["function"]["arguments"]
+    )
+    # A call's only long value keeps the whole allowance: a command names what it ran.
+    assert alone["command"].startswith(command[:CALL_VALUE_CHARS])
+    assert not alone["command"].startswith(command[: CALL_VALUE_CHARS + 1])
+    chars = CALL_VALUE_CHARS // 2
+    short_over = "x" * (chars + 10)  # its note would make it longer
+    assert _cut_values(short_over, path, chars) == short_over
+    small_list = [{"id": "1", "content": "y" * (chars - 30)}]  # one item, nothing cut
+    assert _cut_values(small_list, path, chars) == small_list
+    long_text = "z" * (10 * chars)
+    cut = _cut_values({"a": long_text, "n": 3, "flag": True}, path, chars)
+    assert cut["n"] == 3 and cut["flag"] is True and len(cut["a"]) < len(long_text)
