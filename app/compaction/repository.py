@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, select, text, update
+from sqlalchemy import ColumnElement, delete, func, literal_column, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -365,6 +366,30 @@ async def history_after(
         .order_by(MessageRow.seq)
     )
     return [conversation.to_logged(m) for m in await db.scalars(stmt)]
+
+
+async def anchor_below(
+    db: AsyncSession, tenant: str, sid: str, watermark: int, history: Sequence[LoggedMessage]
+) -> LoggedMessage | None:
+    """The turn anchor at or below `watermark`: the session's latest user message, when
+    `history` (what lies after the watermark) holds none. The payload still sends it, so
+    a compaction must keep counting it (`turns._carried` says why). One row of the
+    partial index on users."""
+    if watermark <= 0 or any(m.role == "user" for m in history):
+        return None
+    stmt = (
+        select(MessageRow)
+        .where(
+            MessageRow.tenant_id == tenant,
+            MessageRow.session_id == sid,
+            MessageRow.role == literal_column("'user'"),
+            MessageRow.seq <= watermark,
+        )
+        .order_by(MessageRow.seq.desc())
+        .limit(1)
+    )
+    found = await db.scalar(stmt)
+    return conversation.to_logged(found) if found is not None else None
 
 
 async def recent_jobs(db: AsyncSession, tenant: str, sid: str, limit: int = 20) -> list[Job]:

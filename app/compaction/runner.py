@@ -210,9 +210,12 @@ class CompactionRunner:
             if row is None:
                 return  # the session was deleted; its jobs went with it
             history = await repo.history_after(db, row.tenant_id, row.id, row.last_compaction_seq)
+            below = await repo.anchor_below(
+                db, row.tenant_id, row.id, row.last_compaction_seq, history
+            )
         c = session_compaction(row, self.settings)
         counter = get_counter(effective_model(row, self.settings))
-        plan = plan_session(history, row, c, force=job.force)
+        plan = plan_session(history, row, c, force=job.force, anchor_below=below)
         if isinstance(plan, NoopReason):
             meta = build_metadata(plan, None, triggered_at=job.created_at)
             meta["state"] = noop_state(row)

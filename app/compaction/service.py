@@ -47,9 +47,15 @@ def job_view(job: repo.Job) -> dict[str, Any]:
 
 
 def plan_session(
-    history: Sequence[LoggedMessage], row: SessionRow, c: CompactionSettings, *, force: bool
+    history: Sequence[LoggedMessage],
+    row: SessionRow,
+    c: CompactionSettings,
+    *,
+    force: bool,
+    anchor_below: LoggedMessage | None = None,
 ) -> CompactionPlan | NoopReason:
-    """The plan for a session's history after its watermark.
+    """The plan for a session's history after its watermark (`anchor_below`: the turn
+    anchor at or below it, `repo.anchor_below`).
 
     One function for the job and the dry run, so that a dry run answers what
     the job would do.
@@ -61,6 +67,7 @@ def plan_session(
         usable_budget=c.usable_budget,
         tokens_at_last_compaction=row.compacted_history_tokens if row.compaction_count else None,
         force=force,
+        carried_anchor=anchor_below,
     )
 
 
@@ -103,7 +110,10 @@ async def _dry_run(
         await s.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
         row = await get_session(s, tenant, sid)
         history = await repo.history_after(s, tenant, sid, row.last_compaction_seq)
-    plan = plan_session(history, row, session_compaction(row, settings), force=force)
+        below = await repo.anchor_below(s, tenant, sid, row.last_compaction_seq, history)
+    plan = plan_session(
+        history, row, session_compaction(row, settings), force=force, anchor_below=below
+    )
     would = "noop" if isinstance(plan, NoopReason) else "compact"
     return {"dry_run": True, "would": would, **plan.report()}
 

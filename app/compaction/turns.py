@@ -27,8 +27,11 @@ Definitions used throughout compaction:
   range reaches inside the current turn the watermark moves past it, but it
   stays in the effective history verbatim (the context read adds the
   session's latest user message whatever the watermark, see
-  `app/context/repository.py`) and its tokens are not counted as freed. It is
-  summarised too (verbatim in `user_messages`) so it outlives its turn.
+  `app/context/statements.py`) and its tokens are not counted as freed. It is
+  summarised too (verbatim in `user_messages`) so it outlives its turn. A
+  later compaction inside the same turn finds no user message after the
+  watermark: the anchor then lies below it (`carried_anchor`, read by the
+  caller), and it is still the plan's anchor, counted in the history it keeps.
 - Pinned messages inside the range are summarised *and* carried verbatim into
   the summary's `pinned` section.
 - Tokens are the cached `token_count` of messages that reach the model
@@ -62,7 +65,9 @@ class CompactionPlan:
     anchor it is in both: the summary carries it verbatim (it must outlive the
     turn: once the next user message arrives it is no longer read as the
     anchor) and the effective history keeps it while its turn lasts, so its
-    tokens are not counted as freed.
+    tokens are not counted as freed. When an earlier compaction already moved
+    the watermark past it, it is in `preserved_messages` only (the previous
+    summary carries it) and `anchor_tokens` still counts it.
     """
 
     range_messages: tuple[LoggedMessage, ...]
@@ -157,6 +162,7 @@ def plan_range(
     summary_ratio: float = 0.3,
     summary_floor_tokens: int = 256,
     force: bool = False,
+    carried_anchor: LoggedMessage | None = None,
 ) -> CompactionPlan | NoopReason:
     """Choose the compressible range, or say why there is none.
 
@@ -166,9 +172,14 @@ def plan_range(
     `summary_floor_tokens`) is counted; and when `tokens_at_last_compaction`
     (the effective-history tokens the last compaction left behind) is known,
     the effective history must have grown by `regrowth_ratio` of it since.
+    `carried_anchor` is the session's latest user message when it lies at or below
+    the watermark (an earlier compaction cut inside its turn).
     """
     messages = [m for m in messages_after_watermark if m.seq > watermark]
-    history_tokens = _tokens(messages)
+    carried = _carried(carried_anchor, messages, watermark)
+    # The effective history, as budget status counts it: the anchor below the watermark
+    # too, so the regrowth guard compares it with the base the last plan left.
+    history_tokens = _tokens(messages) + (_tokens((carried,)) if carried is not None else 0)
     if not messages:
         return NoopReason("empty_history", "no messages after the watermark")
     units = split_steps(messages)
@@ -203,7 +214,28 @@ def plan_range(
         if guard is not None:
             code, detail = guard
             return NoopReason(code, detail, span.tokens, history_tokens, explanation)
-    return span.plan(messages, units, watermark, history_tokens, freed, force, explanation)
+    return span.plan(messages, units, watermark, history_tokens, freed, force, explanation, carried)
+
+
+def _carried(
+    anchor: LoggedMessage | None, messages: Sequence[LoggedMessage], watermark: int
+) -> LoggedMessage | None:
+    """The turn anchor below the watermark, if it still is the turn anchor.
+
+    Why the rule: the payload sends the session's latest user message whatever the
+    watermark (`app/context/statements.py`), so that message is in the effective
+    history however many compactions moved the watermark past it. A compaction that
+    cuts inside its turn once more reads no user message after the watermark, yet
+    must still keep it counted (it is the plan's anchor: its tokens stay below the new
+    watermark, `store_summary`'s `kept_below_tokens`), or budget status and the
+    compaction trigger fall short of what is sent. A user message after the watermark
+    opens a newer turn: the one below is then summarised only, and not sent.
+    """
+    if anchor is None or anchor.role != "user" or anchor.seq > watermark:
+        return None
+    if any(m.role == "user" for m in messages):
+        return None
+    return anchor
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,9 +281,13 @@ class _Range:
         freed: int,
         force: bool,
         explanation: dict[str, Any],
+        carried: LoggedMessage | None = None,
     ) -> CompactionPlan:
-        """The plan that folds this range; the anchor is preserved as well."""
-        cut, anchor = self.cut, self.anchor
+        """The plan that folds this range; the anchor is preserved as well, the one in the
+        range or, when the range holds none, the one `carried` below the watermark
+        (already counted in `history_tokens`, never in the range's tokens)."""
+        cut = self.cut
+        anchor = self.anchor if self.anchor is not None else carried
         preserved = (*((anchor,) if anchor is not None else ()), *messages[cut:])
         range_turns = {u.turn for u in units if u.start < cut}
         kept_turns = {u.turn for u in units if u.start >= cut or u is self.anchor_unit}
@@ -379,6 +415,7 @@ def plan_for_settings(
     usable_budget: int,
     tokens_at_last_compaction: int | None = None,
     force: bool = False,
+    carried_anchor: LoggedMessage | None = None,
 ) -> CompactionPlan | NoopReason:
     """`plan_range` with a session's settings; the ratios are of the usable budget."""
     return plan_range(
@@ -391,4 +428,5 @@ def plan_for_settings(
         regrowth_ratio=settings.regrowth_ratio,
         tokens_at_last_compaction=tokens_at_last_compaction,
         force=force,
+        carried_anchor=carried_anchor,
     )

@@ -126,12 +126,12 @@ async def test_a_revert_after_a_model_switch_keeps_the_restored_turn_anchor(
     assert r.status_code == 201, r.text
     second = await compact(ec, sid, force=True)
     assert first["status"] == second["status"] == "success", (first, second)
-    # The second compaction read no user message after the first one's watermark: it
-    # counts no turn anchor (the first one's anchor is no longer counted).
-    await _assert_counted_with(ec, sid, "gpt-4o", anchored=False)
+    # The second compaction read no user message after the first one's watermark, yet
+    # the payload still sends the first one's anchor: it stays counted.
+    await _assert_counted_with(ec, sid, "gpt-4o", anchored=True)
     r = await ec.put(f"/sessions/{sid}", json={"model": "gpt-4"})
     assert r.status_code == 200, r.text
-    await _assert_counted_with(ec, sid, "gpt-4", anchored=False)
+    await _assert_counted_with(ec, sid, "gpt-4", anchored=True)
     r = await ec.post(f"/sessions/{sid}/compaction/{second['job_id']}/revert")
     assert r.status_code == 200, r.text
     assert (await state(ec, sid))["last_compaction_seq"] == first["watermark_after"]

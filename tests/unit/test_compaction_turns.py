@@ -279,3 +279,34 @@ def test_a_system_note_between_a_call_and_its_result_interrupts_nothing() -> Non
     groups, aside = split_groups(log)
     assert [[m.seq for m in g.messages] for g in groups] == [[1], [2, 4], [5]]
     assert [(a.message.seq, a.action, a.rule) for a in aside] == [(3, "excluded", "system_message")]
+
+
+def test_a_second_cut_inside_one_turn_keeps_the_anchor_below_the_watermark() -> None:
+    # One user message and tool-less steps; a first compaction moved the watermark to 4.
+    log = [msg(1, "user", "task", tokens=30)]
+    log += [msg(i, "assistant", f"step {i}", tokens=100) for i in range(2, 12)]
+    after = [m for m in log if m.seq > 4]
+    plan = _plan(
+        after, watermark=4, keep_recent_tokens=200, min_preserved_steps=2, carried_anchor=log[0]
+    )
+    assert plan.anchor is log[0] and plan.anchor_tokens == 30
+    assert plan.report()["turn_anchor_seq"] == 1
+    assert plan.range_tokens == 500  # seqs 5..9: the anchor is in no range again
+    assert plan.preserved_tokens == 30 + 200  # what budget status keeps counting
+    assert plan.preserved_messages[0] is log[0]
+    # Without it the plan would count only what lies after the watermark.
+    assert (
+        _plan(after, watermark=4, keep_recent_tokens=200, min_preserved_steps=2).anchor_tokens == 0
+    )
+    # A user message after the watermark opens a newer turn: the old one is not sent.
+    newer = [*after, msg(12, "user", "next", tokens=5)]
+    assert (
+        _plan(
+            newer, watermark=4, keep_recent_tokens=200, min_preserved_steps=2, carried_anchor=log[0]
+        ).anchor
+        is None
+    )
+    # The regrowth guard sees the same effective history budget status counts.
+    noop = _noop(after, watermark=4, keep_recent_tokens=200, min_preserved_steps=2,
+                 carried_anchor=log[0], tokens_at_last_compaction=731, regrowth_ratio=0.0)  # fmt: skip
+    assert noop.code == "not_regrown" and noop.history_tokens == 730
