@@ -108,6 +108,10 @@ def identifiers(text: str, words: dict[str, tuple[str, ...]] | None = None) -> f
 
 def _word_identifiers(word: str) -> tuple[str, ...]:
     core = word.strip(_NOT_IN_IDENTIFIERS)
+    if core.isalpha() and core[1:].islower():
+        # Most words: letters only, no capital past the first. Every form needs a slash,
+        # a dot, an underscore, a digit, or (camelCase, CODES) a capital past the first.
+        return ()
     bits = (
         ("/" in core)
         | ("." in core) << 1
@@ -115,8 +119,6 @@ def _word_identifiers(word: str) -> tuple[str, ...]:
         | (not core.islower()) << 3  # maybe a capital (or no cased letter at all)
         | (_DIGIT(core) is not None) << 4
     )
-    if bits == 8 and core.isalpha() and core[1:].islower():
-        return ()  # a capitalised word: camelCase and CODES need a capital past the first
     findall = _BY_NEEDS[bits]
     if findall is None:
         return ()
