@@ -282,6 +282,13 @@ def call_artifacts(name: str, raw: str, output: str | None) -> list[Artifact]:
 def _occurs(text: str, value: str, start: int = 0, end: int | None = None) -> bool:
     """`value` as a whole token in `text[start:end]`: `822` is not in `1822`, nor `a.py` in
     `data.pyc`. `str.find` and a look at the two neighbours, not a regex per value."""
+    return _token_at(text, value, start, end) >= 0
+
+
+def _token_at(text: str, value: str, start: int = 0, end: int | None = None) -> int:
+    """Where `value` first stands as a whole token in `text[start:end]` (-1: nowhere).
+    Whether an occurrence is whole reads its neighbours in all of `text`, whatever the
+    bounds."""
     stop = len(text) if end is None else end
     i = text.find(value, start, stop)
     while i >= 0:
@@ -292,9 +299,9 @@ def _occurs(text: str, value: str, start: int = 0, end: int | None = None) -> bo
         if not (left.isascii() and (left.isalnum() or left in "_.")) and not (
             right.isascii() and (right.isalnum() or right == "_")
         ):
-            return True
+            return i
         i = text.find(value, i + 1, stop)
-    return False
+    return -1
 
 
 def _values(
@@ -305,13 +312,29 @@ def _values(
     blob = "\n".join(uses.parts)
     found: list[tuple[int, Artifact]] = []
     seen: set[str] = set()
+    # The same values come back output after output: where each first stands whole in the
+    # uses, and whether `later` holds it, are looked up once (a search of all the uses
+    # for each output that names it cost seconds on a long run).
+    first: dict[str, int] = {}
+    in_later: dict[str, bool] = {}
     for offset, place, name, text, seq in outputs:
         for value in extract_identifiers(text)[:200]:
             if value in seen or not 3 <= len(value) <= 120 or _PLAIN_WORD.match(value):
                 continue
-            if _occurs(blob, value, 0, offset):  # the agent had it before the tool gave it
+            at = first.get(value)
+            if at is None:
+                at = first[value] = _token_at(blob, value)
+            if 0 <= at and at + len(value) <= offset:  # the agent had it before the tool gave it
                 continue
-            if _occurs(blob, value, offset) or _occurs(later, value):
+            # Reused after it: the first whole occurrence is past the output's offset, or
+            # (one that straddles the offset) a later one is.
+            after = at >= offset or (at >= 0 and _occurs(blob, value, offset))
+            if not after:
+                reused = in_later.get(value)
+                if reused is None:
+                    reused = in_later[value] = _occurs(later, value)
+                after = reused
+            if after:
                 seen.add(value)
                 found.append((place, Artifact("got", f"{value} ← {name}", ((seq, seq),))))
     return found

@@ -75,9 +75,14 @@ def identifiers_to_keep(
     """Identifiers of the compacted range that later (preserved) turns mention again."""
     later = normalise("\n".join(later_texts))
     seen: dict[str, None] = {}
+    # Each identifier is looked for in `later` once, not once per text that names it.
+    checked: set[str] = set()
     for text in range_texts:
         for ident in extract_identifiers(text):
-            if ident not in seen and normalise(ident) in later:
+            if ident in checked:
+                continue
+            checked.add(ident)
+            if normalise(ident) in later:
                 seen[ident] = None
     return list(seen)[:limit]
 

@@ -24,7 +24,8 @@ its layout, the identifiers each output it cut was cut for (`Layout.lines`), and
 replay cuts to those (`set_horizon`'s `fixed`): the lines an output keeps do not change
 from call to call and the payload's prefix stays byte for byte the same until the next
 trim, which keeps them too for the outputs it cuts again.
-Identifiers are found once per message object (app/context/memo.py).
+Identifiers are found once per message object (app/context/memo.py), and each distinct
+word of a view once (`identifiers`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -44,20 +45,19 @@ if TYPE_CHECKING:  # the view's units; no import cycle at run time
 # What an identifier looks like, in any tool's output or any agent's command: a path
 # (a/b, /a/b.py, ./a, ~/a, a URL's host and path), a dotted name or host
 # (os.path.join, api.example.com), a snake_case or camelCase name, a code or id of
-# letters and digits (HXDUBJ, W2378156, a1b2c3d), a number of 3 digits or more.
-_IDENTIFIER = re.compile(
-    "|".join(
-        (
-            r"(?:~|\.{1,2})?/?(?:[\w.@-]+/)+[\w.@-]+",
-            r"\b[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+\b",
-            r"\b_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*",
-            r"\b[a-z]+(?:[A-Z][a-z0-9]+)+\b",
-            r"\b(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,}\b",
-            r"\b(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{4,}\b",
-            r"(?<![\w.])\d{3,}(?!\w)",
-        )
-    )
+# letters and digits (HXDUBJ, W2378156, a1b2c3d), a number of 3 digits or more. Each
+# form with the characters a match of it must hold (`_NEEDS`).
+_FORMS = (
+    (r"(?:~|\.{1,2})?/?(?:[\w.@-]+/)+[\w.@-]+", "/"),
+    (r"\b[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+\b", "."),
+    (r"\b_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*", "_"),
+    (r"\b[a-z]+(?:[A-Z][a-z0-9]+)+\b", "A"),
+    (r"\b(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,}\b", "A"),
+    (r"\b(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{4,}\b", "0"),
+    (r"(?<![\w.])\d{3,}(?!\w)", "0"),
 )
+_IDENTIFIER = re.compile("|".join(form for form, _ in _FORMS))
+_NEEDS = "/._A0"  # a slash, a dot, an underscore, an ASCII capital, a digit
 # A tool output's identifiers are looked for this far into it: past this, a line kept
 # for them would not fit a masked output anyway.
 SCAN_CHARS = 200_000
@@ -68,14 +68,62 @@ SCAN_CHARS = 200_000
 LOOKAHEAD = 40
 
 
-def identifiers(text: str) -> frozenset[str]:
-    """The identifiers in `text` (at least 3 characters, trailing punctuation off)."""
-    out = set()
-    for m in _IDENTIFIER.finditer(text, 0, min(len(text), SCAN_CHARS)):
-        value = m.group(0).rstrip(".-@")
-        if len(value) >= 3:
-            out.add(value)
+# The same expression with only the forms whose characters a word holds, by the bits of
+# `_NEEDS` it holds (None: no form can match). Leaving out a form that cannot match
+# anywhere in a word changes no match: it never was the first to match at a position.
+_BY_NEEDS: tuple[Callable[[str], list[str]] | None, ...] = tuple(
+    re.compile("|".join(f for f, need in _FORMS if 1 << _NEEDS.index(need) & bits)).findall
+    if bits
+    else None
+    for bits in range(1 << len(_NEEDS))
+)
+_DIGIT = re.compile(r"\d").search
+# Characters no identifier holds, taken off a word's ends (the `.` an identifier may
+# end with stays: a path's form starts with it, and `rstrip` below takes it off).
+_NOT_IN_IDENTIFIERS = ",;:!?()[]{}\"'`<>*=|#$%^&+\\"
+
+
+def identifiers(text: str, words: dict[str, tuple[str, ...]] | None = None) -> frozenset[str]:
+    """The identifiers in `text` (at least 3 characters, trailing punctuation off).
+
+    The same as every match of `_IDENTIFIER` over the text, found word by word: no
+    identifier holds a space, and a match never reaches past a character no identifier
+    holds (the expression's lookarounds read one as they read the end of a text), so a
+    word's matches are the text's matches inside it. A distinct word is matched once, in
+    `words` (word -> its identifiers) across the texts given the same dict, with only the
+    forms it can hold: most words need no expression at all. Checked against the plain
+    expression in tests/unit/test_references_identity.py.
+    """
+    if words is None:
+        words = {}
+    out: set[str] = set()
+    for word in set(text[:SCAN_CHARS].split()):
+        found = words.get(word)
+        if found is None:
+            found = words[word] = _word_identifiers(word)
+        if found:
+            out.update(found)
     return frozenset(out)
+
+
+def _word_identifiers(word: str) -> tuple[str, ...]:
+    core = word.strip(_NOT_IN_IDENTIFIERS)
+    if core.isalpha() and core[1:].islower():
+        # Most words: letters only, no capital past the first. Every form needs a slash,
+        # a dot, an underscore, a digit, or (camelCase, CODES) a capital past the first.
+        return ()
+    bits = (
+        ("/" in core)
+        | ("." in core) << 1
+        | ("_" in core) << 2
+        | (not core.islower()) << 3  # maybe a capital (or no cased letter at all)
+        | (_DIGIT(core) is not None) << 4
+    )
+    findall = _BY_NEEDS[bits]
+    if findall is None:
+        return ()
+    values = (value.rstrip(".-@") for value in findall(core))
+    return tuple(value for value in values if len(value) >= 3)
 
 
 def call_signatures(m: LoggedMessage) -> frozenset[tuple[str, str]]:
@@ -95,9 +143,9 @@ def call_signatures(m: LoggedMessage) -> frozenset[tuple[str, str]]:
     return frozenset(out)
 
 
-def _said(m: LoggedMessage) -> frozenset[str]:
+def _said(m: LoggedMessage, words: dict[str, tuple[str, ...]] | None = None) -> frozenset[str]:
     """What a message names: for a tool output its text, for the others their text and
-    their tool calls' arguments."""
+    their tool calls' arguments (`words`: as `identifiers` takes it)."""
     text = m.text
     if m.role != "tool":
         calls = m.body.get("tool_calls") or ()
@@ -107,7 +155,7 @@ def _said(m: LoggedMessage) -> frozenset[str]:
             if isinstance(c, dict) and isinstance(c.get("function"), dict)
         ]
         text = "\n".join([text, *args])
-    return identifiers(text)
+    return identifiers(text, words)
 
 
 class References:
@@ -120,6 +168,8 @@ class References:
         self._lines: dict[int, frozenset[str]] = {}  # tool output's seq -> its referenced ids
         self._repeated: dict[tuple[str, str], int] | None = None
         self._fixed: dict[int, frozenset[str]] = {}
+        # The identifiers of each distinct word of the view's texts, found once per view.
+        self._words: dict[str, tuple[str, ...]] = {}
 
     def set_horizon(
         self, horizon: int | None, fixed: Mapping[int, frozenset[str]] | None = None
@@ -138,7 +188,7 @@ class References:
             u.forget_lines()
 
     def _said(self, m: LoggedMessage, memo: Any) -> frozenset[str]:
-        result: frozenset[str] = memo.get("said", partial(_said, m))
+        result: frozenset[str] = memo.get("said", partial(_said, m, self._words))
         return result
 
     def prepare(self, units: Iterable[Unit]) -> None:
