@@ -21,6 +21,7 @@ from app.compaction.checks import (
     message_texts,
 )
 from app.compaction.extractive import pinned_entries
+from app.compaction.prompt import instruction_text
 from app.compaction.provenance import Sources
 from app.compaction.summary import (
     StructuredSummary,
@@ -175,6 +176,11 @@ def brief_for(
             summary_share=brief.cap // 2,
             counter=counter,
         ),
-        sources=Sources.of(plan.range_messages, previous_items),
+        sources=Sources.of(
+            plan.range_messages,
+            previous_items,
+            own=[*brief.anchors, *system_texts],
+            instructions=instruction_text(),
+        ),
         context=gate.Visible([*system_texts, *preserved]),
     )

@@ -1,0 +1,194 @@
+"""Whether texts of the log support what a summary item says (SPEC §5, provenance).
+
+A citation is only worth its holder: "every summary item cites seqs that hold its
+words or identifiers". A set of texts *supports* an item (`Claim`) when:
+
+- every identifier the item names (paths, ids, names, codes: see
+  `signals.extract_identifiers`, and codes of letters and digits) is in one of them
+  with the same token boundaries: `Omar_rossi1241` is not held by `omar_rossi_1241`,
+  nor `rossi_1241` by it (a letter, digit or `_` on either side is no boundary);
+- every number the item states is a number of one of them, whole: `10.0` is not
+  held by `10`, nor `10` by `10.0`, `110` or `2024-05-10` (a number runs on over
+  `.`, `,`, `:`, `/`, `-` between digits);
+- an item with no identifier and fewer than two words of its own (`10.0`,
+  `1, 2, 3, …, 17`, `yes`) is in one of them whole;
+- and enough of its content words are in them: half of its Latin words (compared
+  by their first five letters, so `changed` holds `change`) and 40% of its CJK
+  character pairs (Chinese has no word boundaries; a rewording keeps fewer pairs
+  than an English one keeps words).
+
+Case, width and runs of whitespace do not count. This checks that what an item says
+comes from the texts, not that it says it truly (a real path in an invented claim
+passes): what it stops is a number, an id or a sentence made up.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from app.compaction.signals import extract_identifiers
+
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+_LATIN = re.compile(r"[^\W\d_]{3,}")
+# A number whole: digits, and digits again after `.`, `,`, `:`, `/` or `-`; no Latin
+# letter, digit or `_` on either side (a CJK character is a boundary).
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:[.,:/-]\d+)*(?![A-Za-z0-9_])")
+_ONLY_NUMBER = re.compile(r"[\d.,:/-]+")
+# Codes (`E4042`, `4NQLHD`, `HAT190`): letters and digits in one token.
+_CODE = re.compile(r"(?<![\w.])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*)(?![\w])")
+_WS = re.compile(r"\s+")
+# A line's label (`User: `, `ran: `, `用户：`): not part of what is held whole.
+_LABEL = re.compile(r"^\w+(?:: |：)")
+# Words that hold nothing: function words and the labels of summary lines.
+STOP = frozenset(
+    """the and for with that this from into was were are has have had not but you your
+    our its they them then than there their what when which who will would could should
+    user assistant called tool result results identifiers summary said asked about also
+    all any can did does done get got how just might more most now one only out own
+    per same some such too use used very want wants way well yes please like need needs
+    用户 助手 调用 工具 结果 标识""".split()
+)
+LATIN_SHARE = 0.5
+CJK_SHARE = 0.4
+STEM = 5
+
+
+def flat(text: str) -> str:
+    """Case-, width-insensitive, whitespace collapsed to one space (not removed: the token
+    boundaries of identifiers and numbers are what is compared)."""
+    return _WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def _is_word(ch: str) -> bool:
+    return ch == "_" or (ch.isascii() and ch.isalnum())
+
+
+def held(key: str, text: str) -> bool:
+    """`key` (flat) is in `text` (flat) with the same token boundaries (module docstring)."""
+    if not key:
+        return False
+    start = text.find(key)
+    while start >= 0:
+        end = start + len(key)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        ok = not (_is_word(key[0]) and _is_word(before))
+        ok = ok and not (_is_word(key[-1]) and _is_word(after))
+        # `1.10` does not hold `10`, nor `v1.2.3` hold `v1.2`: a digit run goes on.
+        if ok and key[0].isdigit() and before in ".,:" and start >= 2:
+            ok = not text[start - 2].isdigit()
+        if ok and key[-1].isdigit() and after in ".,:" and end + 1 < len(text):
+            ok = not text[end + 1].isdigit()
+        if ok:
+            return True
+        start = text.find(key, start + 1)
+    return False
+
+
+def numbers(text: str) -> frozenset[str]:
+    """The numbers of a flat text, whole."""
+    return frozenset(_NUMBER.findall(text))
+
+
+def stems(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(Latin word stems, CJK character pairs) of a flat text, function words left out."""
+    cjk: set[str] = set()
+    for run in _CJK_RUN.findall(text):
+        if len(run) == 1:
+            cjk.add(run)
+        cjk.update(run[i : i + 2] for i in range(len(run) - 1))
+    latin = {w[:STEM] for w in _LATIN.findall(_CJK_RUN.sub(" ", text)) if w not in STOP}
+    return frozenset(latin), frozenset(cjk - STOP)
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """One text that may hold items, prepared once."""
+
+    flat: str
+    numbers: frozenset[str]
+    latin: frozenset[str]
+    cjk: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> Text:
+        f = flat(text)
+        latin, cjk = stems(f)
+        return cls(f, numbers(f), latin, cjk)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What texts must hold to support one item (see the module docstring)."""
+
+    ids: tuple[str, ...]
+    numbers: tuple[str, ...]
+    latin: frozenset[str]
+    cjk: frozenset[str]
+    need: int  # content words (stems, pairs) that suffice
+    whole: str | None  # the item itself, when it has too few words to be judged by them
+
+    @classmethod
+    def of(cls, body: str) -> Claim:
+        f = flat(body)
+        found = [flat(i) for i in (*extract_identifiers(body), *_CODE.findall(body))]
+        ids = tuple(
+            dict.fromkeys(i for i in found if len(i) >= 2 and not _ONLY_NUMBER.fullmatch(i))
+        )
+        latin, cjk = stems(f)
+        need = math.ceil(LATIN_SHARE * len(latin) + CJK_SHARE * len(cjk))
+        whole = (
+            flat(_LABEL.sub("", body.strip())) if not ids and len(latin) + len(cjk) < 2 else None
+        )
+        return cls(ids, tuple(sorted(numbers(f))), latin, cjk, need, whole)
+
+    def keys(self) -> tuple[str, ...]:
+        return (*self.ids, *self.numbers)
+
+    def holds_key(self, key: str, text: Text) -> bool:
+        return key in text.numbers if key in self.numbers else held(key, text.flat)
+
+    def shared(self, texts: Iterable[Text]) -> int:
+        latin: set[str] = set()
+        cjk: set[str] = set()
+        for t in texts:
+            latin |= self.latin & t.latin
+            cjk |= self.cjk & t.cjk
+        return len(latin) + len(cjk)
+
+    def missing(self, texts: Sequence[Text]) -> list[str]:
+        """The identifiers and numbers none of `texts` holds (the whole item first, when it
+        must be held whole)."""
+        out = [k for k in self.keys() if not any(self.holds_key(k, t) for t in texts)]
+        if self.whole is not None and not any(held(self.whole, t.flat) for t in texts):
+            out.insert(0, self.whole)
+        return out
+
+    def touches(self, text: Text) -> bool:
+        """`text` holds something of the item: worth citing with others."""
+        if any(self.holds_key(k, text) for k in self.keys()):
+            return True
+        if self.whole is not None:
+            return held(self.whole, text.flat)
+        return bool(self.latin & text.latin or self.cjk & text.cjk)
+
+    def supported(self, texts: Sequence[Text]) -> bool:
+        return not self.missing(texts) and self.shared(texts) >= self.need
+
+
+def echo_of(body: str, instructions: str, n: int = 6, share: float = 0.75) -> bool:
+    """Whether `body` repeats the summariser's own instructions (`instructions`: their
+    `normalise`d text): the item whole, or most of its character n-grams (any script)."""
+    key = "".join(flat(body).split())
+    if len(key) < 3:
+        return False
+    if key in instructions:
+        return True
+    if len(key) < n * 2:
+        return False
+    grams = {key[i : i + n] for i in range(len(key) - n + 1)}
+    return sum(1 for g in grams if g in instructions) >= share * len(grams)
