@@ -216,7 +216,7 @@ class Sources:
         for item in previous_items:
             body, ranges = split_cites(item)
             if body:
-                src.previous.append((normalise(body), _Holder(Text.of(body), ranges, False)))
+                src.previous.append((normalise(body), _Holder(Text.item(body), ranges, False)))
         src.own = [Text.of(t) for t in own if t.strip()]
         return src
 

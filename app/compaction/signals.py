@@ -103,7 +103,8 @@ _KINDS: tuple[_Kind, ...] = (
     ),
     _Kind(  # phones, dates
         _having("-"),
-        re.compile(r"(?<![A-Za-z0-9_.])\d{2,}(?:-\d{2,})+(?![A-Za-z0-9_])"),
+        # Not the middle of times (`12:00-19:00`): a `:` on either side goes on.
+        re.compile(r"(?<![A-Za-z0-9_.:])\d{2,}(?:-\d{2,})+(?![A-Za-z0-9_:])"),
         re.compile(r"-\d"),
     ),
     _Kind(  # versions

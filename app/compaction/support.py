@@ -7,9 +7,10 @@ words or identifiers". A set of texts *supports* an item (`Claim`) when:
   `signals.extract_identifiers`, and codes of letters and digits) is in one of them
   with the same token boundaries: `Omar_rossi1241` is not held by `omar_rossi_1241`,
   nor `rossi_1241` by it (a letter, digit or `_` on either side is no boundary);
-- every number the item states is a number of one of them, whole: `10.0` is not
-  held by `10`, nor `10` by `10.0`, `110` or `2024-05-10` (a number runs on over
-  `.`, `,`, `:`, `/`, `-` between digits);
+- every number the item states is in one of them, whole: `10.0` is not held by `10`,
+  nor `10` by `10.0`, `110`, `1.10`, `10,5` or `10:30` (a number runs on over `.`, `,`
+  and `:` between digits; `-` and `/` part numbers: `50` is held by `20-50`, `2024` by
+  `2024-05-23`);
 - an item with no identifier and fewer than two words of its own (`10.0`,
   `1, 2, 3, …, 17`, `yes`) is in one of them whole;
 - and enough of its content words are in them: half of its Latin words (compared
@@ -28,7 +29,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.compaction.signals import extract_identifiers
 
@@ -90,16 +91,18 @@ def held(key: str, text: str) -> bool:
 
 
 def numbers(text: str) -> frozenset[str]:
-    """The numbers of a flat text, whole."""
+    """The numbers a flat text states, whole."""
     return frozenset(_NUMBER.findall(text))
 
 
-def stems(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(Latin word stems, CJK character pairs) of a flat text, function words left out."""
+def stems(text: str, singles: bool = False) -> tuple[frozenset[str], frozenset[str]]:
+    """(Latin word stems, CJK character pairs) of a flat text, function words left out; a
+    lone CJK character (`3天`) is its own pair, and a holder (`singles`) has every
+    character besides its pairs, so that it holds one."""
     cjk: set[str] = set()
     for run in _CJK_RUN.findall(text):
-        if len(run) == 1:
-            cjk.add(run)
+        if len(run) == 1 or singles:
+            cjk.update(run)
         cjk.update(run[i : i + 2] for i in range(len(run) - 1))
     latin = {w[:STEM] for w in _LATIN.findall(_CJK_RUN.sub(" ", text)) if w not in STOP}
     return frozenset(latin), frozenset(cjk - STOP)
@@ -110,15 +113,26 @@ class Text:
     """One text that may hold items, prepared once."""
 
     flat: str
-    numbers: frozenset[str]
     latin: frozenset[str]
     cjk: frozenset[str]
+    # For another summary's item: its own identifiers and numbers, the only ones it holds
+    # (those its citation was checked for; a name merely inside its words was not).
+    keys: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, text: str) -> Text:
         f = flat(text)
-        latin, cjk = stems(f)
-        return cls(f, numbers(f), latin, cjk)
+        latin, cjk = stems(f, singles=True)
+        return cls(f, latin, cjk)
+
+    @classmethod
+    def item(cls, body: str) -> Text:
+        return replace(cls.of(body), keys=Claim.of(body).keys())
+
+    def holds(self, key: str) -> bool:
+        if self.keys is not None and not any(held(key, k) for k in self.keys):
+            return False
+        return held(key, self.flat)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +150,14 @@ class Claim:
     def of(cls, body: str) -> Claim:
         f = flat(body)
         found = [flat(i) for i in (*extract_identifiers(body), *_CODE.findall(body))]
+        # Not a name cut by a shortened item's mark (`"12小时…`: its quote never closes).
         ids = tuple(
-            dict.fromkeys(i for i in found if len(i) >= 2 and not _ONLY_NUMBER.fullmatch(i))
-        )
-        latin, cjk = stems(f)
+            dict.fromkeys(
+                i for i in found
+                if len(i) >= 2 and not _ONLY_NUMBER.fullmatch(i) and "..." not in i
+            )
+        )  # fmt: skip
+        latin, cjk = stems(flat(_LABEL.sub("", body.strip())))
         need = math.ceil(LATIN_SHARE * len(latin) + CJK_SHARE * len(cjk))
         whole = (
             flat(_LABEL.sub("", body.strip())) if not ids and len(latin) + len(cjk) < 2 else None
@@ -150,7 +168,7 @@ class Claim:
         return (*self.ids, *self.numbers)
 
     def holds_key(self, key: str, text: Text) -> bool:
-        return key in text.numbers if key in self.numbers else held(key, text.flat)
+        return text.holds(key)
 
     def shared(self, texts: Iterable[Text]) -> int:
         latin: set[str] = set()

@@ -22,7 +22,9 @@ def _supported(item: str, *texts: str) -> bool:
         ("10.0", "the value is 10.0.", True),
         ("10", "version 1.10 and 10.5 and 110", False),
         ("10", "ran 10 times", True),
-        ("2024", "booked on 2024-05-23", False),  # a date is one number
+        ("10", "at 10:30, 10,5 and 10.5", False),
+        ("2024", "booked on 2024-05-23", True),  # `-` parts numbers: a range, a date
+        ("50元", "门票 20-50元", True),
         ("2024-05-23", "booked on 2024-05-23", True),
         ("Omar_rossi1241", "user id omar_rossi_1241", False),
         ("rossi_1241", "user id omar_rossi_1241", False),
