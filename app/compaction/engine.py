@@ -52,6 +52,7 @@ from app.compaction.outcome import ModelUsage, SummaryOutcome
 from app.compaction.prompt import SummaryRequest, build_retry_request, build_summary_request
 from app.compaction.summary import StructuredSummary, SummaryRejected, TextCounter
 from app.compaction.turns import CompactionPlan
+from app.conversation import LoggedMessage
 
 # What surrounds the model call (identifiers and constraints read off the range,
 # the prompt, the checks, the fit, the extractive summary) is CPU in proportion to
@@ -120,14 +121,24 @@ async def summarise(
     counter: TextCounter,
     system_texts: Sequence[str] = (),
     options: SummaryOptions | None = None,
+    earlier: Sequence[LoggedMessage] = (),
 ) -> SummaryOutcome:
     """Summarise `plan.range_messages` onto `previous_summary` (see the module docstring).
 
     `system_texts` are the other always-visible parts of the final context
-    (system prompt, dynamic context) in which anchors may already be visible.
+    (system prompt, dynamic context) in which anchors may already be visible;
+    `earlier` the last messages before the range (see `brief.brief_for`).
     """
     brief = await _off_loop(
-        briefs.brief_for, plan, previous_summary, anchors, settings, counter, system_texts, options
+        briefs.brief_for,
+        plan,
+        previous_summary,
+        anchors,
+        settings,
+        counter,
+        system_texts,
+        options,
+        earlier,
     )
     usage = ModelUsage()
     if client is None:

@@ -131,7 +131,8 @@ _KINDS: tuple[_Kind, ...] = (
     ),
     _Kind(
         _digit,
-        re.compile(r"(?<![A-Za-z0-9_.,])\d{3,}(?:\.\d+)?(?![A-Za-z0-9_.])"),
+        # A sentence's full stop ends a number (`ending in 9734.`), a version's dot does not.
+        re.compile(r"(?<![A-Za-z0-9_.,])\d{3,}(?:\.\d+)?(?![A-Za-z0-9_]|\.\w)"),
         re.compile(r"\d\d\d"),
     ),
     _Kind(  # CamelCase
