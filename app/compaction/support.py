@@ -184,7 +184,7 @@ class Claim:
         out = [k for k in self.keys() if not any(self.holds_key(k, t) for t in texts)]
         if self.whole is not None and not any(held(self.whole, t.flat) for t in texts):
             out.insert(0, self.whole)
-        return out
+        return list(dict.fromkeys(out))
 
     def touches(self, text: Text) -> bool:
         """`text` holds something of the item: worth citing with others."""

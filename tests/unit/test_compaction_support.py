@@ -106,3 +106,43 @@ def test_a_citation_is_completed_from_the_range_and_the_drop_is_recorded() -> No
         ("the order of events, one short line each", "echo", None),
         ("Omar_rossi1241", "unsupported", ["omar_rossi1241"]),
     ]
+
+
+# What SmolLM2-135M answered and contextd stored as summary items before this check
+# (docs/compaction-model.md: the bench's 22 traces, chunks of ~700 tokens), each checked
+# again against the chunks the bench had compacted by then: (trace, k, item, kept).
+SMOLLM2_STORED = [
+    *(("mini-swe-agent:gemini-3-pro:pydata__xarr", 3, n, False)
+      for n in ("10.0", "11.0", "14.0", "16.0", "17.0", "19.0", "20.0")),
+    ("openhands:multi-swe-bench:ponylang__pony", 3, "10.0", False),
+    ("openhands:multi-swe-bench:ponylang__pony", 3,
+     "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17", False),
+    ("mini-swe-agent:gemini-3-pro:astropy__ast", 2, "the order of events, one short line each",
+     False),
+    ("tau-bench:gpt-4o-airline:task4:trial2", 1, "user_name", False),
+    ("tau-bench:gpt-4o-airline:task4:trial2", 1, "Omar_rossi1241", False),  # omar_rossi_1241
+    ("tau-bench:gpt-4o-airline:task4:trial2", 1, "user_prefs", False),
+    ("tau-bench:gpt-4o-airline:task17:trial1", 1, "May 23, 2024", False),
+    ("tau-bench:gpt-4o-airline:task17:trial1", 1, "To May 24, 2024", False),
+    # The dialogue's own words and numbers, reworded (garbled, even): supported, kept. The
+    # check is of where an item's words and numbers come from, not of what it means.
+    ("tau-bench:gpt-4o-airline:task17:trial1", 1, "Change your flight", True),
+    ("tau-bench:gpt-4o-airline:task17:trial1", 1,
+     "Change your flight to May 23, 2024, I'd like to move it to May 24, 2024", True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("trace", "k", "item", "kept"), SMOLLM2_STORED)
+def test_what_smollm2_invented_is_dropped_now(trace: str, k: int, item: str, kept: bool) -> None:
+    from bench.model_bench import agent_sessions, chunks
+
+    session = next(
+        s
+        for s in agent_sessions(100)
+        if s["id"].startswith(trace) and chunks(s["messages"], 3, 700)
+    )
+    parts = chunks(session["messages"], 3, 700)
+    log = log_of([m for part in parts[:k] for m in part if m["role"] != "system"])
+    src = Sources.of(log, own=[session.get("system") or ""], instructions=instruction_text())
+    stats = CiteStats()
+    assert (src.check(item, stats) is not None) is kept, stats.items
