@@ -150,11 +150,13 @@ class Claim:
     def of(cls, body: str) -> Claim:
         f = flat(body)
         found = [flat(i) for i in (*extract_identifiers(body), *_CODE.findall(body))]
-        # Not a name cut by a shortened item's mark (`"12小时…`: its quote never closes).
+        # Not a name cut by a shortened item's mark (`"12小时…`: its quote never closes), nor
+        # one the item itself does not hold whole (`200 EUR` out of `4,200 EUR`).
         ids = tuple(
             dict.fromkeys(
                 i for i in found
                 if len(i) >= 2 and not _ONLY_NUMBER.fullmatch(i) and "..." not in i
+                and held(i, f)
             )
         )  # fmt: skip
         latin, cjk = stems(flat(_LABEL.sub("", body.strip())))
