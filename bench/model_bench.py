@@ -36,8 +36,11 @@ missing was lost by compaction. Reported per session and in total, after each k:
   answer kept (`answer_scores`), the share the stored context keeps (`scores`), what the
   gate caught and restored (`caught`, by retry, patch or extractive), what is still
   missing (`dropped`, and how many of those were over their section's share), the jobs
-  by status with how many degraded for `gate_dropped`, the gate's actions and the
-  model's citations kept, corrected and dropped.
+  by status with how many degraded for `gate_dropped` or `invented`, the gate's actions
+  and the model's items whose citation was kept, corrected, or that were dropped
+  (`unsupported`: nothing of the log supports them; `echo`: the instructions repeated),
+  and the dropped items themselves (`gate.citations.dropped_items`) with what nothing
+  held;
 
 - the items of the model's answers (its JSON's string items, citations cut) that the
   ranges compacted so far do not hold verbatim (invented or reworded), and those of

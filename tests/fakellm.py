@@ -168,6 +168,15 @@ def parse_prompt(messages: list[dict[str, Any]]) -> _Prompt:
     return prompt
 
 
+def _head(text: str, limit: int) -> str:
+    """The first `limit` characters, cut where a word ends, as a faithful writer cuts (a
+    name cut in two is a name that is not in the log: provenance drops it)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    return cut[: cut.rfind(" ")] if " " in cut else cut
+
+
 def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
     """Each item from a line of the range cites that line's seq, as the prompt asks."""
     zh = len(_CJK.findall(" ".join(t for _, t in prompt.lines))) > 20
@@ -185,12 +194,12 @@ def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
         sentences = [s.strip() for s in re.split(r"(?<=[.!?。！？])\s*|\n", text) if s.strip()]
         mark = f" [#{seq}]"
         if role == "user":
-            out["timeline"].append(user_label + text[:120] + mark)
+            out["timeline"].append(user_label + _head(text, 120) + mark)
             out["user_prefs"].extend(s + mark for s in sentences if _KEY.search(s))
         elif role == "assistant":
-            out["timeline"].append(asst_label + text[:80] + mark)
+            out["timeline"].append(asst_label + _head(text, 80) + mark)
         elif role.endswith("call"):
-            out["timeline"].append(text[:80] + mark)
+            out["timeline"].append(_head(text, 80) + mark)
         out["decisions"].extend(s + mark for s in sentences if _DECISION.search(s))
         out["open_todos"].extend(s + mark for s in sentences if _TODO.search(s))
     for key, items in out.items():

@@ -20,6 +20,7 @@ counted and listed (`CiteStats`), in the job's `gate` record.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -135,6 +136,28 @@ def message_text(m: LoggedMessage) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _holder_text(m: LoggedMessage) -> str:
+    """`message_text`, and the values of its calls' arguments decoded: an item may quote
+    `grep "x" a.py` where the call's JSON says `grep \\"x\\" a.py`."""
+    parts = [message_text(m)]
+    for c in m.body.get("tool_calls") or ():
+        if isinstance(c, dict):
+            try:
+                args = json.loads((call_function(c) or ("", ""))[1] or "null")
+            except ValueError:
+                continue
+            stack = [args]
+            while stack:
+                v = stack.pop()
+                if isinstance(v, dict):
+                    stack.extend(v.values())
+                elif isinstance(v, list):
+                    stack.extend(v)
+                elif isinstance(v, str):
+                    parts.append(v)
+    return "\n".join(parts)
+
+
 # The dropped items a job's record lists (the count covers them all), each cut to this.
 MAX_LISTED = 20
 LISTED_CHARS = 120
@@ -212,7 +235,7 @@ class Sources:
             if not m.counts_in_context:
                 continue
             src.seqs.append(m.seq)
-            src.texts.append(Text.of(message_text(m)))
+            src.texts.append(Text.of(_holder_text(m)))
         for item in previous_items:
             body, ranges = split_cites(item)
             if body:
@@ -232,11 +255,18 @@ class Sources:
         here = [_Holder(t, ((s, s),), True) for s, t in zip(self.seqs, self.texts, strict=True)]
         return [*here, *(h for _, h in self.previous)]
 
-    def supports(self, ranges: Ranges, body: str) -> bool:
-        """Whether the messages of `ranges` (those this log has) support `body`."""
+    def supports(self, ranges: Ranges, body: str, *, keys_only: bool = False) -> bool:
+        """Whether the messages of `ranges` (those this log has) support `body`; with
+        `keys_only`, hold its identifiers and numbers (what an item contextd wrote by rule
+        from them must hold: its other words are contextd's, `ran: … → exit 0`)."""
         texts = [t for s, t in zip(self.seqs, self.texts, strict=True)
                  if any(a <= s <= b for a, b in ranges)]  # fmt: skip
-        return bool(texts) and Claim.of(body).supported(texts)
+        if not texts:
+            return False
+        claim = Claim.of(body)
+        if keys_only:
+            return not [k for k in claim.keys() if not any(claim.holds_key(k, t) for t in texts)]
+        return claim.supported(texts)
 
     def _support(self, claim: Claim, cited: Ranges) -> Ranges | None:
         """The citation of the holders that support `claim`: those of `cited` that hold

@@ -6,13 +6,15 @@ words or identifiers". A set of texts *supports* an item (`Claim`) when:
 - every identifier the item names (paths, ids, names, codes: see
   `signals.extract_identifiers`, and codes of letters and digits) is in one of them
   with the same token boundaries: `Omar_rossi1241` is not held by `omar_rossi_1241`,
-  nor `rossi_1241` by it (a letter, digit or `_` on either side is no boundary);
+  nor `rossi_1241` by it (a letter, digit or `_` on either side is no boundary, but
+  for a letter after a number: `185,250p`, `5ms`);
 - every number the item states is in one of them, whole: `10.0` is not held by `10`,
-  nor `10` by `10.0`, `110`, `1.10`, `10,5` or `10:30` (a number runs on over `.`, `,`
-  and `:` between digits; `-` and `/` part numbers: `50` is held by `20-50`, `2024` by
-  `2024-05-23`);
+  nor `10` by `10.0`, `110`, `1.10` or `10:30` (a number runs on over `.` and `:`
+  between digits, and over `,` before them: `1,000`; `-`, `/` and a `,` after it part
+  numbers: `50` is held by `20-50`, `2024` by `2024-05-23`, `3590` by `3590,3620p`);
 - an item with no identifier and fewer than two words of its own (`10.0`,
-  `1, 2, 3, …, 17`, `yes`) is in one of them whole;
+  `1, 2, 3, …, 17`, `yes`) is in one of them whole, unless it is a list of numbers
+  of three characters or more (`2009, 984`, versions): then each is held;
 - and enough of its content words are in them: half of its Latin words (compared
   by their first five letters, so `changed` holds `change`) and 40% of its CJK
   character pairs (Chinese has no word boundaries; a rewording keeps fewer pairs
@@ -42,6 +44,8 @@ _ONLY_NUMBER = re.compile(r"[\d.,:/-]+")
 # Codes (`E4042`, `4NQLHD`, `HAT190`): letters and digits in one token.
 _CODE = re.compile(r"(?<![\w.])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*)(?![\w])")
 _WS = re.compile(r"\s+")
+# A shortened text's cut (`…`, `…(+3 lines)`) and the pieces of words it touches.
+_CUT = re.compile(r"\S*…(?:\(\+\d+ lines?\))?\S*")
 # A line's label (`User: `, `ran: `, `用户：`): not part of what is held whole.
 _LABEL = re.compile(r"^\w+(?:: |：)")
 # Words that hold nothing: function words and the labels of summary lines.
@@ -78,11 +82,16 @@ def held(key: str, text: str) -> bool:
         before = text[start - 1] if start else " "
         after = text[end] if end < len(text) else " "
         ok = not (_is_word(key[0]) and _is_word(before))
-        ok = ok and not (_is_word(key[-1]) and _is_word(after))
+        # A unit or a command's letter may follow a number (`185,250p`, `5ms`); a digit or
+        # `_` may not, and a letter may not follow a name (`rossi` of `rossi1241`).
+        if key[-1].isdigit():
+            ok = ok and not (after.isdigit() or after == "_")
+        else:
+            ok = ok and not (_is_word(key[-1]) and _is_word(after))
         # `1.10` does not hold `10`, nor `v1.2.3` hold `v1.2`: a digit run goes on.
-        if ok and key[0].isdigit() and before in ".,:" and start >= 2:
+        if ok and _ONLY_NUMBER.fullmatch(key) and before in ".,:" and start >= 2:
             ok = not text[start - 2].isdigit()
-        if ok and key[-1].isdigit() and after in ".,:" and end + 1 < len(text):
+        if ok and key[-1].isdigit() and after in ".:" and end + 1 < len(text):
             ok = not text[end + 1].isdigit()
         if ok:
             return True
@@ -148,8 +157,13 @@ class Claim:
 
     @classmethod
     def of(cls, body: str) -> Claim:
+        # What a cut mark touches is a piece of a token (`…hone_number`), not one.
+        body = _CUT.sub("\n", body)  # a line break: no quoted name spans it
         f = flat(body)
-        found = [flat(i) for i in (*extract_identifiers(body), *_CODE.findall(body))]
+        # Part by part: in a list (`Identifiers: is_path(""), path.expanduser("")`) a quote
+        # of one part and one of the next enclose no name.
+        parts = body.split(", ")
+        found = [flat(i) for p in parts for i in (*extract_identifiers(p), *_CODE.findall(p))]
         # Not a name cut by a shortened item's mark (`"12小时…`: its quote never closes), nor
         # one the item itself does not hold whole (`200 EUR` out of `4,200 EUR`).
         ids = tuple(
@@ -161,10 +175,14 @@ class Claim:
         )  # fmt: skip
         latin, cjk = stems(flat(_LABEL.sub("", body.strip())))
         need = math.ceil(LATIN_SHARE * len(latin) + CJK_SHARE * len(cjk))
-        whole = (
-            flat(_LABEL.sub("", body.strip())) if not ids and len(latin) + len(cjk) < 2 else None
-        )
-        return cls(ids, tuple(sorted(numbers(f))), latin, cjk, need, whole)
+        # Numbers the item states whole (`400` of `'400,450p'` is none).
+        nums = tuple(sorted(n for n in numbers(f) if held(n, f)))
+        # A list of long numbers (`Identifiers: 2009, 984`, versions) is judged by them; one
+        # of short ones (`1, 2, 3, …, 17`: any code listing has each) must be held whole.
+        long_numbers = bool(nums) and not latin and not cjk and min(map(len, nums)) >= 3
+        few_words = not ids and len(latin) + len(cjk) < 2 and not long_numbers
+        whole = flat(_LABEL.sub("", body.strip())) if few_words else None
+        return cls(ids, nums, latin, cjk, need, whole)
 
     def keys(self) -> tuple[str, ...]:
         return (*self.ids, *self.numbers)

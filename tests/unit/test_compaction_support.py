@@ -22,7 +22,7 @@ def _supported(item: str, *texts: str) -> bool:
         ("10.0", "the value is 10.0.", True),
         ("10", "version 1.10 and 10.5 and 110", False),
         ("10", "ran 10 times", True),
-        ("10", "at 10:30, 10,5 and 10.5", False),
+        ("10", "at 10:30, 1,10 and 10.5", False),
         ("2024", "booked on 2024-05-23", True),  # `-` parts numbers: a range, a date
         ("50元", "门票 20-50元", True),
         ("Budget cap is 4,200 EUR", "The budget cap is 4,200 EUR.", True),
