@@ -202,8 +202,13 @@ class Claim:
         """The identifiers and numbers none of `texts` holds (the whole item first, when it
         must be held whole)."""
         out = [k for k in self.keys() if not any(self.holds_key(k, t) for t in texts)]
-        if self.whole is not None and not any(held(self.whole, t.flat) for t in texts):
-            out.insert(0, self.whole)
+        # Another summary's item holds a short item whole only as all of itself: a few
+        # words inside it (`a few`) were never checked against the log as such.
+        whole = self.whole
+        if whole is not None and not any(
+            held(whole, t.flat) if t.keys is None else whole == t.flat for t in texts
+        ):
+            out.insert(0, whole)
         return list(dict.fromkeys(out))
 
     def touches(self, text: Text) -> bool:
