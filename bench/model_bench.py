@@ -36,8 +36,11 @@ missing was lost by compaction. Reported per session and in total, after each k:
   answer kept (`answer_scores`), the share the stored context keeps (`scores`), what the
   gate caught and restored (`caught`, by retry, patch or extractive), what is still
   missing (`dropped`, and how many of those were over their section's share), the jobs
-  by status with how many degraded for `gate_dropped`, the gate's actions and the
-  model's citations kept, corrected and dropped.
+  by status with how many degraded for `gate_dropped` or `invented`, the gate's actions
+  and the model's items whose citation was kept, corrected, or that were dropped
+  (`unsupported`: nothing of the log supports them; `echo`: the instructions repeated),
+  and the dropped items themselves (`gate.citations.dropped_items`) with what nothing
+  held;
 
 - the items of the model's answers (its JSON's string items, citations cut) that the
   ranges compacted so far do not hold verbatim (invented or reworded), and those of
@@ -472,16 +475,22 @@ def gate_report(runs: Sequence[Run], compactions: int) -> list[str]:
         actions = Counter(str((s.gate or {}).get("action")) for s in gated)
         cites: Counter[str] = Counter()
         for s in gated:
-            cites.update((s.gate or {}).get("citations") or {})
+            given = (s.gate or {}).get("citations") or {}
+            cites.update({k: v for k, v in given.items() if isinstance(v, int)})
         out.append(
             f"\nGate, compaction {k}: {len(at)} jobs ({len(gated)} with a `gate`): success "
             f"{statuses['success']}, degraded {statuses['degraded']} (of which `gate_dropped` "
-            f"{sum(s.reason == 'gate_dropped' for s in at)}), failed {statuses['failed']}, noop "
+            f"{sum(s.reason == 'gate_dropped' for s in at)}, `invented` "
+            f"{sum(s.reason == 'invented' for s in at)}), failed {statuses['failed']}, noop "
             f"{statuses['noop']}; gate action "
             + (", ".join(f"{a} ×{n}" for a, n in sorted(actions.items())) or "-")
-            + "; the model's citations kept {kept}, corrected {corrected}, dropped (items "
-            "citing nothing the log holds) {dropped}".format(
-                kept=cites["kept"], corrected=cites["corrected"], dropped=cites["dropped"]
+            + "; the model's items: citation kept {kept}, corrected {corrected}, dropped "
+            "{dropped} (unsupported {unsupported}, echo {echo})".format(
+                kept=cites["kept"],
+                corrected=cites["corrected"],
+                dropped=cites["dropped"],
+                unsupported=cites["unsupported"],
+                echo=cites["echo"],
             )
         )
         rows = []
@@ -543,7 +552,8 @@ def report(runs: list[Run], compactions: int) -> str:
              "restored by contextd in the summary"], rows)]  # fmt: skip
     misses = [
         f"- {r.sid} k={s.k} {kind}: {s.missed.get(kind)}"
-        for r in runs for s in r.steps for kind in ("user_msgs", "constraints", "trail")
+        for r in runs for s in r.steps
+        for kind in ("user_msgs", "constraints", "trail", "numbers")
         if s.missed.get(kind)
     ]  # fmt: skip
     made = [(r.sid, s.k, i) for r in runs for s in r.steps for i in s.invented]
@@ -553,8 +563,22 @@ def report(runs: list[Run], compactions: int) -> str:
         f"Items of the model's answers the compacted ranges do not hold verbatim (invented or "
         f"reworded): {len(made)}; still an item of the stored summary: {len(kept)}",
     ]
-    out += [f"- stored: {sid[:40]} k={k}: {i[:100]!r}" for sid, k, i in kept[:20]]
-    out += ["", "User messages, constraints and trail missing from the final context:"]
+    out += [f"- stored: {sid[:40]} k={k}: {i[:100]!r}" for sid, k, i in kept[:40]]
+    dropped = [
+        (r.sid, s.k, d) for r in runs for s in r.steps
+        for d in ((s.gate or {}).get("citations") or {}).get("dropped_items") or ()
+    ]  # fmt: skip
+    if dropped:
+        reasons = Counter(d["reason"] for _, _, d in dropped)
+        out += ["", "Items the gate dropped from the model's answers (`gate.citations."
+                "dropped_items`, at most 20 a job): " + ", ".join(
+                    f"{r} {n}" for r, n in sorted(reasons.items()))]  # fmt: skip
+        out += [
+            f"- {d['reason']}: {sid[:40]} k={k}: {d['text'][:80]!r}"
+            + (f" (missing {d['missing'][:3]})" if d.get("missing") else "")
+            for sid, k, d in dropped[:30]
+        ]
+    out += ["", "User messages, constraints, trail and numbers missing from the final context:"]
     out += misses or ["- none"]
     if gated:
         out += ["", "The gate's figures per job (`gate` of GET /compaction), probes of the "

@@ -31,6 +31,13 @@ Behaviours:
   rewrites every path ("the file") and number ("a few"); ``drop_oldest`` summarises only
   the newer half of the range's lines (the previous summary kept); ``invent_seq`` cites
   a seq past the range's end in every other item, and the range's first seq in the rest
+- stand-ins that invent, as SmolLM2-135M did (each a ``normal`` summary plus, as facts
+  citing the seq they garble): ``invent_number`` a number of the range with ``.0``
+  added (`8443.0`), alone and in a sentence, the range's first snake_case id with its
+  last ``_`` dropped and capitalised (`Omar_rossi1241` for `omar_rossi_1241`), and the
+  list ``1, 2, 3, …, 17``; ``echo_prompt`` the instructions' own words (``the order of
+  events, one short line each``, ``user_prefs``) as timeline items; ``invent_fact`` a
+  sentence the range never says, in the conversation's language
 - ``recall``: an agent that recalls, for requests that offer a ``recall`` tool: after a
   user message it calls ``recall`` with ``{"query": <the last word of the user
   message>}``; after that answer, ``recall`` with ``{"seq": <the first "seq N" the
@@ -81,6 +88,7 @@ BEHAVIOURS = frozenset(
         "normal", "slow", "timeout", "500", "503", "429", "garbage", "drop_connection", "refuse",
         "refuse_text", "not_json", "wrong_types", "empty", "truncate", "omit_anchors", "english",
         "minimal", "agent", "recall", "paraphrase", "drop_oldest", "invent_seq", "sloppy",
+        "invent_number", "echo_prompt", "invent_fact",
     }
 )  # fmt: skip
 
@@ -160,6 +168,15 @@ def parse_prompt(messages: list[dict[str, Any]]) -> _Prompt:
     return prompt
 
 
+def _head(text: str, limit: int) -> str:
+    """The first `limit` characters, cut where a word ends, as a faithful writer cuts (a
+    name cut in two is a name that is not in the log: provenance drops it)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    return cut[: cut.rfind(" ")] if " " in cut else cut
+
+
 def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
     """Each item from a line of the range cites that line's seq, as the prompt asks."""
     zh = len(_CJK.findall(" ".join(t for _, t in prompt.lines))) > 20
@@ -177,12 +194,12 @@ def faithful_summary(prompt: _Prompt, max_tokens: int) -> dict[str, list[str]]:
         sentences = [s.strip() for s in re.split(r"(?<=[.!?。！？])\s*|\n", text) if s.strip()]
         mark = f" [#{seq}]"
         if role == "user":
-            out["timeline"].append(user_label + text[:120] + mark)
+            out["timeline"].append(user_label + _head(text, 120) + mark)
             out["user_prefs"].extend(s + mark for s in sentences if _KEY.search(s))
         elif role == "assistant":
-            out["timeline"].append(asst_label + text[:80] + mark)
+            out["timeline"].append(asst_label + _head(text, 80) + mark)
         elif role.endswith("call"):
-            out["timeline"].append(text[:80] + mark)
+            out["timeline"].append(_head(text, 80) + mark)
         out["decisions"].extend(s + mark for s in sentences if _DECISION.search(s))
         out["open_todos"].extend(s + mark for s in sentences if _TODO.search(s))
     for key, items in out.items():
@@ -207,6 +224,41 @@ def _paraphrase(item: str) -> str:
 
 def _map_items(summary: dict[str, list[str]], fn: Any) -> dict[str, list[str]]:
     return {k: [fn(i) for i in v] for k, v in summary.items()}
+
+
+_TWO_DIGITS = re.compile(r"(?<![\w.])\d{2,}(?![\w.])")
+_SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+INVENTED_FACT = {
+    "en": "The deployment to production succeeded on the first try",
+    "zh": "部署到生产环境一次就成功了",
+}
+ECHOES = ("the order of events, one short line each", "user_prefs")
+
+
+def _invented(prompt: _Prompt, behaviour: str) -> dict[str, list[str]]:
+    """What `behaviour` adds to a faithful summary (see the module docstring)."""
+    if not prompt.lines:
+        return {}
+    first = prompt.seqs[0]
+    if behaviour == "echo_prompt":
+        return {"timeline": [ECHOES[0], f"{ECHOES[0].capitalize()} [#{first}]", ECHOES[1]]}
+    if behaviour == "invent_fact":
+        zh = len(_CJK.findall(" ".join(t for _, t in prompt.lines))) > 20
+        return {"facts": [f"{INVENTED_FACT['zh' if zh else 'en']} [#{first}]"]}
+    facts = [f"1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17 [#{first}]"]
+    for (_, text), seq in zip(prompt.lines, prompt.seqs, strict=True):
+        number = _TWO_DIGITS.search(text)
+        if number:
+            n = number.group(0)
+            facts += [f"{n}.0 [#{seq}]", f"The value is {n}.0 [#{seq}]"]
+            break
+    for (_, text), seq in zip(prompt.lines, prompt.seqs, strict=True):
+        ident = _SNAKE.search(text)
+        if ident:
+            head, _, tail = ident.group(0).rpartition("_")
+            facts.append(f"{(head + tail).capitalize()} [#{seq}]")
+            break
+    return {"facts": facts}
 
 
 class FakeLLM:
@@ -433,6 +485,10 @@ class FakeLLM:
                 return f"{body} [#{past if next(counter) % 2 == 0 else first}]"
 
             content = json.dumps(_map_items(summary, invent), ensure_ascii=False)
+        elif behaviour in ("invent_number", "echo_prompt", "invent_fact"):
+            for key, items in _invented(prompt, behaviour).items():
+                summary[key] = [*summary[key], *items]
+            content = json.dumps(summary, ensure_ascii=False)
         elif behaviour == "refuse":
             message["refusal"] = "I can't help with that."
         elif behaviour == "refuse_text":

@@ -19,7 +19,11 @@ in a section the model never writes:
   itself when it is one short line;
 - **values from tools**: identifiers (ids, names, numbers, paths: see
   `signals.extract_identifiers`) that first appear in a tool's output and that
-  a later call, a later assistant message or the preserved tail reuses.
+  a later call, a later assistant message or the preserved tail reuses; and those
+  that a tool returned before the range (`earlier`: the last tool outputs already
+  compacted) and that the range or the tail reuses: a card's last four digits read
+  in one range and quoted back to the user in the next would otherwise be in no
+  range's trail (the first had no reuse yet, the second no tool output of it).
 
 Items are stored as `kind: text` strings, oldest first, and rolled like the
 user's messages: the previous summary's then the new range's, an item seen
@@ -208,12 +212,16 @@ def _agent_texts(m: LoggedMessage) -> Iterator[str]:
 
 
 def range_artifacts(
-    messages: Sequence[LoggedMessage], later: Sequence[LoggedMessage] = ()
+    messages: Sequence[LoggedMessage],
+    later: Sequence[LoggedMessage] = (),
+    earlier: Sequence[LoggedMessage] = (),
 ) -> tuple[str, ...]:
     """The artifacts of a compacted range, encoded, oldest first (see the module docstring).
 
     What the agent writes in `later` (the preserved tail) counts as reuse of a value a
-    tool returned; what later tools print does not.
+    tool returned; what later tools print does not. `earlier`: messages before the range
+    (their tool outputs and the calls that asked for them), whose values count when the
+    range or the tail reuses them.
     """
     answers = {
         str(m.body.get("tool_call_id")): m
@@ -245,7 +253,9 @@ def range_artifacts(
             found = call_artifacts(name, raw, answer.text if answer else None)
             items.extend(replace(a, cites=seqs) for a in found)
     files = {a.text for a in items if a.kind in ("read", "changed")}
-    values = _values(outputs, uses, "\n".join(t for m in later for t in _agent_texts(m)))
+    tail = "\n".join(t for m in later for t in _agent_texts(m))
+    values = _values(outputs, uses, tail)
+    values += _earlier_values(earlier, uses, tail, {v.text.split(" ← ", 1)[0] for _, v in values})
     # Each value where its tool answered, so that the newest kept are the newest work.
     at: dict[int, list[Artifact]] = {}
     for place, value in values:
@@ -337,6 +347,39 @@ def _values(
             if after:
                 seen.add(value)
                 found.append((place, Artifact("got", f"{value} ← {name}", ((seq, seq),))))
+    return found
+
+
+# Values of the range's and the tail's texts looked up in earlier outputs, at most.
+MAX_EARLIER_VALUES = 200
+
+
+def _earlier_values(
+    earlier: Sequence[LoggedMessage], uses: _Use, later: str, known: set[str]
+) -> list[tuple[int, Artifact]]:
+    """Identifiers the range's or the tail's agent texts use that a tool output of `earlier`
+    holds (the newest such output), placed first: they were returned before the range.
+    Looked up from the texts' side, so the cost follows the range, not the older log."""
+    outputs = [m for m in earlier if m.role == "tool" and m.counts_in_context]
+    if not outputs:
+        return []
+    names = {
+        str(c.get("id")): (call_function(c) or ("tool",))[0]
+        for m in earlier
+        for c in m.body.get("tool_calls") or ()
+        if isinstance(c, dict)
+    }
+    found: list[tuple[int, Artifact]] = []
+    said = "\n".join([*uses.parts, later])
+    for value in extract_identifiers(said)[:MAX_EARLIER_VALUES]:
+        if value in known or not 3 <= len(value) <= 120 or _PLAIN_WORD.match(value):
+            continue
+        for m in reversed(outputs):
+            if _occurs(m.text, value):
+                name = names.get(str(m.body.get("tool_call_id")), "tool")
+                found.append((0, Artifact("got", f"{value} ← {name}", ((m.seq, m.seq),))))
+                known.add(value)
+                break
     return found
 
 

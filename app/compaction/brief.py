@@ -21,6 +21,7 @@ from app.compaction.checks import (
     message_texts,
 )
 from app.compaction.extractive import pinned_entries
+from app.compaction.prompt import instruction_text
 from app.compaction.provenance import Sources
 from app.compaction.summary import (
     StructuredSummary,
@@ -31,6 +32,7 @@ from app.compaction.summary import (
 )
 from app.compaction.turns import CompactionPlan
 from app.compaction.user_messages import range_user_messages, roll_user_messages
+from app.conversation import LoggedMessage
 
 
 class SummarySettings(Protocol):
@@ -100,8 +102,11 @@ def brief_for(
     counter: TextCounter,
     system_texts: Sequence[str],
     options: SummaryOptions | None,
+    earlier: Sequence[LoggedMessage] = (),
 ) -> Brief:
-    """What any summary of `plan` must keep, model or not: read off the messages, not asked for."""
+    """What any summary of `plan` must keep, model or not: read off the messages, not asked for.
+    `earlier`: the last messages before the range (values tools returned there, reused in
+    the range, join its trail: `artifacts.range_artifacts`)."""
     opts = options or SummaryOptions()
     lang = conversation_language_of((*plan.range_messages, *plan.preserved_messages))
     prev_tokens = (
@@ -115,7 +120,7 @@ def brief_for(
         max_tokens=int(settings.user_messages_ratio * settings.usable_budget),
         counter=counter,
     )
-    trail = range_artifacts(plan.range_messages, plan.preserved_messages)
+    trail = range_artifacts(plan.range_messages, plan.preserved_messages, earlier)
     artifacts, dropped = roll_artifacts(
         previous_summary.artifacts if previous_summary else (),
         trail,
@@ -175,6 +180,11 @@ def brief_for(
             summary_share=brief.cap // 2,
             counter=counter,
         ),
-        sources=Sources.of(plan.range_messages, previous_items),
+        sources=Sources.of(
+            plan.range_messages,
+            previous_items,
+            own=[*brief.anchors, *system_texts],
+            instructions=instruction_text(),
+        ),
         context=gate.Visible([*system_texts, *preserved]),
     )

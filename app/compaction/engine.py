@@ -25,6 +25,11 @@ rolls into `artifacts` the same way (see `artifacts.py`).
 - timeout, HTTP error, dropped connection, refusal, unparseable or
   schema-violating output, or a summary in the wrong language after the retry
   → the extractive summary of the range, `degraded`;
+- items of the answer that nothing of the log supports (invented) or that repeat
+  the instructions (echoed) are dropped and listed in the job's `gate`
+  (`citations`, provenance.py) and counted in `invented_dropped`; an answer with
+  more such items than supported ones → the extractive summary, `degraded`
+  (`invented`): never stored silently invented;
 - no model configured (`client is None`) → the extractive summary, `success`
   with `summarizer="extractive"`: that is the deliberate configuration of
   SPEC §7, not a failure.
@@ -47,6 +52,7 @@ from app.compaction.outcome import ModelUsage, SummaryOutcome
 from app.compaction.prompt import SummaryRequest, build_retry_request, build_summary_request
 from app.compaction.summary import StructuredSummary, SummaryRejected, TextCounter
 from app.compaction.turns import CompactionPlan
+from app.conversation import LoggedMessage
 
 # What surrounds the model call (identifiers and constraints read off the range,
 # the prompt, the checks, the fit, the extractive summary) is CPU in proportion to
@@ -115,14 +121,24 @@ async def summarise(
     counter: TextCounter,
     system_texts: Sequence[str] = (),
     options: SummaryOptions | None = None,
+    earlier: Sequence[LoggedMessage] = (),
 ) -> SummaryOutcome:
     """Summarise `plan.range_messages` onto `previous_summary` (see the module docstring).
 
     `system_texts` are the other always-visible parts of the final context
-    (system prompt, dynamic context) in which anchors may already be visible.
+    (system prompt, dynamic context) in which anchors may already be visible;
+    `earlier` the last messages before the range (see `brief.brief_for`).
     """
     brief = await _off_loop(
-        briefs.brief_for, plan, previous_summary, anchors, settings, counter, system_texts, options
+        briefs.brief_for,
+        plan,
+        previous_summary,
+        anchors,
+        settings,
+        counter,
+        system_texts,
+        options,
+        earlier,
     )
     usage = ModelUsage()
     if client is None:
@@ -168,6 +184,10 @@ async def summarise(
             check = second
     if not check.language_ok:
         return await _off_loop(fit.extractive, brief, usage, "degraded", "wrong_language", retried)
+    if _mostly_invented(check):
+        # More of the answer made up than borne out: what is left of it is no summary to
+        # trust either. The extractive summary instead; the gate lists what was dropped.
+        return await _off_loop(fit.extractive, brief, usage, "degraded", "invented", retried, check)
     reason = None
     if check.missing_anchors:
         reason = "anchors_missing_after_retry" if retried else "anchors_missing"
@@ -189,6 +209,11 @@ async def summarise(
     return await _off_loop(
         fit.extractive, brief, usage, "degraded", "gate_dropped", retried, first_check
     )
+
+
+def _mostly_invented(check: fit.Check) -> bool:
+    c = check.citations
+    return c.dropped > c.kept + c.corrected
 
 
 def _lost_fitting(outcome: SummaryOutcome) -> bool:

@@ -145,7 +145,7 @@ def extractive_summary(messages: Sequence[LoggedMessage], *, lang: str) -> Struc
         first.setdefault(ident, seq)
     ids = [i for i in dedupe(first) if i in first][:60]
     facts = tuple(
-        cite_seqs(labels["ids"] + ", ".join(chunk), sorted({first[i] for i in chunk})[:3])
+        cite_seqs(labels["ids"] + ", ".join(chunk), {first[i] for i in chunk})
         for chunk in (ids[i : i + 12] for i in range(0, len(ids), 12))
     )
 

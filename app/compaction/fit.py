@@ -17,7 +17,6 @@ from app.compaction.extractive import extractive_summary, fit_to_tokens, tokens_
 from app.compaction.gate import Probe, Verdict, Visible
 from app.compaction.outcome import ModelUsage, SummaryOutcome
 from app.compaction.provenance import CiteStats, cite, cite_seqs, strip_cites
-from app.compaction.signals import normalise
 from app.compaction.summary import (
     SECTIONS,
     StructuredSummary,
@@ -71,23 +70,16 @@ def read(brief: Brief, answer: str) -> Check:
 
 
 def cited(brief: Brief, summary: StructuredSummary, stats: CiteStats) -> StructuredSummary:
-    """Each item of the model's sections with a citation the range bears out (provenance.py);
-    an item nothing in the range or the previous summary holds is dropped, unless it is an
-    anchor or part of the system prompt: the session's words, not the log's."""
-    own = [normalise(t) for t in (*brief.anchors, *brief.system_texts) if t.strip()]
-    values: dict[str, tuple[str, ...]] = {}
-    for name in SECTIONS:
-        items: list[str] = []
-        for item in getattr(summary, name):
-            checked = brief.sources.check(item, stats)
-            if checked is None:
-                body = normalise(strip_cites(item))
-                if body and any(body in t or t in body for t in own):
-                    stats.dropped -= 1  # kept, uncited
-                    items.append(strip_cites(item))
-                continue
-            items.append(checked)
-        values[name] = tuple(items)
+    """Each item of the model's sections with a citation the log supports (provenance.py);
+    an item nothing supports, or that repeats the instructions, is dropped and counted."""
+    values = {
+        name: tuple(
+            checked
+            for item in getattr(summary, name)
+            if (checked := brief.sources.check(item, stats)) is not None
+        )
+        for name in SECTIONS
+    }
     out = replace(summary, **values)
     if out.is_empty():
         raise SummaryRejected("all_empty", "no item of the answer is borne out by the range")
@@ -172,9 +164,12 @@ def finish(
         action = "patch"
     elif "retry" in restored.values():
         action = "retry"
+    # The items dropped from the answer whose items are stored (the model's), or from the
+    # model's first answer when the extractive summary stands in for it.
+    cites = (first if fallback else check).citations
     verdict = Verdict(
         brief.probes, tuple(first.missing_probes), tuple(final), action, restored,
-        first.citations.to_dict(),
+        cites.to_dict(),
     )  # fmt: skip
     return SummaryOutcome(
         status=status,
@@ -195,6 +190,7 @@ def finish(
         input_tokens=brief.input_tokens,
         reason=reason,
         gate=verdict.record(),
+        invented_dropped=cites.dropped,
     )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app.compaction.artifacts import decode
 from app.compaction.artifacts import range_artifacts as trail
@@ -261,7 +262,7 @@ class Verdict:
     missing: tuple[Probe, ...]  # missing from the final context (what it lost)
     action: str  # none | retry | patch | extractive
     restored_by: dict[Probe, str]  # retry | patch | extractive
-    citations: dict[str, int]
+    citations: dict[str, Any]  # provenance.CiteStats.to_dict
 
     def record(self) -> dict[str, object]:
         counts: dict[str, int] = {}

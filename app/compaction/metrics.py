@@ -60,10 +60,23 @@ GATE_PROBES = Counter(
 )
 
 
+SUMMARY_ITEMS_DROPPED = Counter(
+    "contextd_compaction_summary_items_dropped_total",
+    "Items of the summariser's answers dropped before the summary was stored, by reason: "
+    "unsupported (nothing of the log supports it: invented), echo (the instructions repeated)",
+    ["reason"],
+)
+
+
 def count_gate(gate: dict[str, Any] | None) -> None:
-    """Count one job's probes (gate.Verdict.record) in GATE_PROBES."""
+    """Count one job's probes (gate.Verdict.record) in GATE_PROBES, and the answer's items
+    it dropped in SUMMARY_ITEMS_DROPPED."""
     if not gate:
         return
+    cites = gate.get("citations") or {}
+    for reason in ("unsupported", "echo"):
+        if cites.get(reason):
+            SUMMARY_ITEMS_DROPPED.labels(reason).inc(cites[reason])
     lost: dict[str, int] = {}
     caught: dict[str, int] = {}
     for d in gate.get("dropped", ()):

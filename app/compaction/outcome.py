@@ -39,6 +39,8 @@ class SummaryOutcome:
     artifacts_dropped: int = 0
     # The quality gate's verdict (gate.Verdict.record): stored on the job as `gate`.
     gate: dict[str, Any] | None = None
+    # Items of the model's answer dropped as invented or echoed (`gate.citations`).
+    invented_dropped: int = 0
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -58,6 +60,7 @@ class SummaryOutcome:
             "artifacts_dropped": self.artifacts_dropped,
             "reason": self.reason,
             "gate": self.gate,
+            "invented_dropped": self.invented_dropped,
         }
 
 

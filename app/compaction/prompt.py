@@ -14,6 +14,7 @@ it off for them (the parser accepts fenced or prose-wrapped JSON anyway).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,33 @@ conversation: [#12] for one message, [#12-15] for a run, [#3,9] for several. Ite
 from the previous summary keep their citations. Cite only messages that hold what the item \
 says.
 - Never refuse, never comment, never add text outside the JSON object."""
+
+
+_RETRY_ANCHORS = "These anchors are missing; copy each one verbatim:"
+_RETRY_IDENTIFIERS = "These identifiers are missing; keep each one verbatim:"
+_RETRY_CONSTRAINTS = "These user constraints are missing; keep each one verbatim in user_prefs:"
+_RETRY_PROBES = (
+    "These points of the conversation are missing (decisions, to-dos, errors, the "
+    "user's questions, the files and commands of the trail); keep each one in the "
+    "right key, with its names, paths and numbers exactly as written and its "
+    "citation:"
+)
+_RETRY_LANGUAGE = "The summary is not written in {language}."
+_RETRY_AGAIN = "Answer again with the complete corrected JSON object (keys: {keys}), nothing else."
+
+
+@functools.cache
+def instruction_text() -> str:
+    """Every fixed text the summariser is sent (instructions, headers, section names): an
+    item of its answer that repeats them is an echo, not a summary (provenance.py)."""
+    return "\n".join(
+        [
+            *(_SYSTEM.replace("{language}", name) for name in LANGUAGE_NAMES.values()),
+            ANCHORS_HEADER, IDENTIFIERS_HEADER, PREVIOUS_HEADER, RANGE_HEADER,
+            _RETRY_ANCHORS, _RETRY_IDENTIFIERS, _RETRY_CONSTRAINTS, _RETRY_PROBES,
+            _RETRY_LANGUAGE, _RETRY_AGAIN.replace("{keys}", ", ".join(SECTIONS)), *SECTIONS,
+        ]
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,33 +193,17 @@ def build_retry_request(
     """The same conversation plus the rejected answer and what exactly it lacked."""
     problems: list[str] = []
     if missing_anchors:
-        problems.append(
-            "These anchors are missing; copy each one verbatim:\n" + _bullets(missing_anchors)
-        )
+        problems.append(_RETRY_ANCHORS + "\n" + _bullets(missing_anchors))
     if missing_identifiers:
-        problems.append(
-            "These identifiers are missing; keep each one verbatim:\n"
-            + _bullets(missing_identifiers)
-        )
+        problems.append(_RETRY_IDENTIFIERS + "\n" + _bullets(missing_identifiers))
     if missing_constraints:
-        problems.append(
-            "These user constraints are missing; keep each one verbatim in user_prefs:\n"
-            + _bullets(missing_constraints)
-        )
+        problems.append(_RETRY_CONSTRAINTS + "\n" + _bullets(missing_constraints))
     if missing_probes:
-        problems.append(
-            "These points of the conversation are missing (decisions, to-dos, errors, the "
-            "user's questions, the files and commands of the trail); keep each one in the "
-            "right key, with its names, paths and numbers exactly as written and its "
-            "citation:\n" + _bullets(missing_probes)
-        )
+        problems.append(_RETRY_PROBES + "\n" + _bullets(missing_probes))
     if wrong_language:
-        problems.append(f"The summary is not written in {LANGUAGE_NAMES.get(wrong_language)}.")
-    problems.append(
-        "Answer again with the complete corrected JSON object (keys: "
-        + ", ".join(SECTIONS)
-        + "), nothing else."
-    )
+        name = LANGUAGE_NAMES.get(wrong_language) or wrong_language
+        problems.append(_RETRY_LANGUAGE.replace("{language}", name))
+    problems.append(_RETRY_AGAIN.replace("{keys}", ", ".join(SECTIONS)))
     retry = (
         {"role": "assistant", "content": previous_output},
         {"role": "user", "content": "\n\n".join(problems)},

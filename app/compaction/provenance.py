@@ -7,21 +7,27 @@ around. The stored structure also lists them apart (`seqs`, see `summary.py`).
 
 A citation is only as good as the log: `Sources` holds the compacted range (each
 message's text, tool calls and arguments included) and the previous summary's
-items with their citations. An item's citation is kept where a cited seq *holds*
-the item (one of its identifiers verbatim, or enough of its words), trimmed to the
-seqs that do; a citation outside the range or of seqs that do not hold it is
-replaced by the seqs that hold it best, or the citation of the previous summary's
-item it restates; an item nothing holds is dropped (the model invented it).
+items with their citations. An item is kept where what it cites *supports* it
+(`support.py`: its identifiers and numbers with the same token boundaries, enough of
+its words), its citation trimmed to the holders that hold something of it and
+completed from the range or the previous summary when they fall short (a citation
+outside the range or of seqs that do not hold it is corrected so). An item nothing
+supports is dropped as `unsupported` (the model invented it), unless the session's
+anchors or system prompt support it (then it is kept uncited: the session's words);
+one that repeats the summariser's own instructions is dropped as `echo`. Each drop is
+counted and listed (`CiteStats`), in the job's `gate` record.
 """
 
 from __future__ import annotations
 
-import math
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from app.compaction.signals import extract_identifiers, normalise, shorten
+from app.compaction.signals import normalise, shorten
+from app.compaction.support import Claim, Text, echo_of, flat, held
 from app.conversation import LoggedMessage, call_function
 
 Ranges = tuple[tuple[int, int], ...]
@@ -36,11 +42,6 @@ MAX_RANGES = 3
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 _LATIN = re.compile(r"[^\W\d_]{3,}|\d{2,}")
-# Where an item's exact parts end: arrows of the trail, list commas, cut marks.
-_ARROWS = re.compile(r" [→←] |, |…(?:\(\+\d+ lines?\))?|，|、")
-_LABEL = re.compile(r"^\w+(?:: |：)")
-# Codes (`E4042`, `4NQLHD`) and numbers of two digits or more.
-_CODE = re.compile(r"(?<![\w.])(?:[A-Za-z][\w-]*\d[\w-]*|\d[\w-]*[A-Za-z][\w-]*|\d{2,})(?![\w])")
 # Words every label or summary line has: they hold nothing.
 _STOP = frozenset(
     """the and for with that this from into was were are has have had not but you your
@@ -94,7 +95,14 @@ def cite(body: str, ranges: Ranges) -> str:
 
 
 def cite_seqs(body: str, seqs: Iterable[int]) -> str:
-    return cite(body, ranges_of(seqs))
+    """`body` citing `seqs`: every one of them (as one span when they are many ranges)."""
+    return cite(body, capped(ranges_of(seqs)))
+
+
+def capped(ranges: Ranges) -> Ranges:
+    """At most MAX_RANGES ranges: one span over them all when there are more (a span holds
+    what each of its ranges holds; a cut list would not)."""
+    return ((ranges[0][0], ranges[-1][1]),) if len(ranges) > MAX_RANGES else ranges
 
 
 def shorten_item(item: str, max_chars: int) -> str:
@@ -118,47 +126,6 @@ def terms(text: str) -> set[str]:
     return out - _STOP
 
 
-@dataclass(frozen=True, slots=True)
-class _Need:
-    """What a message must hold to hold an item."""
-
-    ids: tuple[str, ...]  # normalised identifiers and exact phrases: one of them suffices
-    terms: frozenset[str]
-    enough: int  # shared terms that suffice
-    strong: tuple[str, ...]  # normalised identifiers and codes only
-
-    @classmethod
-    def of(cls, body: str) -> _Need:
-        found = [*extract_identifiers(body), *_CODE.findall(body)]
-        strong = tuple(k for k in dict.fromkeys(normalise(i) for i in found) if len(k) >= 3)
-        # The parts of an artifact (`ran: ls -la → exit 0`, `got: 4NQLHD ← get_user`) and a
-        # short item whole (`hi`): exact strings a holder has verbatim.
-        parts = [_LABEL.sub("", p.strip()) for p in _ARROWS.split(body)]
-        found += [p for p in parts if len(normalise(p)) >= 5]
-        if len(terms(body)) < 2:
-            found.append(_LABEL.sub("", body))
-        ids = tuple(k for k in dict.fromkeys(normalise(i) for i in found) if k)
-        words = frozenset(terms(body))
-        return cls(ids, words, max(1, min(3, math.ceil(len(words) * 0.34))), strong)
-
-    def score(self, norm: str, words: frozenset[str]) -> int:
-        """0 when the text does not hold the item; higher for a better holder."""
-        hit_ids = sum(1 for i in self.ids if i and i in norm)
-        shared = len(self.terms & words)
-        if not hit_ids and shared < self.enough:
-            return 0
-        return hit_ids * 4 + shared
-
-    def restates(self, norm: str, words: frozenset[str]) -> int:
-        """Stricter than `score`, for another summary item whose citation would be taken
-        over unchecked: one of its identifiers, or half its words (two at least)."""
-        hit = sum(1 for i in self.strong if i in norm)
-        shared = len(self.terms & words)
-        if not hit and shared < max(2, math.ceil(len(self.terms) / 2)):
-            return 0
-        return hit * 4 + shared
-
-
 def message_text(m: LoggedMessage) -> str:
     """What a message shows: its text and its tool calls' names and arguments."""
     parts = [m.text]
@@ -169,14 +136,77 @@ def message_text(m: LoggedMessage) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _holder_text(m: LoggedMessage) -> str:
+    """`message_text`, and the values of its calls' arguments decoded: an item may quote
+    `grep "x" a.py` where the call's JSON says `grep \\"x\\" a.py`."""
+    parts = [message_text(m)]
+    for c in m.body.get("tool_calls") or ():
+        if isinstance(c, dict):
+            try:
+                args = json.loads((call_function(c) or ("", ""))[1] or "null")
+            except ValueError:
+                continue
+            stack = [args]
+            while stack:
+                v = stack.pop()
+                if isinstance(v, dict):
+                    stack.extend(v.values())
+                elif isinstance(v, list):
+                    stack.extend(v)
+                elif isinstance(v, str):
+                    parts.append(v)
+    return "\n".join(parts)
+
+
+# The dropped items a job's record lists (the count covers them all), each cut to this.
+MAX_LISTED = 20
+LISTED_CHARS = 120
+
+
 @dataclass(slots=True)
 class CiteStats:
+    """What the citation check did to one answer's items; `dropped` by reason: `unsupported`
+    (nothing the log or the session holds supports it: invented) or `echo` (the summariser's
+    own instructions repeated)."""
+
     kept: int = 0
     corrected: int = 0
     dropped: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    items: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, int]:
-        return {"kept": self.kept, "corrected": self.corrected, "dropped": self.dropped}
+    def drop(self, body: str, reason: str, missing: Sequence[str] = ()) -> None:
+        self.dropped += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        if len(self.items) < MAX_LISTED:
+            entry: dict[str, Any] = {"text": shorten(body, LISTED_CHARS), "reason": reason}
+            if missing:
+                entry["missing"] = [shorten(m, LISTED_CHARS) for m in missing[:5]]
+            self.items.append(entry)
+
+    @property
+    def invented(self) -> int:
+        return self.dropped
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kept": self.kept,
+            "corrected": self.corrected,
+            "dropped": self.dropped,
+            "unsupported": self.reasons.get("unsupported", 0),
+            "echo": self.reasons.get("echo", 0),
+            "dropped_items": list(self.items),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Holder:
+    """A text items may cite: a message of the range, or an item of the previous summary
+    (citing it means citing what that item cites; an uncited one passes nothing on)."""
+
+    text: Text
+    ranges: Ranges
+    in_range: bool
 
 
 @dataclass(slots=True)
@@ -184,24 +214,33 @@ class Sources:
     """The texts citations are checked against (see the module docstring)."""
 
     seqs: list[int] = field(default_factory=list)
-    norms: list[str] = field(default_factory=list)
-    words: list[frozenset[str]] = field(default_factory=list)
-    previous: list[tuple[str, frozenset[str], Ranges]] = field(default_factory=list)
+    texts: list[Text] = field(default_factory=list)
+    previous: list[tuple[str, _Holder]] = field(default_factory=list)
+    # The session's own words (anchors, system prompt): an item they support is kept uncited.
+    own: list[Text] = field(default_factory=list)
+    # The summariser's instructions, `normalise`d: an item repeating them is an echo.
+    instructions: str = ""
 
     @classmethod
-    def of(cls, messages: Sequence[LoggedMessage], previous_items: Iterable[str] = ()) -> Sources:
-        src = cls()
+    def of(
+        cls,
+        messages: Sequence[LoggedMessage],
+        previous_items: Iterable[str] = (),
+        *,
+        own: Iterable[str] = (),
+        instructions: str = "",
+    ) -> Sources:
+        src = cls(instructions=normalise(instructions))
         for m in messages:
             if not m.counts_in_context:
                 continue
-            text = message_text(m)
             src.seqs.append(m.seq)
-            src.norms.append(normalise(text))
-            src.words.append(frozenset(terms(text)))
+            src.texts.append(Text.of(_holder_text(m)))
         for item in previous_items:
             body, ranges = split_cites(item)
-            if body:  # uncited: stored before provenance
-                src.previous.append((normalise(body), frozenset(terms(body)), ranges))
+            if body:
+                src.previous.append((normalise(body), _Holder(Text.item(body), ranges, False)))
+        src.own = [Text.of(t) for t in own if t.strip()]
         return src
 
     @property
@@ -212,82 +251,96 @@ class Sources:
     def last(self) -> int:
         return self.seqs[-1] if self.seqs else 0
 
-    def holds(self, seq: int, body: str) -> bool:
-        i = self._index(seq)
-        return i is not None and _Need.of(body).score(self.norms[i], self.words[i]) > 0
+    def _pool(self) -> list[_Holder]:
+        here = [_Holder(t, ((s, s),), True) for s, t in zip(self.seqs, self.texts, strict=True)]
+        return [*here, *(h for _, h in self.previous)]
 
-    def _index(self, seq: int) -> int | None:
-        from bisect import bisect_left
+    def supports(self, ranges: Ranges, body: str, *, keys_only: bool = False) -> bool:
+        """Whether the messages of `ranges` (those this log has) support `body`; with
+        `keys_only`, hold its identifiers and numbers (what an item contextd wrote by rule
+        from them must hold: its other words are contextd's, `ran: … → exit 0`)."""
+        texts = [t for s, t in zip(self.seqs, self.texts, strict=True)
+                 if any(a <= s <= b for a, b in ranges)]  # fmt: skip
+        if not texts:
+            return False
+        claim = Claim.of(body)
+        if keys_only:
+            return not [k for k in claim.keys() if not any(claim.holds_key(k, t) for t in texts)]
+        return claim.supported(texts)
 
-        i = bisect_left(self.seqs, seq)
-        return i if i < len(self.seqs) and self.seqs[i] == seq else None
+    def _support(self, claim: Claim, cited: Ranges) -> Ranges | None:
+        """The citation of the holders that support `claim`: those of `cited` that hold
+        something of it, completed from the range and the previous summary (the holder
+        with most of its words, then those with identifiers still missing); None when
+        nothing completes it."""
+        pool = self._pool()
 
-    def _holders(self, need: _Need, lo: int, hi: int) -> list[tuple[int, int]]:
-        from bisect import bisect_left, bisect_right
+        def overlaps(h: _Holder) -> bool:
+            return any(a <= d and c <= b for a, b in cited for c, d in h.ranges)
 
-        out = []
-        for i in range(bisect_left(self.seqs, lo), bisect_right(self.seqs, hi)):
-            score = need.score(self.norms[i], self.words[i])
-            if score:
-                out.append((self.seqs[i], score))
-        return out
-
-    def _previous(self, body: str, need: _Need) -> Ranges | None:
-        """The citation of the previous summary's item that `body` restates, if any (an
-        empty one for an item stored before provenance); None when it restates none."""
-        key = normalise(body)
-        best: tuple[int, Ranges | None] = (0, None)
-        for norm, words, ranges in self.previous:
-            if norm == key:
-                return ranges
-            # An uncited item (stored before provenance) passes no citation on: the
-            # lenient rule; a cited one passes its citation on unchecked: the strict one.
-            score = need.restates(norm, words) if ranges else need.score(norm, words)
-            if score > best[0]:
-                best = (score, ranges)
-        return best[1]
+        chosen = [h for h in pool if overlaps(h) and claim.touches(h.text)]
+        texts = [h.text for h in chosen]
+        have = claim.shared(texts)
+        if have < claim.need:
+            rest = [h for h in pool if h not in chosen]
+            best = max(
+                rest, key=lambda h: (claim.shared([*texts, h.text]), h.in_range), default=None
+            )
+            if best is not None and claim.shared([*texts, best.text]) > have:
+                chosen.append(best)
+        for _ in range(len(claim.keys()) + 1):
+            missing = set(claim.missing([h.text for h in chosen]))
+            if not missing:
+                break
+            # The holder with most of what is still missing (the range's before the
+            # previous summary's, then the earliest).
+            adds = [
+                (len(missing - set(claim.missing([h.text]))), h.in_range, -i)
+                for i, h in enumerate(pool)
+                if h not in chosen
+            ]
+            top = max(adds, default=(0, False, 0))
+            if not top[0]:
+                return None
+            chosen.append(pool[-top[2]])
+        if not claim.supported([h.text for h in chosen]):
+            return None
+        return capped(merge_ranges(r for h in chosen for r in h.ranges))
 
     def best(self, body: str) -> Ranges | None:
-        """The seqs of the range that hold `body` best (at most MAX_RANGES), else the
-        previous summary's citation of it, else None."""
-        need = _Need.of(body)
-        holders = self._holders(need, self.first, self.last)
-        if holders:
-            top = max(s for _, s in holders)
-            picked = [q for q, s in holders if s == top]
-            return ranges_of(picked)[:MAX_RANGES]
-        return self._previous(body, need)
+        """The citation of what in the range (or the previous summary) supports `body`."""
+        return self._support(Claim.of(body), ())
+
+    def echoes(self, body: str) -> bool:
+        """`body` repeats the summariser's instructions, and no message holds it verbatim."""
+        if not self.instructions or not echo_of(body, self.instructions):
+            return False
+        whole = flat(body)
+        return not any(held(whole, t.flat) for t in self.texts)
 
     def check(self, item: str, stats: CiteStats | None = None) -> str | None:
-        """`item` with a citation the log bears out, or None when nothing holds it."""
+        """`item` with a citation the log bears out, or None when it is dropped: an echo of
+        the instructions, or supported by nothing (the log, the previous summary, the
+        session's anchors and system prompt)."""
         stats = stats if stats is not None else CiteStats()
         body, cited = split_cites(item)
         if not body:
             return None
-        need = _Need.of(body)
-        kept: list[tuple[int, int]] = []
-        for a, b in cited:
-            if b < self.first and a >= 1:
-                prior = self._previous(body, need) or ()
-                if any(pa <= a and b <= pb for pa, pb in prior):
-                    kept.append((a, b))  # the previous summary's own citation
-                continue
-            holders = self._holders(need, max(a, self.first), min(b, self.last))
-            if holders:
-                kept.append((holders[0][0], holders[-1][0]))
-        if kept:
-            ranges = merge_ranges(kept)[:MAX_RANGES]
-            if ranges == cited:
-                stats.kept += 1
-            else:
-                stats.corrected += 1
-            return cite(body, ranges)
-        best = self.best(body)
-        if best is None:
-            stats.dropped += 1
+        if self.echoes(body):
+            stats.drop(body, "echo")
             return None
-        if best == cited:
+        key = normalise(body)
+        same = next((h for norm, h in self.previous if norm == key), None)
+        claim = Claim.of(body)
+        ranges = same.ranges if same is not None else self._support(claim, cited)
+        if ranges is None:
+            if any(claim.supported([t]) for t in self.own):
+                stats.kept += 1  # the session's words, not the log's: uncited
+                return body
+            stats.drop(body, "unsupported", claim.missing([*self.texts, *self.own]))
+            return None
+        if ranges == cited:
             stats.kept += 1
         else:
             stats.corrected += 1
-        return cite(body, best)
+        return cite(body, ranges)

@@ -392,6 +392,25 @@ async def anchor_below(
     return conversation.to_logged(found) if found is not None else None
 
 
+async def tool_turns_before(
+    db: AsyncSession, tenant: str, sid: str, watermark: int, limit: int
+) -> list[LoggedMessage]:
+    """The last `limit` tool outputs and tool-calling messages at or below `watermark`, in
+    log order: where values the next range reuses were returned (artifacts.py)."""
+    stmt = (
+        select(MessageRow)
+        .where(
+            MessageRow.tenant_id == tenant,
+            MessageRow.session_id == sid,
+            MessageRow.seq <= watermark,
+            MessageRow.role.in_(("tool", "assistant")),
+        )
+        .order_by(MessageRow.seq.desc())
+        .limit(limit)
+    )
+    return [conversation.to_logged(m) for m in reversed(list(await db.scalars(stmt)))]
+
+
 async def recent_jobs(db: AsyncSession, tenant: str, sid: str, limit: int = 20) -> list[Job]:
     stmt = (
         select(Job)

@@ -50,6 +50,9 @@ from app.tokens import get_counter
 log = structlog.get_logger("contextd.compaction")
 
 MAX_ATTEMPTS = 3
+# Messages before the range read for values tools returned there (artifacts.py): the
+# newest ones, a bounded read whatever the log's length.
+EARLIER_TOOL_TURNS = 200
 CLOSING_WRITE_MAX_PAUSE_S = 5.0
 
 
@@ -213,6 +216,9 @@ class CompactionRunner:
             below = await repo.anchor_below(
                 db, row.tenant_id, row.id, row.last_compaction_seq, history
             )
+            earlier = await repo.tool_turns_before(
+                db, row.tenant_id, row.id, row.last_compaction_seq, EARLIER_TOOL_TURNS
+            )
         c = session_compaction(row, self.settings)
         counter = get_counter(effective_model(row, self.settings))
         plan = plan_session(history, row, c, force=job.force, anchor_below=below)
@@ -231,6 +237,7 @@ class CompactionRunner:
             settings=c,
             counter=counter,
             system_texts=[row.system_prompt] if row.system_prompt else (),
+            earlier=earlier,
         )
         summary_tokens = counter.count_message(summary_message(outcome.rendered_text))
         compacted = row.system_tokens + row.tools_tokens + summary_tokens + plan.preserved_tokens

@@ -103,7 +103,8 @@ _KINDS: tuple[_Kind, ...] = (
     ),
     _Kind(  # phones, dates
         _having("-"),
-        re.compile(r"(?<![A-Za-z0-9_.])\d{2,}(?:-\d{2,})+(?![A-Za-z0-9_])"),
+        # Not the middle of times (`12:00-19:00`): a `:` on either side goes on.
+        re.compile(r"(?<![A-Za-z0-9_.:])\d{2,}(?:-\d{2,})+(?![A-Za-z0-9_:])"),
         re.compile(r"-\d"),
     ),
     _Kind(  # versions
@@ -130,7 +131,8 @@ _KINDS: tuple[_Kind, ...] = (
     ),
     _Kind(
         _digit,
-        re.compile(r"(?<![A-Za-z0-9_.,])\d{3,}(?:\.\d+)?(?![A-Za-z0-9_.])"),
+        # A sentence's full stop ends a number (`ending in 9734.`), a version's dot does not.
+        re.compile(r"(?<![A-Za-z0-9_.,])\d{3,}(?:\.\d+)?(?![A-Za-z0-9_]|\.\w)"),
         re.compile(r"\d\d\d"),
     ),
     _Kind(  # CamelCase

@@ -209,3 +209,46 @@ async def test_artifacts_ratio_is_validated(aclient: httpx.AsyncClient, sid: str
     assert (await aclient.get(f"/sessions/{sid}")).status_code == 404
     r = await aclient.put(f"/sessions/{sid}", json={"compaction": {"artifacts_ratio": 0}})
     assert r.status_code in (200, 201), r.text
+
+
+@pytest.mark.parametrize("behaviour", ["normal", "500"])
+async def test_a_value_a_tool_returned_before_the_range_is_kept_when_the_range_reuses_it(
+    aclient: httpx.AsyncClient, llm: FakeLLM, sid: str, behaviour: str
+) -> None:
+    # A card's last four digits: read in the first range (nothing reuses them yet), quoted
+    # back to the user in the second (no tool output of them there). Before, no range's
+    # trail had them and the final context lost them (docs/compaction-model.md).
+    llm.behaviour = behaviour
+    only_current = {**SMALL_COMPACTION, "min_preserved_turns": 1, "keep_recent_ratio": 0.01}
+    await aclient.put(f"/sessions/{sid}", json={"context_limit": 8000,
+                                                "compaction": only_current})  # fmt: skip
+    profile = '{"payment_methods": {"credit_card_6198952": {"brand": "visa", "last_four": "9734"}}}'
+    first = [
+        user("Book the flight HAT088 for me."),
+        _call("u1", "get_user_details", '{"user_id": "daiki_lee_6987"}'),
+        _tool("u1", profile),
+        {"role": "assistant", "content": "I found your profile. " + "Checking seats. " * 40},
+        user("Go on."),
+        {"role": "assistant", "content": "Searching. " * 40},
+    ]
+    second = [
+        {"role": "assistant", "content": "You can pay with the credit card ending in 9734."},
+        user("Use it. " + "Please hurry. " * 30),
+        {"role": "assistant", "content": "Booking now. " * 40},
+        user("Thanks."),
+        {"role": "assistant", "content": "Done. " * 20},
+        user("Bye."),
+    ]
+    for part in (first, second):
+        r = await aclient.post(f"/sessions/{sid}/messages", json={"messages": part})
+        assert r.status_code == 201, r.text
+        done = await compact(aclient, sid, force=True)
+        assert done["status"] in ("success", "degraded"), done
+    assert int(done["watermark_after"]) >= 7, done  # the quoting message is compacted
+    section = artifacts_section(
+        summary_text((await aclient.get(f"/sessions/{sid}/context")).json())
+    )
+    assert "9734 ← get_user_details [#3]" in section
+    job = (await aclient.get(f"/sessions/{sid}/compaction")).json()["jobs"][0]
+    gate = job["gate"]
+    assert gate["probes"]["artifact"] >= 1 and gate["scores"]["artifact"] == 1.0

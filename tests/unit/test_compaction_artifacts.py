@@ -452,3 +452,24 @@ def test_dataset_agent_traces_give_a_trail_of_their_own_strings() -> None:
                 # A file artifact is an exact string of the trace (JSON-escaped there).
                 assert json.dumps(a.text, ensure_ascii=False)[1:-1] in raw, (session["id"], a)
     assert seen_kinds == {"read", "changed", "ran", "got"}
+
+
+def test_a_value_returned_before_the_range_joins_the_trail_when_the_range_reuses_it() -> None:
+    earlier = log_of(
+        [
+            {"role": "user", "content": "Book it."},
+            {"role": "assistant", "content": None,
+             "tool_calls": [call("u", "get_user_details", {"user_id": "daiki_lee_6987"})]},
+            {"role": "tool", "tool_call_id": "u", "content": '{"last_four": "9734", "zip": "76173"}'},
+        ]
+    )  # fmt: skip
+    later = log_of(
+        [
+            {"role": "assistant", "content": "You can pay with the card ending in 9734."},
+            {"role": "user", "content": "Yes."},
+        ],
+        start=4,
+    )
+    assert range_artifacts(later) == ()
+    # Cited where the tool returned it; the zip code nothing reuses is not a value of it.
+    assert range_artifacts(later, (), earlier) == ("got: 9734 ← get_user_details [#3]",)

@@ -326,8 +326,9 @@ async def test_what_the_check_saw_is_still_there_after_the_fit_to_the_cap(
     # then writes far more than its cap: the check sees both, the fit to the cap drops
     # those entries. Both must be in the summary that is stored, and it must still fit.
     filler = [
-        # Items the range bears out (seq 6 says so): an invented one would be dropped.
-        f"Step {i}: " + "the file sets port 5432. " * 12
+        # Items the range bears out (seq 6 says so): an invented one (a step number the
+        # range never states) would be dropped.
+        "The file sets port 5432. " * (12 + i)
         for i in range(12)
     ]
     llm.script(
@@ -376,7 +377,7 @@ async def test_identifiers_the_patch_pushes_out_are_patched_in_too(
     log = log_of(
         [
             {"role": "user", "content": f"Read {', '.join(files)}. " + "x " * 300},
-            {"role": "assistant", "content": "Read them all. " + "y " * 300},
+            {"role": "assistant", "content": "Read them all carefully. " + "y " * 300},
             {"role": "user", "content": "Thanks."},
             {"role": "assistant", "content": "You are welcome."},
             {"role": "user", "content": f"Now change {', '.join(files)}."},
@@ -395,14 +396,15 @@ async def test_identifiers_the_patch_pushes_out_are_patched_in_too(
         facts = ("Identifiers: " + ", ".join(others) + " [#1]",)
         return over(StructuredSummary(facts=facts, timeline=timeline))
 
-    # Items the range bears out, with their citations (an invented one would be dropped).
+    # Items the range bears out, with their citations (an invented one, such as a step
+    # number the range never states, would be dropped).
     timeline: tuple[str, ...] = ("Read src/alpha_io.py for the readers. [#1]",)
-    while patched_over((*timeline, "Read all. [#2]")) <= 0:
-        longer = (*timeline, f"Step {len(timeline)}: read them all. [#2]")
-        timeline = longer if patched_over(longer) <= 0 else (*timeline, "Read all. [#2]")
+    while patched_over((*timeline, "Read carefully. [#2]")) <= 0:
+        longer = (*timeline, "Read them all carefully. " * len(timeline) + "[#2]")
+        timeline = longer if patched_over(longer) <= 0 else (*timeline, "Read carefully. [#2]")
     while patched_over(timeline) <= 0:  # grow the last entry to just past the cap
         body = timeline[-1].removesuffix(" [#2]")
-        timeline = (*timeline[:-1], body + " All. [#2]")
+        timeline = (*timeline[:-1], body + " Carefully. [#2]")
     assert len(timeline) > 4 and over(StructuredSummary(timeline=timeline)) < -20
     assert 0 < patched_over(timeline) <= 3
     llm.script(_answer({"timeline": list(timeline)}))
@@ -461,7 +463,7 @@ async def test_a_patch_larger_than_the_cap_reports_only_what_it_kept(
     log = log_of(
         [
             {"role": "user", "content": "Read " + ", ".join(files) + ". " + "x " * 300},
-            {"role": "assistant", "content": "Read them all. " + "y " * 300},
+            {"role": "assistant", "content": "Read them all carefully. " + "y " * 300},
             {"role": "user", "content": "Thanks."},
             {"role": "assistant", "content": "You are welcome."},
             {"role": "user", "content": "Now change " + ", ".join(files) + "."},

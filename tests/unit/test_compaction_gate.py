@@ -111,23 +111,44 @@ async def llm() -> AsyncIterator[FakeLLM]:
 
 
 _WORD = re.compile(r"[^\W_]{3,}|\d+")
+# Independent of provenance.py and support.py: a token with a digit or an underscore
+# (a number, an id, a path) in an item must be one of the cited messages' tokens whole.
+_TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[A-Za-z0-9_]")
+
+
+def _exact_tokens(text: str) -> list[str]:
+    return [t for t in _TOKEN.findall(text) if re.search(r"[\d_]", t)]
+
+
+def _has_token(token: str, text: str) -> bool:
+    """`token` in `text` with nothing of a name or a number going on at either side."""
+    edge = r"(?:[.,:]\d)"
+    pattern = rf"(?<![A-Za-z0-9_])(?<!\d[.,:]){re.escape(token)}(?![A-Za-z0-9_]|{edge})"
+    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
 def _holds(item: str, log: dict[int, str]) -> bool:
     """Independent of provenance.py: each cited range lies in the log and one of its seqs
-    shares a word (three letters or more, any number) or a CJK character pair with the item."""
+    shares a word (three letters or more, any number) or a CJK character pair with the item;
+    and every number, id and path of the item is in a cited seq whole (`10.0` is not held
+    by `10`, `Omar_rossi1241` not by `omar_rossi_1241`)."""
     body, ranges = split_cites(item)
     if not ranges:
         return False
     words = {w.casefold() for w in _WORD.findall(body)}
     cjk = re.findall(r"[\u4e00-\u9fff]{2}", body)
+    cited: list[str] = []
     for a, b in ranges:
         texts = [log[s].casefold() for s in range(a, b + 1) if s in log]
         if len(texts) != b - a + 1:
             return False
         if not any(any(w in t for w in words) or any(c in t for c in cjk) for t in texts):
             return False
-    return True
+        cited += texts
+    # contextd's own marks in the trail: a cut (`…(+3 lines)`), the tool that returned a
+    # value (`got: 4NQLHD ← get_user`: the value's seq is cited, the call's name is before).
+    body = re.sub(r"…\(\+\d+ lines?\)| ← [\w.-]+$", "", body)
+    return all(any(_has_token(k, t) for t in cited) for k in _exact_tokens(body))
 
 
 def _assert_cited(summary: StructuredSummary, log: list[LoggedMessage]) -> None:
@@ -274,9 +295,123 @@ async def test_citations_roll_over_compactions(llm: FakeLLM) -> None:
     assert any(split_cites(i)[1] == ((6, 6),) for i in outcome.summary.decisions)
 
 
+# -- invented items ----------------------------------------------------------------------
+
+
+def _booking_log(lang: str = "en") -> list[LoggedMessage]:
+    """A tau-bench-like dialogue: a user id, dates, a reservation code, a seat count."""
+    zh = lang == "zh"
+    items: list[dict[str, Any]] = [
+        {"role": "user", "content": "你好！我要把航班从休斯顿改到西雅图，原定 5 月 23 日，想改到 "
+         "5 月 24 日。我的用户 ID 是 omar_rossi_1241。" if zh else "Hi! I need to change my "
+         "flight from Houston to Seattle. It is booked for May 23 and I'd like to move it to "
+         "May 24. My user id is omar_rossi_1241."},
+        {"role": "assistant", "content": None,
+         "tool_calls": [call("u1", "get_user_details", {"user_id": "omar_rossi_1241"})]},
+        {"role": "tool", "tool_call_id": "u1", "content": '{"user_id": "omar_rossi_1241", '
+         '"reservations": ["4NQLHD"], "membership": "gold", "dob": "1979-09-27"}'},
+        {"role": "assistant", "content": "您的预订 4NQLHD 在航班 HAT190 上，还剩 10 个座位。" if zh
+         else "Your reservation 4NQLHD is on flight HAT190, with 10 seats left."},
+        {"role": "user", "content": "好的，请改到 5 月 24 日。" if zh else "Yes, move it to May 24."},
+        {"role": "assistant", "content": "已改好。" if zh else "Done, it is moved."},
+    ]  # fmt: skip
+    for i in range(3):
+        filler = f"第 {i} 项核对无误，航班信息一切正常。" * 6 if zh else f"Checked item {i}. " * 12
+        items.append({"role": "user", "content": f"核对第 {i} 项" if zh else f"Check {i}."})
+        items.append({"role": "assistant", "content": filler})
+    items += [
+        {"role": "user", "content": "谢谢。" if zh else "Thanks."},
+        {"role": "assistant", "content": "不客气。" if zh else "You are welcome."},
+    ]
+    return log_of(items)
+
+
+def _dropped(outcome: SummaryOutcome, reason: str) -> list[str]:
+    assert outcome.gate is not None
+    cites = outcome.gate["citations"]
+    texts = [d["text"] for d in cites["dropped_items"] if d["reason"] == reason]
+    assert cites[reason] == len(texts) and outcome.invented_dropped == cites["dropped"]
+    return texts
+
+
+def _stored_bodies(outcome: SummaryOutcome) -> list[str]:
+    return [split_cites(i)[0] for name in CITED_SECTIONS for i in getattr(outcome.summary, name)]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_invented_numbers_and_a_mangled_id_are_dropped_and_counted(
+    llm: FakeLLM, lang: str
+) -> None:
+    llm.behaviour = "invent_number"
+    log = _booking_log(lang)
+    outcome = await _summarise(llm, _plan(log))
+    # The rest of the answer is the faithful summary: stored, the drops on the record.
+    assert (outcome.status, outcome.summarizer) == ("success", "model")
+    dropped = _dropped(outcome, "unsupported")
+    assert "Omar_rossi1241" in dropped  # `omar_rossi_1241` does not hold it
+    assert "23.0" in dropped and "The value is 23.0" in dropped  # `23` does not hold `23.0`
+    assert any(d.startswith("1, 2, 3, 4") for d in dropped)
+    assert outcome.gate is not None
+    missing = {m for d in outcome.gate["citations"]["dropped_items"] for m in d.get("missing", ())}
+    assert {"omar_rossi1241", "23.0"} <= missing
+    stored = _stored_bodies(outcome)
+    assert not [b for b in stored if "23.0" in b or "rossi1241" in b.casefold() or "17" in b]
+    assert "omar_rossi_1241" in outcome.rendered_text  # the real id: the user's own words
+    _assert_cited(outcome.summary, log)
+
+
+async def test_echoes_of_the_instructions_are_dropped(llm: FakeLLM) -> None:
+    llm.behaviour = "echo_prompt"
+    log = _booking_log()
+    outcome = await _summarise(llm, _plan(log))
+    assert outcome.status == "success"
+    dropped = _dropped(outcome, "echo")
+    assert len(dropped) == 3 and "user_prefs" in dropped
+    assert "one short line" not in outcome.rendered_text.casefold()
+    _assert_cited(outcome.summary, log)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_an_invented_sentence_is_dropped_in_either_language(llm: FakeLLM, lang: str) -> None:
+    from tests.fakellm import INVENTED_FACT
+
+    llm.behaviour = "invent_fact"
+    log = _booking_log(lang)
+    outcome = await _summarise(llm, _plan(log))
+    assert outcome.status == "success"
+    assert _dropped(outcome, "unsupported") == [INVENTED_FACT[lang]]
+    assert INVENTED_FACT[lang] not in outcome.rendered_text
+    _assert_cited(outcome.summary, log)
+
+
+async def test_a_mostly_invented_answer_gives_way_to_the_extractive_summary(llm: FakeLLM) -> None:
+    from tests.unit.test_compaction_engine import _answer
+
+    llm.script(
+        _answer(
+            {
+                "facts": ["10.0", "11.0", "Omar_rossi1241 [#1]", "user_name"],
+                "timeline": ["The user wants to move the flight from Houston to Seattle [#1]"],
+            }
+        )
+    )
+    log = _booking_log()
+    outcome = await _summarise(llm, _plan(log), anchor_retry_enabled=False)
+    assert (outcome.status, outcome.summarizer, outcome.reason) == (
+        "degraded",
+        "extractive",
+        "invented",
+    )
+    assert _dropped(outcome, "unsupported") == ["10.0", "11.0", "Omar_rossi1241", "user_name"]
+    assert outcome.gate is not None and outcome.gate["citations"]["kept"] == 1
+    _assert_cited(outcome.summary, log)
+    _assert_nothing_fitting_lost(outcome)
+
+
 # -- the property ------------------------------------------------------------------------
 
-_WORDS = ["alpha", "beta", "gamma", "delta", "port", "config", "error", "deploy", "北京", "酒店"]
+_WORDS = ["alpha", "beta", "gamma", "delta", "port", "config", "error", "deploy", "北京", "酒店",
+          "omar_rossi_1241"]  # fmt: skip
 
 
 @st.composite
@@ -300,12 +435,13 @@ def _histories(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 @settings(
-    max_examples=25,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(items=_histories(), behaviour=st.sampled_from(["extractive", "normal", "invent_seq",
-                                                      "paraphrase", "drop_oldest"]))  # fmt: skip
+                                                      "paraphrase", "drop_oldest", "invent_number",
+                                                      "echo_prompt", "invent_fact"]))  # fmt: skip
 def test_every_item_on_every_path_cites_seqs_that_hold_it(
     items: list[dict[str, Any]], behaviour: str
 ) -> None:
@@ -323,6 +459,13 @@ def test_every_item_on_every_path_cites_seqs_that_hold_it(
     outcome = asyncio.run(run())
     _assert_cited(outcome.summary, log)
     _assert_nothing_fitting_lost(outcome)
+    # What the stand-ins invent is never stored, whichever path stored the summary.
+    from tests.fakellm import ECHOES, INVENTED_FACT
+
+    assert outcome.gate is not None
+    made = {*ECHOES, *INVENTED_FACT.values(), *(d["text"] for d in outcome.gate["citations"]
+                                                 ["dropped_items"])}  # fmt: skip
+    assert not [b for b in _stored_bodies(outcome) if b in made or b.endswith(".0")]
 
 
 async def test_a_patch_that_does_not_hold_gives_way_to_the_extractive_summary(

@@ -40,7 +40,9 @@ def runs() -> list[Run]:
                 probe("artifact", "read app/x.py", by="patch")],
         dropped=[probe("artifact", "ran make", over_share=True)],
         action="patch",
-        citations={"kept": 2, "corrected": 1, "dropped": 5},
+        citations={"kept": 2, "corrected": 1, "dropped": 5, "unsupported": 4, "echo": 1,
+                   "dropped_items": [{"text": "10.0", "reason": "unsupported",
+                                      "missing": ["10.0"]}]},
     )  # fmt: skip
     fallback = gate(
         probes={"constraint": 1, "error": 1},
@@ -84,7 +86,7 @@ def test_gate_report_per_compaction_keeps_statuses_and_noops() -> None:
     assert "2 jobs (1 with a `gate`): success 1, degraded 0" in first
     assert "noop 1" in first
     assert "gate action patch ×1" in first
-    assert "kept 2, corrected 1, dropped (items citing nothing the log holds) 5" in first
+    assert "citation kept 2, corrected 1, dropped 5 (unsupported 4, echo 1)" in first
     assert row(first, "constraint") == [
         "constraint", "4", "25% (1/4)", "100% (4/4)", "1 / 2 / 0", "0 (0 over share)",
     ]  # fmt: skip
@@ -92,7 +94,7 @@ def test_gate_report_per_compaction_keeps_statuses_and_noops() -> None:
         "artifact", "2", "0% (0/2)", "50% (1/2)", "0 / 1 / 0", "1 (1 over share)",
     ]  # fmt: skip
     assert row(first, "decision")[1:4] == ["0", "-", "-"]
-    assert "degraded 1 (of which `gate_dropped` 1)" in second
+    assert "degraded 1 (of which `gate_dropped` 1, `invented` 0)" in second
     assert "gate action extractive ×1" in second
     assert row(second, "constraint")[2:5] == ["0% (0/1)", "100% (1/1)", "0 / 0 / 1"]
     assert row(second, "error")[3:] == ["0% (0/1)", "0 / 0 / 0", "1 (0 over share)"]
@@ -105,6 +107,8 @@ def test_a_dump_reads_back_to_the_same_report(tmp_path: Path) -> None:
     assert again == runs()
     assert report(again, 3) == report(runs(), 3)
     assert "read from each job's `gate` field" in report(again, 3)
+    # What the gate dropped from the answers, with what nothing held.
+    assert "- unsupported: s1 k=1: '10.0' (missing ['10.0'])" in report(again, 3)
 
 
 def test_invented_items_are_those_the_range_lacks_and_stored_those_still_summary_lines() -> None:
