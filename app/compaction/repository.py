@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, literal_column, select, text, update
+from sqlalchemy import ColumnElement, case, delete, func, literal_column, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -328,6 +328,25 @@ async def store_summary(
         )
         .scalar_subquery()
     )
+    kept: Any = kept_below_tokens
+    if kept_below_tokens:
+        # The plan read no user message after its watermark, but an append may have brought
+        # one since (appends do not fence a store). The anchor is then no longer the latest
+        # user message, no longer sent, and must not be kept counted (the append's own
+        # give-back, app/messages/repository.py `_GIVE_BACK`, saw the older watermark).
+        # `state_before_store` holds the row lock, so this statement sees every append
+        # that committed and none can commit before this transaction does.
+        user_after = (
+            select(MessageRow.seq)
+            .where(
+                MessageRow.tenant_id == job.tenant_id,
+                MessageRow.session_id == job.session_id,
+                MessageRow.role == literal_column("'user'"),
+                MessageRow.seq > new_watermark,
+            )
+            .exists()
+        )
+        kept = case((user_after, 0), else_=kept_below_tokens)
     stmt = (
         update(SessionRow)
         .where(
@@ -339,7 +358,7 @@ async def store_summary(
         )
         .values(
             last_compaction_seq=new_watermark,
-            watermark_context_tokens=through - kept_below_tokens,
+            watermark_context_tokens=through - kept,
             compaction_count=SessionRow.compaction_count + 1,
             **values,
         )

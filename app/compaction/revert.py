@@ -89,17 +89,14 @@ async def revert(
     reverted_watermark = row.last_compaction_seq
     for column in STATE_COLUMNS:
         setattr(row, column, replaced[column])
+    # Counted again rather than restored: the stored figure is of the log as it was at the
+    # store. A user message appended since makes the restored state's turn anchor no
+    # longer sent (and a tail cut since can make it the latest again); a model switch
+    # since recounted the log in another tokenizer (app/sessions/recount.py).
+    row.watermark_context_tokens = await repo.watermark_tokens(
+        db, tenant, sid, row.last_compaction_seq
+    )
     if replaced.get("tokenizer", row.tokenizer) != row.tokenizer:
-        # The model changed since the store, and the log was recounted with it: count the
-        # restored state in the same tokenizer, as the recount does (app/sessions/recount.py).
-        row.watermark_context_tokens = await repo.context_tokens_through(
-            db, tenant, sid, row.last_compaction_seq
-        )
-        if (row.compaction_metadata or {}).get("turn_anchor_tokens"):
-            # The restored compaction kept its turn anchor in the effective history.
-            row.watermark_context_tokens -= await repo.anchor_tokens_below(
-                db, tenant, sid, row.last_compaction_seq
-            )
         counter = get_counter(effective_model(row, settings))
         text = row.summary_text
         row.summary_tokens = counter.count_message(summary_message(text)) if text else 0

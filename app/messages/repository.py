@@ -91,6 +91,25 @@ _RE_READS_GROUP = _RE_READS.format(
     preview="$33",
 )
 
+# The turn anchor's tokens given back (SPEC §5): a compaction that cut inside a turn
+# leaves that turn's user message at or below the watermark, still sent (the payload
+# sends the session's latest user message whatever the watermark) and so still counted:
+# `watermark_context_tokens` is then the log's total through the watermark *less* the
+# anchor's tokens. An append that brings a user message makes the anchor no longer the
+# latest one, no longer sent: the total through the watermark is the right figure again.
+# Here, in the UPDATE that holds the session row's lock, so that no append or store
+# interleaves, and with the watermark of the row as locked (correlated, so a store that
+# committed while the append waited is the one read); the CASE runs the probe (one row
+# of the messages' primary key) only for a batch with a user message. Setting it when
+# nothing was kept below changes nothing: it is that total already.
+_GIVE_BACK = """CASE WHEN {n_user} > 0 AND last_compaction_seq > 0 THEN coalesce((
+            SELECT w.context_tokens_through FROM messages w
+            WHERE w.tenant_id = {tenant} AND w.session_id = {sid}
+                AND w.seq = sessions.last_compaction_seq
+        ), watermark_context_tokens) ELSE watermark_context_tokens END"""
+_GIVE_BACK_ONE = _GIVE_BACK.format(n_user="$6", tenant="$1", sid="$2")
+_GIVE_BACK_GROUP = _GIVE_BACK.format(n_user="r.n_user", tenant="r.tenant_id", sid="r.session_id")
+
 # One round trip stores a whole batch: the session row's UPDATE takes the row lock
 # (FOR NO KEY UPDATE, as LOCK_SESSION) and hands its seq and token totals, as they
 # were before, to the inserts; it returns what the caller checks before it commits
@@ -115,6 +134,7 @@ WITH rr AS (
         count_user = count_user + $6,
         count_assistant = count_assistant + $7,
         count_tool = count_tool + $8,
+        watermark_context_tokens = {_GIVE_BACK_ONE},
         updated_at = now()
     WHERE tenant_id = $1 AND id = $2
     RETURNING last_seq - $3 AS base_seq, context_tokens - $4 AS base_tokens, {_HEAD}
@@ -189,6 +209,7 @@ WITH r AS MATERIALIZED (
         count_user = count_user + r.n_user,
         count_assistant = count_assistant + r.n_assistant,
         count_tool = count_tool + r.n_tool,
+        watermark_context_tokens = {_GIVE_BACK_GROUP},
         updated_at = now()
     FROM locked JOIN r ON r.k = locked.k
     WHERE sessions.tenant_id = r.tenant_id AND sessions.id = r.session_id

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.budget import Budget, budget_of
+from app.compaction import revert_repository as compaction_repo
 from app.errors import Conflict, NotFound
 from app.events import record_event
 from app.leases.guard import check_write
@@ -81,6 +82,13 @@ async def delete_tail(
         setattr(row, f"count_{role}", getattr(row, f"count_{role}") - n)
     row.context_tokens = await repo.context_tokens_through(db, tenant, sid, from_seq - 1)
     row.last_seq = from_seq - 1
+    if row.last_compaction_seq > 0:
+        # The cut may take every user message after the watermark: the latest one then
+        # lies below it, is sent again as the turn anchor and counts again (an append of
+        # a user message gave its tokens back, app/messages/repository.py `_GIVE_BACK`).
+        row.watermark_context_tokens = await compaction_repo.watermark_tokens(
+            db, tenant, sid, row.last_compaction_seq
+        )
     row.generation += 1
     await db.flush()
     await record_event(

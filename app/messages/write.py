@@ -189,6 +189,11 @@ async def _finish(
     """The budget before and after, the transition's event, whether a compaction job is
     active, the metrics."""
     added = sum(n for m, n in zip(fresh, counts, strict=True) if _in_context(m))
+    # `before` holds watermark_context_tokens as the UPDATE left it (RETURNING sees only
+    # the new row): after a batch with a user message, without a turn anchor it gave back
+    # (repository._GIVE_BACK). `was` is then the log before the append as counted now,
+    # so `was` to `now` still only rises (an append adds tokens): the give-back's own drop
+    # emits no event, and a status the stored figure had reached may be announced again.
     was = budget_of(before, settings)
     before.context_tokens += added
     now = budget_of(before, settings)
