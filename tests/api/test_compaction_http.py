@@ -26,7 +26,9 @@ SMALL_COMPACTION: dict[str, Any] = {
     "reserved_output_tokens": 0,
     "safety_margin_tokens": 0,
     "min_preserved_turns": 2,
-    "compact_timeout_s": 1.0,
+    # Seconds, not a fraction: the fake model answers "slow" in 0.6 s, and a busy
+    # machine must not turn that into a timeout ("timeout" never answers at all).
+    "compact_timeout_s": 3.0,
     "min_free_ratio": 0.0,
     "regrowth_ratio": 0.0,
 }

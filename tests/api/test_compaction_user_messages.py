@@ -41,7 +41,7 @@ SESSION: dict[str, Any] = {
         "reserved_output_tokens": 0,
         "safety_margin_tokens": 0,
         "min_preserved_turns": 1,
-        "compact_timeout_s": 1.0,
+        "compact_timeout_s": 3.0,  # seconds: a busy machine must not time the fake model out
         "min_free_ratio": 0.0,
         "regrowth_ratio": 0.0,
         "user_messages_ratio": 0.1,  # a share of 800 tokens

@@ -33,7 +33,7 @@ def llm_settings(llm: FakeLLM) -> Settings:  # noqa: F811
         llm_model="fake-summariser",
         job_lease_s=3.0,
         trim_target_ratio=1.0,
-        compaction=CompactionSettings(compact_timeout_s=1.0),
+        compaction=CompactionSettings(compact_timeout_s=3.0),  # not a fraction: busy machines
     )
 
 
