@@ -22,6 +22,7 @@ request is reported apart, as `breakdown.reply_priming`.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from collections.abc import Mapping, Sequence
@@ -140,6 +141,8 @@ def assemble(request: AssemblyRequest) -> AssembledContext:
         complete_from=request.history_complete_from,
     )
     _warn_set_aside(aside, warnings)
+    if view.summary_tokens != pre.summary_cost:
+        view = dataclasses.replace(view, summary_tokens=pre.summary_cost)
 
     sel = _select(strategy, view, pre.left, warnings)
     history_cost = sel.cost(view)

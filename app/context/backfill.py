@@ -21,6 +21,11 @@ mandatory, and any trim drops them first (they are the oldest units of the view)
   Pinned messages below the watermark likewise (the summary carries them).
 - Only from the first seq every message was read from (`HistoryView.complete_from`):
   a unit below it is in the view because a layout kept it, with unknown gaps before it.
+- Never more, with the summary, than the compacted units the view holds: in a short
+  session the whole compacted range fits the room, and sending it again beside its own
+  summary would make the payload larger than the history it replaces (the bill's
+  `full_history_input_tokens`). In a long one the view holds twice the room below the
+  watermark, so this never binds.
 
 The units sent are fixed by the stream's layout like any other (app/context/stability.py):
 the prefix stays byte for byte the same between trims.
@@ -49,6 +54,8 @@ def fill(view: HistoryView, sel: Selection, budget: int) -> Selection:
         return sel
     picks = sel.picks
     left = budget
+    # What the summary costs against what the compacted units in view would cost whole.
+    spare = sum(u.cost(Form.FULL) for u in units if u.compacted) - view.summary_tokens
     for u in units:
         picked = picks.get(u.index)
         if u.compacted:
@@ -71,8 +78,9 @@ def fill(view: HistoryView, sel: Selection, budget: int) -> Selection:
         if u.min_cost(Form.FULL) > left:
             break
         cost = u.cost(Form.FULL)
-        if cost > left:
+        if cost > left or cost > spare:
             break
         sel.pick(u, Form.FULL, RULE)
         left -= cost
+        spare -= cost
     return sel
