@@ -134,7 +134,8 @@ def layout(big: int, total: int) -> tuple[list[str], list[int]]:
 
 async def load(url: str, big: int, total: int) -> None:
     """The sessions and their messages."""
-    from app.messages.lexemes import searchable_text, session_lexeme, tsvector_literal
+    from app.messages.lexemes import session_lexeme, tsvector_literal
+    from app.messages.searchable import searchable_text
 
     messages = load_messages()
     sids, sizes = layout(big, total)
@@ -217,7 +218,8 @@ async def load(url: str, big: int, total: int) -> None:
 def fingerprint(args: argparse.Namespace) -> str:
     """What the loaded database depends on: what appends store (the lexemes of the
     dataset's messages), the schema, the sizes."""
-    from app.messages.lexemes import searchable_text, tsvector_literal
+    from app.messages.lexemes import tsvector_literal
+    from app.messages.searchable import searchable_text
 
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(f"{args.messages}:{args.big}:echoes {ECHOED}x{ECHOES}".encode())
@@ -282,7 +284,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
 
 def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
     from app.compaction.signals import extract_identifiers
-    from app.messages.lexemes import searchable_text
+    from app.messages.searchable import searchable_text
 
     en = [m for m in messages if not any("\u4e00" <= c <= "\u9fff" for c in str(m.get("content")))]
     idents: list[str] = []
@@ -581,7 +583,7 @@ def filler(count: int, salt: int) -> list[dict[str, Any]]:
 
 async def pad(c: httpx.AsyncClient, sid: str, count: int, salt: int) -> str:
     """A long log before the conversation (`--pad`): its text."""
-    from app.messages.lexemes import searchable_text
+    from app.messages.searchable import searchable_text
 
     msgs = filler(count, salt)
     k = 0
@@ -621,7 +623,7 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
     from app.compaction.signals import extract_identifiers
     from app.errors import ValidationFailed
     from app.messages import repository as messages_repo
-    from app.messages.lexemes import searchable_text
+    from app.messages.searchable import searchable_text
     from app.search import service
 
     variants: list[tuple[str, Any]] = [("after" if args.before else "", service)]

@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # `python bench/vector_bench.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.messages import vector
-from app.messages.lexemes import searchable_text
+from app.messages.searchable import searchable_text
 from bench.common import DATASET, load_messages
 
 KEY = "~0123456789abcdef"

@@ -43,9 +43,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from app.compaction.provenance import Ranges, cite, ranges_of, split_cites
+from app.compaction.reused_values import Uses, earlier_reused_values, reused_values
 from app.compaction.shell import MAX_CHARS, Kind, fileish, outcome, shell_files
 from app.compaction.shell import one_line as _one_line
-from app.compaction.signals import extract_identifiers
 from app.conversation import LoggedMessage, call_function
 
 if TYPE_CHECKING:  # summary.py renders this section: import the protocol for types only
@@ -75,9 +75,6 @@ _ACTION_KEYS = ("command", "action", "mode", "operation", "op")
 _WORD = re.compile(r"[a-z]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
-# A Latin word of prose, not a name: quoted `"time"` or `"None"` says nothing a later step
-# needs verbatim. Codes (`IAH`) and names in other scripts (`云蒙山森林公园`) are values.
-_PLAIN_WORD = re.compile(r"^[A-Za-z][a-z]*$")
 _FENCED = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 
 
@@ -187,19 +184,6 @@ def _call_line(name: str, args: Any) -> str:
     return f"{name}({inner})"
 
 
-@dataclass(slots=True)
-class _Use:
-    """The texts that may reuse a value, in log order, and where each message's begin."""
-
-    parts: list[str]
-    size: int = 0
-
-    def add(self, text: str) -> None:
-        if text:
-            self.parts.append(text)
-            self.size += len(text) + 1
-
-
 def _agent_texts(m: LoggedMessage) -> Iterator[str]:
     """What the user and the agent wrote in a message: prose outside code blocks (an
     output pasted back reuses nothing) and the values of its calls' arguments."""
@@ -230,7 +214,7 @@ def range_artifacts(
     }
     names: dict[str, str] = {}
     items: list[Artifact] = []
-    uses = _Use([])
+    uses = Uses([])
     # (offset in the uses where the output was read, its place in `items`, tool name, output,
     # its seq)
     outputs: list[tuple[int, int, str, str, int]] = []
@@ -254,13 +238,13 @@ def range_artifacts(
             items.extend(replace(a, cites=seqs) for a in found)
     files = {a.text for a in items if a.kind in ("read", "changed")}
     tail = "\n".join(t for m in later for t in _agent_texts(m))
-    values = _values(outputs, uses, tail)
-    values += _earlier_values(earlier, uses, tail, {v.text.split(" ← ", 1)[0] for _, v in values})
+    got = reused_values(outputs, uses, tail)
+    got += earlier_reused_values(earlier, uses, tail, {g.value for g in got})
     # Each value where its tool answered, so that the newest kept are the newest work.
     at: dict[int, list[Artifact]] = {}
-    for place, value in values:
-        if value.text.split(" ← ", 1)[0] not in files:
-            at.setdefault(place, []).append(value)
+    for g in got:
+        if g.value not in files:
+            at.setdefault(g.place, []).append(Artifact("got", f"{g.value} ← {g.tool}", g.cites))
     merged: list[Artifact] = []
     for place in range(len(items) + 1):
         merged.extend(at.get(place, ()))
@@ -287,100 +271,6 @@ def call_artifacts(name: str, raw: str, output: str | None) -> list[Artifact]:
     line = _one_line(_call_line(name, args), MAX_CHARS - 60)
     out.append(Artifact("ran", f"{line} → {ended}" if ended else line))
     return out
-
-
-def _occurs(text: str, value: str, start: int = 0, end: int | None = None) -> bool:
-    """`value` as a whole token in `text[start:end]`: `822` is not in `1822`, nor `a.py` in
-    `data.pyc`. `str.find` and a look at the two neighbours, not a regex per value."""
-    return _token_at(text, value, start, end) >= 0
-
-
-def _token_at(text: str, value: str, start: int = 0, end: int | None = None) -> int:
-    """Where `value` first stands as a whole token in `text[start:end]` (-1: nowhere).
-    Whether an occurrence is whole reads its neighbours in all of `text`, whatever the
-    bounds."""
-    stop = len(text) if end is None else end
-    i = text.find(value, start, stop)
-    while i >= 0:
-        j = i + len(value)
-        left = text[i - 1] if i > 0 else " "
-        right = text[j] if j < len(text) else " "
-        # ASCII neighbours only: Chinese runs words together, `推荐云蒙山` reuses `云蒙山`.
-        if not (left.isascii() and (left.isalnum() or left in "_.")) and not (
-            right.isascii() and (right.isalnum() or right == "_")
-        ):
-            return i
-        i = text.find(value, i + 1, stop)
-    return -1
-
-
-def _values(
-    outputs: list[tuple[int, int, str, str, int]], uses: _Use, later: str
-) -> list[tuple[int, Artifact]]:
-    """Identifiers first seen in a tool's output that a later message or call reuses,
-    with the output's place among the range's other artifacts."""
-    blob = "\n".join(uses.parts)
-    found: list[tuple[int, Artifact]] = []
-    seen: set[str] = set()
-    # The same values come back output after output: where each first stands whole in the
-    # uses, and whether `later` holds it, are looked up once (a search of all the uses
-    # for each output that names it cost seconds on a long run).
-    first: dict[str, int] = {}
-    in_later: dict[str, bool] = {}
-    for offset, place, name, text, seq in outputs:
-        for value in extract_identifiers(text)[:200]:
-            if value in seen or not 3 <= len(value) <= 120 or _PLAIN_WORD.match(value):
-                continue
-            at = first.get(value)
-            if at is None:
-                at = first[value] = _token_at(blob, value)
-            if 0 <= at and at + len(value) <= offset:  # the agent had it before the tool gave it
-                continue
-            # Reused after it: the first whole occurrence is past the output's offset, or
-            # (one that straddles the offset) a later one is.
-            after = at >= offset or (at >= 0 and _occurs(blob, value, offset))
-            if not after:
-                reused = in_later.get(value)
-                if reused is None:
-                    reused = in_later[value] = _occurs(later, value)
-                after = reused
-            if after:
-                seen.add(value)
-                found.append((place, Artifact("got", f"{value} ← {name}", ((seq, seq),))))
-    return found
-
-
-# Values of the range's and the tail's texts looked up in earlier outputs, at most.
-MAX_EARLIER_VALUES = 200
-
-
-def _earlier_values(
-    earlier: Sequence[LoggedMessage], uses: _Use, later: str, known: set[str]
-) -> list[tuple[int, Artifact]]:
-    """Identifiers the range's or the tail's agent texts use that a tool output of `earlier`
-    holds (the newest such output), placed first: they were returned before the range.
-    Looked up from the texts' side, so the cost follows the range, not the older log."""
-    outputs = [m for m in earlier if m.role == "tool" and m.counts_in_context]
-    if not outputs:
-        return []
-    names = {
-        str(c.get("id")): (call_function(c) or ("tool",))[0]
-        for m in earlier
-        for c in m.body.get("tool_calls") or ()
-        if isinstance(c, dict)
-    }
-    found: list[tuple[int, Artifact]] = []
-    said = "\n".join([*uses.parts, later])
-    for value in extract_identifiers(said)[:MAX_EARLIER_VALUES]:
-        if value in known or not 3 <= len(value) <= 120 or _PLAIN_WORD.match(value):
-            continue
-        for m in reversed(outputs):
-            if _occurs(m.text, value):
-                name = names.get(str(m.body.get("tool_call_id")), "tool")
-                found.append((0, Artifact("got", f"{value} ← {name}", ((m.seq, m.seq),))))
-                known.add(value)
-                break
-    return found
 
 
 def _ordered(items: Iterable[Artifact]) -> list[Artifact]:

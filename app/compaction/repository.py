@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -11,9 +10,7 @@ from sqlalchemy import ColumnElement, case, delete, func, literal_column, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import conversation
 from app.compaction import revert_repository
-from app.conversation import LoggedMessage
 from app.database import Driver
 from app.leases.fencing import store_admits
 from app.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
@@ -369,65 +366,6 @@ async def store_summary(
         return False
     await revert_repository.keep_replaced(db, job, replaced)
     return True
-
-
-async def history_after(
-    db: AsyncSession, tenant: str, sid: str, watermark: int
-) -> list[LoggedMessage]:
-
-    stmt = (
-        select(MessageRow)
-        .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
-            MessageRow.seq > watermark,
-        )
-        .order_by(MessageRow.seq)
-    )
-    return [conversation.to_logged(m) for m in await db.scalars(stmt)]
-
-
-async def anchor_below(
-    db: AsyncSession, tenant: str, sid: str, watermark: int, history: Sequence[LoggedMessage]
-) -> LoggedMessage | None:
-    """The turn anchor at or below `watermark`: the session's latest user message, when
-    `history` (what lies after the watermark) holds none. The payload still sends it, so
-    a compaction must keep counting it (`turns._carried` says why). One row of the
-    partial index on users."""
-    if watermark <= 0 or any(m.role == "user" for m in history):
-        return None
-    stmt = (
-        select(MessageRow)
-        .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
-            MessageRow.role == literal_column("'user'"),
-            MessageRow.seq <= watermark,
-        )
-        .order_by(MessageRow.seq.desc())
-        .limit(1)
-    )
-    found = await db.scalar(stmt)
-    return conversation.to_logged(found) if found is not None else None
-
-
-async def tool_turns_before(
-    db: AsyncSession, tenant: str, sid: str, watermark: int, limit: int
-) -> list[LoggedMessage]:
-    """The last `limit` tool outputs and tool-calling messages at or below `watermark`, in
-    log order: where values the next range reuses were returned (artifacts.py)."""
-    stmt = (
-        select(MessageRow)
-        .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
-            MessageRow.seq <= watermark,
-            MessageRow.role.in_(("tool", "assistant")),
-        )
-        .order_by(MessageRow.seq.desc())
-        .limit(limit)
-    )
-    return [conversation.to_logged(m) for m in reversed(list(await db.scalars(stmt)))]
 
 
 async def recent_jobs(db: AsyncSession, tenant: str, sid: str, limit: int = 20) -> list[Job]:

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from app.budget import budget_of, effective_model, session_compaction
+from app.compaction import reads
 from app.compaction import repository as repo
 from app.compaction.candidates import flush_candidates
 from app.compaction.engine import summarise
@@ -37,6 +38,7 @@ from app.compaction.metrics import (
 )
 from app.compaction.noop_guard import _after_noop, could_free, noop_state
 from app.compaction.service import plan_session
+from app.compaction.stored import summary_values
 from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, NoopReason
 from app.context import summary_message
@@ -212,11 +214,11 @@ class CompactionRunner:
             row = await db.get(SessionRow, (job.tenant_id, job.session_id), populate_existing=True)
             if row is None:
                 return  # the session was deleted; its jobs went with it
-            history = await repo.history_after(db, row.tenant_id, row.id, row.last_compaction_seq)
-            below = await repo.anchor_below(
+            history = await reads.history_after(db, row.tenant_id, row.id, row.last_compaction_seq)
+            below = await reads.anchor_below(
                 db, row.tenant_id, row.id, row.last_compaction_seq, history
             )
-            earlier = await repo.tool_turns_before(
+            earlier = await reads.tool_turns_before(
                 db, row.tenant_id, row.id, row.last_compaction_seq, EARLIER_TOOL_TURNS
             )
         c = session_compaction(row, self.settings)
@@ -256,33 +258,8 @@ class CompactionRunner:
         meta["tokens_freed"] = max(plan.range_tokens - summary_tokens, 0)
         MODEL_TOKENS.inc(outcome.prompt_tokens + outcome.completion_tokens)
         count_gate(outcome.gate)
-        await self._store(
-            job,
-            row,
-            plan,
-            meta,
-            outcome.status,
-            {
-                "summary": outcome.summary.to_dict(),
-                "summary_text": outcome.rendered_text,
-                "summary_tokens": summary_tokens,
-                "summary_carries_pinned": bool(
-                    outcome.summary.pinned or outcome.summary.carried_anchors
-                ),
-                "compaction_metadata": meta,
-                # The session's bill (SPEC §4): the summariser's tokens, as the model
-                # reported them (the extractive path calls no model: nothing).
-                "summariser_input_tokens": SessionRow.summariser_input_tokens
-                + outcome.prompt_tokens,
-                "summariser_output_tokens": SessionRow.summariser_output_tokens
-                + outcome.completion_tokens,
-                # A skipped flush leaves the previous candidates in place.
-                "memory_flush_candidates": row.memory_flush_candidates
-                if candidates is None
-                else [cand.to_dict() for cand in candidates],
-                "compacted_history_tokens": plan.preserved_tokens,
-            },
-        )
+        values = summary_values(row, plan, outcome, meta, summary_tokens, candidates)
+        await self._store(job, row, plan, meta, outcome.status, values)
 
     async def _store(
         self,

@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.budget import session_compaction
+from app.compaction import reads
 from app.compaction import repository as repo
 from app.compaction.revert import revertable_job
 from app.compaction.turns import CompactionPlan, NoopReason, plan_for_settings
@@ -55,7 +56,7 @@ def plan_session(
     anchor_below: LoggedMessage | None = None,
 ) -> CompactionPlan | NoopReason:
     """The plan for a session's history after its watermark (`anchor_below`: the turn
-    anchor at or below it, `repo.anchor_below`).
+    anchor at or below it, `reads.anchor_below`).
 
     One function for the job and the dry run, so that a dry run answers what
     the job would do.
@@ -109,8 +110,8 @@ async def _dry_run(
     async with db.transaction() as s:
         await s.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
         row = await get_session(s, tenant, sid)
-        history = await repo.history_after(s, tenant, sid, row.last_compaction_seq)
-        below = await repo.anchor_below(s, tenant, sid, row.last_compaction_seq, history)
+        history = await reads.history_after(s, tenant, sid, row.last_compaction_seq)
+        below = await reads.anchor_below(s, tenant, sid, row.last_compaction_seq, history)
     plan = plan_session(
         history, row, session_compaction(row, settings), force=force, anchor_below=below
     )

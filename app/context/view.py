@@ -4,24 +4,22 @@ Every unit has two forms:
 
 - `Form.FULL`: the messages as logged (protocol fields only), except that a tool
   output over the preview limit is always a preview (SPEC §3 invariant);
-- `Form.COMPACT`: what is left when the budget is short (observation masking):
-  every tool output over `MASK_TOKENS` becomes a preview (size, head, tail, the
-  path of the full message), a long assistant text is cut to a few lines and its
-  key lines while its tool calls stay whole (none of the text is left when the calls
-  alone fill `MASK_TOKENS`: the calls say what the step did), a long user text is cut
-  to head and key lines. A tool output is masked only where the preview saves at
-  least half of it (`MASK_WORTH`): a preview about as long as the output keeps none
-  of it.
+- `Form.COMPACT`: what is left when the budget is short (observation masking): every
+  tool output over `MASK_TOKENS` becomes a preview (size, head, tail, the path of the
+  full message), a long assistant text is cut to a few lines and its key lines while its
+  tool calls stay whole (none of the text is left when the calls alone fill
+  `MASK_TOKENS`: the calls say what the step did), a long user text is cut to head and
+  key lines. A tool output is masked only where the preview saves at least half of it
+  (`MASK_WORTH`): a preview about as long as the output keeps none of it.
 - `Form.LINES`: COMPACT, except that a tool output later steps refer to (its
   identifiers named later: app/context/references.py) keeps the lines holding them,
   up to `LINES_TOKENS`, instead of its head and tail.
 
 Pinned messages are never compacted further than FULL.
 
-Costs come from each message's cached `token_count`; only messages that are
-transformed (previews, cuts, dropped unknown fields) are counted, once, and
-only when a strategy asks for that form — so assembly costs what is kept, not
-what is logged.
+Costs come from each message's cached `token_count`; only messages that are transformed
+(previews, cuts, dropped unknown fields) are counted, once, and only when a strategy asks
+for that form — so assembly costs what is kept, not what is logged.
 """
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ run); `app/search/service.py` ranks messages by the rarer groups they match.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.conversation import call_function, content_text
+from app.messages.searchable import searchable_text
+from app.messages.tsvector_budget import within_budget
 
 # A chunk: word characters, joined by single punctuation marks that are part of
 # identifiers and paths when a word character follows (`a.b`, `x/y`, `k-v`, `a:b`).
@@ -55,60 +55,6 @@ _CJK = re.compile(
 # 1 MB. Longer "words" are blobs (base64, minified code): their parts still count.
 MAX_LEXEME_CHARS = 100
 MAX_POSITION = 16383
-# PostgreSQL's tsvector holds under 1 MB: each lexeme costs its UTF-8 bytes and a few
-# more, each position 2 bytes. A message's whole text is indexed, however long (a
-# search finds what a tool output says in its last line); past this budget positions
-# are left out before lexemes (`within_budget`), since a lexeme without the position
-# is still found (the text confirms where positions were cut), one left out is not.
-MAX_TSVECTOR_BYTES = 800_000
-
-
-def searchable_text(body: Mapping[str, Any]) -> str:
-    """The text search sees of a message: content, the `name`, and every tool call's
-    function name and arguments (`arguments_text`)."""
-    pieces = [content_text(body)]
-    name = body.get("name")
-    if isinstance(name, str) and name:
-        pieces.append(name)
-    for call in body.get("tool_calls") or ():
-        fn = call_function(call)
-        if fn is not None:
-            pieces.append(fn[0])
-            pieces.append(arguments_text(fn[1]))
-    refusal = body.get("refusal")
-    if isinstance(refusal, str):
-        pieces.append(refusal)
-    return "\n".join(p for p in pieces if p)
-
-
-def arguments_text(raw: str) -> str:
-    """A tool call's arguments as the model wrote them: the keys and values of their JSON,
-    one a line, or the raw text when it is not JSON. Written out as JSON, a script's new
-    lines are `\\n`, which would join the words around them (`import os\\nos.makedirs`
-    would hold `nos.makedirs`, not `os.makedirs`)."""
-    if not raw.lstrip().startswith(("{", "[")):
-        return raw
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return raw
-    out: list[str] = []
-    _leaves(value, out)
-    return "\n".join(out)
-
-
-def _leaves(value: Any, out: list[str]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out.append(str(k))
-            _leaves(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _leaves(v, out)
-    elif isinstance(value, str):
-        out.append(value)
-    elif value is not None:
-        out.append(json.dumps(value))
 
 
 def _parts(chunk: str) -> list[str]:
@@ -272,36 +218,6 @@ def lexemes_and_cut(text: str) -> tuple[dict[str, list[int]], bool]:
     if kept is not None:
         out = {lex: where[:k] for (lex, where), k in zip(out.items(), kept, strict=True) if k}
     return out, many or pos - 1 >= MAX_POSITION or kept is not None
-
-
-def within_budget(lexemes: list[tuple[str, int, int]]) -> list[int] | None:
-    """How many positions each lexeme keeps (0: left out) when the vector would pass
-    MAX_TSVECTOR_BYTES, or None when it fits. `lexemes`: in the order the text first
-    holds them, each (the lexeme, its cost, its positions up to 256); each position
-    costs 2 more.
-
-    Lexemes before positions, and words before the identifiers they make up: every
-    word (letters or digits only: `special`, `handler`, a CJK pair) with its first
-    position while room lasts (in text order: a later one too large for what is left is
-    passed over), then every longer lexeme (`special_handler.py:12:4`, one per line of a
-    log, each new) likewise, then each one's further positions, lexeme by lexeme, with
-    what remains. An identifier whose whole lexeme is left out is still found by its
-    parts, confirmed against the text (the vector is marked POSITIONS_CUT)."""
-    if sum(cost + 2 * n for _, cost, n in lexemes) <= MAX_TSVECTOR_BYTES:
-        return None
-    room = MAX_TSVECTOR_BYTES
-    kept = [0] * len(lexemes)
-    for words in (True, False):
-        for i, (lexeme, cost, _) in enumerate(lexemes):
-            if (lexeme.isalpha() or lexeme.isdigit()) == words and cost + 2 <= room:
-                room -= cost + 2
-                kept[i] = 1
-    for i, (_, _, n) in enumerate(lexemes):
-        if kept[i] and n > 1 and room >= 2:
-            more = min(n - 1, room // 2)
-            kept[i] += more
-            room -= 2 * more
-    return kept
 
 
 def _quote(lexeme: str) -> str:

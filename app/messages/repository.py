@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.database import Driver
 from app.leases.fencing import lease_live
-from app.models import MessageRow, ToolCallRow
+from app.models import MessageRow
 
 
-def _in_session(tenant: str, sid: str) -> tuple[Any, ...]:
+def in_session(tenant: str, sid: str) -> tuple[Any, ...]:
     return (MessageRow.tenant_id == tenant, MessageRow.session_id == sid)
 
 
@@ -337,7 +337,7 @@ async def page(
     Both directions walk the primary key, so reading the tail of a long log
     costs the page, never the log.
     """
-    stmt = select(MessageRow).where(*_in_session(tenant, sid), MessageRow.seq > after_seq)
+    stmt = select(MessageRow).where(*in_session(tenant, sid), MessageRow.seq > after_seq)
     if before_seq is not None:
         stmt = stmt.where(MessageRow.seq < before_seq)
     order = MessageRow.seq.desc() if descending else MessageRow.seq
@@ -352,7 +352,7 @@ async def tail(db: AsyncSession, tenant: str, sid: str, from_seq: int) -> list[M
     """Every message with `seq >= from_seq`, in log order."""
     stmt = (
         select(MessageRow)
-        .where(*_in_session(tenant, sid), MessageRow.seq >= from_seq)
+        .where(*in_session(tenant, sid), MessageRow.seq >= from_seq)
         .order_by(MessageRow.seq)
     )
     return list((await db.execute(stmt)).scalars())
@@ -363,52 +363,6 @@ async def context_tokens_through(db: AsyncSession, tenant: str, sid: str, seq: i
     if seq <= 0:
         return 0
     stmt = select(MessageRow.context_tokens_through).where(
-        *_in_session(tenant, sid), MessageRow.seq == seq
+        *in_session(tenant, sid), MessageRow.seq == seq
     )
     return int(await db.scalar(stmt) or 0)
-
-
-async def delete_from(
-    db: AsyncSession,
-    tenant: str,
-    sid: str,
-    from_seq: int,
-    made: Sequence[str],
-    answered: Sequence[str],
-) -> None:
-    """Delete the messages with `seq >= from_seq` and their tool-call bookkeeping.
-
-    `made` are the call ids of the deleted assistant messages: forgotten, so
-    they may be used again. `answered` are the call ids the deleted tool
-    messages answered: a call made earlier is open again. Both go by the
-    `tool_calls` primary key, so the cost follows the tail, not the log.
-    """
-    calls = (ToolCallRow.tenant_id == tenant, ToolCallRow.session_id == sid)
-    if made:
-        await db.execute(
-            delete(ToolCallRow).where(
-                *calls, ToolCallRow.call_id.in_(sorted(set(made))), ToolCallRow.seq >= from_seq
-            )
-        )
-    if answered:
-        await db.execute(
-            update(ToolCallRow)
-            .where(
-                *calls,
-                ToolCallRow.call_id.in_(sorted(set(answered))),
-                ToolCallRow.answered_seq >= from_seq,
-            )
-            .values(answered_seq=None)
-            .execution_options(synchronize_session=False)
-        )
-    await db.execute(
-        delete(MessageRow).where(*_in_session(tenant, sid), MessageRow.seq >= from_seq)
-    )
-
-
-async def delete_all(db: AsyncSession, tenant: str, sid: str) -> None:
-    """Delete the whole log of a session and its tool-call bookkeeping."""
-    await db.execute(
-        delete(ToolCallRow).where(ToolCallRow.tenant_id == tenant, ToolCallRow.session_id == sid)
-    )
-    await db.execute(delete(MessageRow).where(*_in_session(tenant, sid)))

@@ -22,6 +22,7 @@ from app.events import record_event
 from app.leases.guard import check_write
 from app.limits import ROLES
 from app.messages import repository as repo
+from app.messages import tail_repository as tail_repo
 from app.messages.service import message_view
 from app.models import MessageRow, SessionRow
 from app.sessions import repository as sessions
@@ -75,7 +76,7 @@ async def delete_tail(
     deleted = [message_view(m) for m in rows]
     made = [c for m in rows if m.role == "assistant" for c in _call_ids(m)]
     answered = [str(m.body["tool_call_id"]) for m in rows if m.role == "tool"]
-    await repo.delete_from(db, tenant, sid, from_seq, made, answered)
+    await tail_repo.delete_from(db, tenant, sid, from_seq, made, answered)
 
     for role in ROLES:
         n = sum(1 for m in rows if m.role == role)
@@ -108,7 +109,7 @@ async def clear(
     the lease and the event log."""
     row = await _locked(db, tenant, sid, lock_token)
     count = sum(getattr(row, f"count_{role}") for role in ROLES)
-    await repo.delete_all(db, tenant, sid)
+    await tail_repo.delete_all(db, tenant, sid)
     for role in ROLES:
         setattr(row, f"count_{role}", 0)
     row.last_seq = 0

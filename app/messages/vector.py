@@ -15,7 +15,7 @@ parsing the vector's text form (`'a':1 'b':2,5`) the next:
   codec in `app/db.py`.
 
 A text whose vector would pass `lexemes()`'s byte budget is cut here as `lexemes()`
-cuts it (`within_budget`: positions go before lexemes), from the same lexemes in the
+cuts it (`tsvector_budget.within_budget`: positions go before lexemes), from the same lexemes in the
 same order. tests/unit/test_search_vector.py checks
 both ways give the same vector, over the dataset and random text.
 
@@ -39,9 +39,9 @@ from app.messages.lexemes import (
     _cjk_split,
     _segments,
     _split,
-    searchable_text,
-    within_budget,
 )
+from app.messages.searchable import searchable_text
+from app.messages.tsvector_budget import within_budget
 
 # ASCII characters that no chunk can hold (neither word characters nor the joiners of
 # `_CHUNK`) become spaces; every other byte stays, those of multi-byte characters too.

@@ -37,7 +37,7 @@ _ROLES = "($5::text[] IS NULL OR m.role = ANY($5::text[]))"
 # message, `setweight(v, 'D')` (D is the weight every lexeme already has: the same
 # vector) makes one decompressed copy for all of them.
 def _text(body: str) -> str:
-    # What search sees of a stored message (app/messages/lexemes.py `searchable_text`),
+    # What search sees of a stored message (app/messages/searchable.py `searchable_text`),
     # without writing the whole JSON out as text: its string fields as they are, the tool
     # calls as JSON.
     return (

@@ -16,7 +16,8 @@ from app.conversation import call_function, content_text
 from app.errors import NotFound, invalid
 from app.limits import BIGINT_MAX, ROLES, SEARCH_LIMIT_MAX
 from app.messages import repository as messages
-from app.messages.lexemes import MAX_QUERY_CHARS, Term, query_terms, searchable_text
+from app.messages.lexemes import MAX_QUERY_CHARS, Term, query_terms
+from app.messages.searchable import searchable_text
 from app.messages.service import message_view, slice_text
 from app.search import repository as repo
 from app.search.hits import line_of, match_at, snippet

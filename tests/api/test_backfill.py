@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.context import repository
+from app.context import repository, statements
 from app.tokens import get_counter
 from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
     SMALL,
@@ -100,7 +100,8 @@ async def test_the_compacted_steps_stay_put_until_a_trim_drops_them_first(
     # The log reads of each payload: the window, below the watermark too, in one round
     # trip (a layout's compacted units are within it: no read of them one by one).
     reads: list[str] = []
-    fetch = repository._fetch
+    # The read as statements.py defines it, counted where repository.py calls it.
+    fetch = statements._fetch
 
     async def counted(db: Any, stmt: Any, params: dict[str, Any]) -> list[Any]:
         reads.append(stmt.sql)

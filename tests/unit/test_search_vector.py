@@ -17,8 +17,8 @@ from app.messages.lexemes import (
     MAX_POSITION,
     POSITIONS_CUT,
     lexemes_and_cut,
-    searchable_text,
 )
+from app.messages.searchable import searchable_text
 from tests.unit.compaction_helpers import dataset_sessions
 
 KEY = "~0123456789abcdef"

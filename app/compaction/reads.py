@@ -1,0 +1,71 @@
+"""Reads for planning: the history after the watermark; the turn anchor, tool turns below it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import literal_column, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app import conversation
+from app.conversation import LoggedMessage
+from app.models import MessageRow
+
+
+async def history_after(
+    db: AsyncSession, tenant: str, sid: str, watermark: int
+) -> list[LoggedMessage]:
+    """The session's messages after `watermark`, in log order: the history a plan cuts."""
+    stmt = (
+        select(MessageRow)
+        .where(
+            MessageRow.tenant_id == tenant,
+            MessageRow.session_id == sid,
+            MessageRow.seq > watermark,
+        )
+        .order_by(MessageRow.seq)
+    )
+    return [conversation.to_logged(m) for m in await db.scalars(stmt)]
+
+
+async def anchor_below(
+    db: AsyncSession, tenant: str, sid: str, watermark: int, history: Sequence[LoggedMessage]
+) -> LoggedMessage | None:
+    """The turn anchor at or below `watermark`: the session's latest user message, when
+    `history` (what lies after the watermark) holds none. The payload still sends it, so
+    a compaction must keep counting it (`turns._carried` says why). One row of the
+    partial index on users."""
+    if watermark <= 0 or any(m.role == "user" for m in history):
+        return None
+    stmt = (
+        select(MessageRow)
+        .where(
+            MessageRow.tenant_id == tenant,
+            MessageRow.session_id == sid,
+            MessageRow.role == literal_column("'user'"),
+            MessageRow.seq <= watermark,
+        )
+        .order_by(MessageRow.seq.desc())
+        .limit(1)
+    )
+    found = await db.scalar(stmt)
+    return conversation.to_logged(found) if found is not None else None
+
+
+async def tool_turns_before(
+    db: AsyncSession, tenant: str, sid: str, watermark: int, limit: int
+) -> list[LoggedMessage]:
+    """The last `limit` tool outputs and tool-calling messages at or below `watermark`, in
+    log order: where values the next range reuses were returned (artifacts.py)."""
+    stmt = (
+        select(MessageRow)
+        .where(
+            MessageRow.tenant_id == tenant,
+            MessageRow.session_id == sid,
+            MessageRow.seq <= watermark,
+            MessageRow.role.in_(("tool", "assistant")),
+        )
+        .order_by(MessageRow.seq.desc())
+        .limit(limit)
+    )
+    return [conversation.to_logged(m) for m in reversed(list(await db.scalars(stmt)))]
