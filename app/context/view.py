@@ -364,8 +364,7 @@ class HistoryView:
     # The first seq from which every message of the log was read (None: unknown): the
     # compacted units from there up are a contiguous run below the watermark.
     complete_from: int | None = None
-    # What the summary sent beside these units costs (app/context/backfill.py's cap).
-    summary_tokens: int = 0
+    summary_tokens: int = 0  # the summary sent beside them: app/context/backfill.py's cap
 
     @classmethod
     def build(
