@@ -10,7 +10,7 @@
 # healthy but cannot be reached through a published port.
 #
 # Layout. A plain (non-editable) install: the wheel carries the migrations inside the
-# package (app/migrations, see [tool.setuptools] in pyproject.toml) and the search
+# package (app/db/migrations, see [tool.setuptools] in pyproject.toml) and the search
 # vector's C loops (setup.py), so the runtime stage needs nothing but the venv. The
 # builder alone has a C compiler.
 
@@ -26,7 +26,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PATH=${VENV}/bin:${PATH}
 
-# gcc for app/messages/_vector.c (the image's Python ships its headers). setup.py
+# gcc for app/index/_vector.c (the image's Python ships its headers). setup.py
 # makes the module optional, so the build checks below that it was built. Not pinned
 # (DL3008): the base image fixes the Debian release, and any gcc of it builds the module.
 # hadolint ignore=DL3008
@@ -51,9 +51,9 @@ COPY app/ app/
 RUN pip install --no-deps . \
     && rm -rf build \
     && contextd --help > /dev/null \
-    && python -I -c "from app.db import migrations_dir; assert (migrations_dir() / 'env.py').is_file()" \
-    && python -I -c "import app.messages._vector" \
-    && python -I -c "from app.tokens.encodings import get_encoding; get_encoding('o200k_base'); get_encoding('cl100k_base')"
+    && python -I -c "from app.db.engine import migrations_dir; assert (migrations_dir() / 'env.py').is_file()" \
+    && python -I -c "import app.index._vector" \
+    && python -I -c "from app.core.tokens.encodings import get_encoding; get_encoding('o200k_base'); get_encoding('cl100k_base')"
 
 
 FROM ${PYTHON_IMAGE} AS runtime

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: serve demo docs test test-python test-ts test-deploy chaos-deploy lint typecheck bench bench-model fuzz clean
 
-$(STAMP): pyproject.toml setup.py app/messages/_vector.c clients/python/pyproject.toml
+$(STAMP): pyproject.toml setup.py app/index/_vector.c clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]" -e "./clients/python[agents,langchain]"
@@ -87,7 +87,7 @@ bench: $(STAMP)  ## the benchmarks of docs/measured.md, in order (~20 min; CONTE
 ROOT := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 
 clean:  ## remove the venv, caches and the embedded database (stopped first; refused while it runs and .venv is gone)
-	@cd "$(ROOT)" && if [ -x .venv/bin/python ]; then .venv/bin/python -m app.embedded_pg stop .contextd; \
+	@cd "$(ROOT)" && if [ -x .venv/bin/python ]; then .venv/bin/python -m app.db.embedded stop .contextd; \
 	elif [ -f .contextd/pgdata/postmaster.pid ] && pid="$$(head -n 1 .contextd/pgdata/postmaster.pid)" && [ -n "$$pid" ] && \
 	  { kill -0 "$$pid" 2>/dev/null || [ -d "/proc/$$pid" ]; }; then \
 	  echo "the embedded PostgreSQL in .contextd is running and .venv is gone: stop it first" >&2; exit 1; fi

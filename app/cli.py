@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from app import cli_args
-from app.settings import ConfigError, Settings, load_settings
+from app.core.settings import ConfigError, Settings, load_settings
 
 log = structlog.get_logger("contextd")
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     # The demo prints its own lines only: not even the embedded server's start.
     level = "WARNING" if args.command == "demo" else settings.log_level
     configure_logging(settings.log_format, level)
-    from app.embedded_pg import EmbeddedUnavailable, owned_database
+    from app.db.embedded import EmbeddedUnavailable, owned_database
 
     if args.command == "serve":
         _stop_on_signals()
@@ -155,7 +155,7 @@ class _NoDatabase(Exception):
 
 
 def _wait_for_database(url: str, wait_s: float) -> None:
-    from app.db_wait import DatabaseUnreachable, wait_for_database
+    from app.db.wait import DatabaseUnreachable, wait_for_database
 
     try:
         wait_for_database(url, wait_s)
@@ -168,7 +168,7 @@ def _migrate(url: str, check_only: bool = False) -> None:
     import asyncpg
     from sqlalchemy.exc import DBAPIError
 
-    from app.db import DatabaseNotUtf8, check_database_encoding, run_migrations
+    from app.db.engine import DatabaseNotUtf8, check_database_encoding, run_migrations
 
     try:
         (check_database_encoding if check_only else run_migrations)(url)

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from app.settings import Settings
+from app.core.settings import Settings
 
 DEFAULT_QUESTION = "How many lines are in pyproject.toml?"
 

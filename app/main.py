@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import structlog
 from fastapi import FastAPI
 
-from app import db as database
+from app.api import mcp
 from app.api.append_lane import AppendLane
 from app.api.compaction import router as compaction_router
 from app.api.context import router as context_router
@@ -21,25 +21,25 @@ from app.api.health import router as health_router
 from app.api.lanes import Services
 from app.api.leases import router as leases_router
 from app.api.messages import router as messages_router
+from app.api.models.problem import ERROR_RESPONSES
 from app.api.openapi import install as install_openapi
-from app.api.problems import ERROR_RESPONSES
+from app.api.search import router as search_router
 from app.api.sessions import router as sessions_router
 from app.api.tokens import router as tokens_router
 from app.auth.keys import Keyring, parse_env_keys
 from app.auth.middleware import Authenticate
-from app.compaction.client import model_client
+from app.compaction.configured_model import model_client
 from app.compaction.runner import CompactionRunner
 from app.console.router import router as console_router
 from app.context.caches import Caches
-from app.database import Database
-from app.events import EventWriter
+from app.core.settings import Settings
+from app.core.tokens import get_counter
+from app.db import engine as database
+from app.db.database import Database
 from app.messages.group_write import write_group
 from app.messages.groups import Groups
+from app.observability.events import EventWriter
 from app.observability.middleware import BodyLimit, RequestContext
-from app.search import mcp
-from app.search.router import router as search_router
-from app.settings import Settings
-from app.tokens import get_counter
 
 log = structlog.get_logger("contextd")
 
@@ -60,7 +60,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = database_url or settings.database_url
         if url is None:
-            from app.embedded_pg import resolve_database_url
+            from app.db.embedded import resolve_database_url
 
             url = await asyncio.to_thread(resolve_database_url, settings)
         # Load the default model's tokenizer before serving, not in the first append (its
@@ -69,7 +69,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         engine = database.create_engine(url, settings.db_pool_size, settings.db_pool_timeout_s)
         app.state.engine = engine
         keyring.engine = engine
-        # Payload reads on a pool of their own, of the same size: app/db.py says why.
+        # Payload reads on a pool of their own, of the same size: app/db/engine.py says why.
         payloads = database.create_engine(
             url,
             settings.db_pool_size,

@@ -19,16 +19,16 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import db as database
 from app.api.errors import install_error_handlers
 from app.api.health import router as health_router
 from app.auth.keys import Keyring, parse_env_keys
 from app.auth.middleware import Authenticate
 from app.compaction import repository as repo
-from app.compaction.client import model_client
+from app.compaction.configured_model import model_client
 from app.compaction.runner import CompactionRunner
-from app.database import Database
-from app.settings import Settings
+from app.core.settings import Settings
+from app.db import engine as database
+from app.db.database import Database
 
 log = structlog.get_logger("contextd.worker")
 

@@ -109,8 +109,8 @@ import httpx
 from app.compaction.runner import CompactionRunner
 from app.context import available_strategies, formats
 from app.context.types import DEFAULT_STRATEGY
-from app.conversation import content_text
-from app.models.job import ACTIVE
+from app.core.conversation import content_text
+from app.db.models.job import ACTIVE
 from bench.anthropic_cache import Billed, Cache, Counter, marked, one_at
 from bench.anthropic_cache import blocks as cache_blocks
 from bench.common import (
@@ -438,7 +438,7 @@ _ESCAPES = ("\\n", "\\t", "\\r", "\\b", "\\f")
 
 def _edge(before: str, after: str) -> bool:
     """Whether two adjacent characters are on an identifier boundary, as search splits
-    parts (app/messages/lexemes.py `needle_pattern`): not both letters or digits, or a
+    parts (app/index/lexemes.py `needle_pattern`): not both letters or digits, or a
     camelCase step, or letters against digits."""
     if not (before.isalnum() and after.isalnum()):
         return True
@@ -1065,9 +1065,9 @@ async def run_entry(
 
 
 async def run(args: argparse.Namespace, database_url: str, entries: list[Entry]) -> Totals:
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     configure_logging("json", "WARNING")
     # No model: a compaction stores the extractive summary.
@@ -1371,7 +1371,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     entries = load_entries(args)
     load_start = load_average()

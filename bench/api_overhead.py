@@ -56,8 +56,8 @@ def _messages(n: int) -> list[dict[str, Any]]:
 
 
 async def run(url: str, requests: int) -> list[list[object]]:
+    from app.core.settings import load_settings
     from app.main import create_app
-    from app.settings import load_settings
 
     app = create_app(load_settings(), database_url=url)
     rows: list[list[object]] = []
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     with throwaway_database(args.database_url, "contextd_api_bench") as db:
         run_migrations(db.url)

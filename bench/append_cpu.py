@@ -136,9 +136,9 @@ async def drive(
 
 
 async def run(url: str, args: argparse.Namespace) -> None:
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     settings = load_settings()
     # As `contextd serve` logs: one JSON line per request, to stderr.
@@ -239,7 +239,7 @@ def main() -> None:
         help="append agent steps (a tool call, then its result) instead of user messages",
     )
     args = p.parse_args()
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     try:
         import uvloop

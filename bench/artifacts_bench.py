@@ -61,12 +61,12 @@ from app.compaction.artifacts import (
 )
 from app.compaction.checks import identifiers_to_keep, message_texts
 from app.compaction.engine import summarise
-from app.compaction.llm import ChatModelClient
+from app.compaction.model_client import ChatModelClient
 from app.compaction.signals import extract_identifiers, normalise
 from app.compaction.turns import CompactionPlan, plan_for_settings
-from app.conversation import LoggedMessage, call_function
-from app.settings import CompactionSettings
-from app.tokens import get_counter
+from app.core.conversation import LoggedMessage, call_function
+from app.core.settings import CompactionSettings
+from app.core.tokens import get_counter
 from bench.common import DATASET, load_average, machine_info, markdown_table
 from tests.fakellm import FakeLLM
 from tests.unit.compaction_helpers import log_of

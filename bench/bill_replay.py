@@ -66,7 +66,7 @@ def replay_anthropic(shared: int, since_previous_s: float | None) -> int:
 def shared_tokens(before: Mapping[str, Any] | None, after: Mapping[str, Any], model: str) -> int:
     """Tokens at the start of `after` identical to `before`: the tools when unchanged,
     then each leading message equal in both."""
-    from app.tokens import get_counter
+    from app.core.tokens import get_counter
 
     if before is None or before["tools"] != after["tools"]:
         return 0
@@ -113,7 +113,7 @@ def load_traces(limit: int | None, long: int) -> list[dict[str, Any]]:
 async def settle(c: httpx.AsyncClient, sid: str, runner: Any) -> None:
     """Run the compaction jobs the appends queued (the app runs none by itself here) until
     the session has none left, as bench/agent_loop.py does."""
-    from app.models.job import ACTIVE
+    from app.db.models.job import ACTIVE
 
     for _ in range(6000):
         while await runner.run_once():
@@ -193,9 +193,9 @@ async def run_trace(
 
 
 async def run(args: argparse.Namespace, database_url: str) -> dict[str, Figures]:
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     configure_logging("json", "WARNING")
     settings = load_settings(
@@ -283,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     url = None if args.embedded else args.database_url
     if url is None and not args.embedded:
         raise SystemExit("give --database-url URL or --embedded")
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     with throwaway_database(url, "contextd_bill") as db:
         run_migrations(db.url)

@@ -9,7 +9,7 @@ the shipped schema. In a throwaway database (on `--database-url`, else
 `messages` (key, role, body, search vector) take the same rows, alternated round by
 round, `--clients` connections each appending its own sessions one row per
 statement (the dataset's messages in turn, each session from its own point of the
-dataset, its vector made by `app.messages.vector.message_vector` and sent in
+dataset, its vector made by `app.index.vector.message_vector` and sent in
 binary, as the append sends it):
 
 - none: no vector (the column NULL, no search index);
@@ -43,9 +43,9 @@ if __package__ in (None, ""):  # `python bench/block_index.py` from anywhere
 
 import asyncpg
 
-from app.db import tsvector_text
-from app.messages.lexemes import session_lexeme
-from app.messages.vector import message_vector
+from app.db.engine import tsvector_text
+from app.index.lexemes import session_lexeme
+from app.index.vector import message_vector
 from bench.common import (
     dataset_warning,
     load_average,

@@ -7,7 +7,7 @@ contextd's CJK-aware estimate. This replays the agent loop over every session of
 the shared dataset: before each assistant message the agent sends the log so
 far (system prompt included), contextd estimates it, the "provider" counts it,
 and the agent reports that usage (`POST /sessions/{id}/usage` runs the same
-`app.tokens.calibration.update`). For each call it records the relative error
+`app.core.tokens.calibration.update`). For each call it records the relative error
 of the uncalibrated estimate and of the calibrated estimate in force when the
 call was made (the factor learnt from the earlier calls only, as a client sees
 it), and how often the factor in force changed (each change re-fits the budget
@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.tokens import REPLY_PRIMING, calibration
-from app.tokens.counter import _counter_for
+from app.core.tokens import REPLY_PRIMING, calibration
+from app.core.tokens.counter import _counter_for
 from bench.common import DATASET, markdown_table, percentile
 
 ESTIMATE = _counter_for("estimate")

@@ -86,8 +86,8 @@ async def reset(conn: asyncpg.Connection) -> None:
 
 class Claimer:
     def __init__(self, url: str) -> None:
-        from app import db as database
-        from app.database import Database
+        from app.db import engine as database
+        from app.db.database import Database
 
         self.engine = database.create_engine(url, pool_size=2)
         self.db = Database(database.session_factory(self.engine))
@@ -217,7 +217,7 @@ def main() -> None:
     parser.add_argument("--runners", type=int, default=2)
     args = parser.parse_args()
 
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     with throwaway_database(args.database_url) as db:
         run_migrations(db.url)

@@ -167,7 +167,7 @@ def throwaway_database(
         base = plain_url(server_url)
         where = redact(base)
     else:
-        from app.embedded_pg import start_embedded
+        from app.db.embedded import start_embedded
 
         tmp = Path(tempfile.mkdtemp(prefix="contextd-bench-"))
         base = plain_url(start_embedded(tmp))
@@ -180,7 +180,7 @@ def throwaway_database(
         with contextlib.suppress(Exception):
             asyncio.run(admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         if tmp is not None:
-            from app.embedded_pg import stop_embedded
+            from app.db.embedded import stop_embedded
 
             stop_embedded(tmp)
             shutil.rmtree(tmp, ignore_errors=True)

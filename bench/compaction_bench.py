@@ -82,18 +82,18 @@ import httpx
 if __package__ in (None, ""):  # `python bench/compaction_bench.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.budget import session_compaction
 from app.compaction import runner as runner_module
 from app.compaction.engine import summarise as engine_summarise
-from app.compaction.llm import ChatModelClient, ChatResult
+from app.compaction.model_client import ChatModelClient, ChatResult
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.runner import CompactionRunner
 from app.compaction.service import plan_session
 from app.compaction.turns import NoopReason
-from app.conversation import LoggedMessage, content_text
-from app.models import SessionRow
-from app.settings import CompactionSettings, Settings, load_settings
-from app.tokens import get_counter
+from app.core.budget import session_compaction
+from app.core.conversation import LoggedMessage, content_text
+from app.core.settings import CompactionSettings, Settings, load_settings
+from app.core.tokens import get_counter
+from app.db.models import SessionRow
 from bench.common import (
     DATASET,
     Throwaway,
@@ -946,7 +946,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET)", file=sys.stderr)
         return 2
     server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
     from app.observability.logging import configure_logging
 
     sources = load_sources()
@@ -1312,7 +1312,7 @@ async def agent_run_all(url: str, sessions: int) -> list[str]:
 
 def agent_main(args: argparse.Namespace) -> int:
     server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
     from app.observability.logging import configure_logging
 
     started = time.perf_counter()

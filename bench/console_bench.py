@@ -49,7 +49,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     server = args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
     with throwaway_database(server, prefix="contextd_console") as db:
@@ -160,9 +160,9 @@ async def run(
 ) -> tuple[list[list[object]], list[list[object]]]:
     from sqlalchemy import event
 
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     await load(db.url, args.sessions, args.messages, not args.no_analyze)
     configure_logging("json", "WARNING")

@@ -161,7 +161,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     started = time.perf_counter()
     load_start = load_average()
@@ -204,8 +204,8 @@ def agent_messages() -> list[dict[str, Any]]:
 
 async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], str]:
     from app.context.params import ContextParams
-    from app.models import DEFAULT_TENANT
-    from app.tokens import get_counter
+    from app.core.tokens import get_counter
+    from app.db.models import DEFAULT_TENANT
 
     messages = agent_messages()
     counter = get_counter(MODEL)
@@ -311,9 +311,9 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
 
 @contextlib.asynccontextmanager
 async def app_in_process(url: str) -> AsyncIterator[FastAPI]:
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     configure_logging("json", "WARNING")  # keep stderr readable; the server logs as users run it
     app = create_app(load_settings(database_url=url), database_url=url)

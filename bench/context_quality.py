@@ -48,8 +48,8 @@ if __package__ in (None, ""):  # `python bench/context_quality.py` from anywhere
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
 
 from app.context import AssemblyRequest, assemble, available_strategies
-from app.conversation import LoggedMessage
-from app.tokens import get_counter
+from app.core.conversation import LoggedMessage
+from app.core.tokens import get_counter
 from bench.common import DATASET, load_average, machine_info, markdown_table, percentile
 from tests.support.planted import Instruction
 from tests.support.planted import plant as plant_instructions

@@ -44,8 +44,8 @@ from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messa
 
 from app.context import HISTORY_READ_FACTOR, AssemblyRequest, assemble
 from app.context.caches import Caches
-from app.conversation import LoggedMessage
-from app.tokens import get_counter
+from app.core.conversation import LoggedMessage
+from app.core.tokens import get_counter
 from bench.common import DATASET, cycled, load_average, machine_info, markdown_table, percentile
 
 COUNTER = get_counter(None)

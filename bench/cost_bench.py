@@ -73,7 +73,7 @@ if __package__ in (None, ""):  # `python bench/cost_bench.py` from anywhere
 import httpx
 
 from app.context import AssemblyRequest, assemble, available_strategies
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 from bench.common import (
     DATASET,
     Throwaway,
@@ -183,9 +183,9 @@ Tallies = dict[tuple[str, int], Tally]
 
 
 async def run(args: argparse.Namespace, db: Throwaway) -> tuple[Tallies, dict[int, Ceiling], str]:
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     configure_logging("json", "WARNING")
     overrides: dict[str, Any] = {"database_url": db.url}
@@ -391,7 +391,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     load_start = load_average()
     started = time.perf_counter()

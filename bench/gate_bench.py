@@ -50,12 +50,12 @@ if __package__ in (None, ""):  # `python bench/gate_bench.py` from anywhere
 
 from app.compaction.checks import conversation_language_of
 from app.compaction.engine import summarise
-from app.compaction.llm import ChatModelClient
+from app.compaction.model_client import ChatModelClient
 from app.compaction.provenance import Sources, split_cites
 from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, plan_range
-from app.conversation import LoggedMessage
-from app.tokens import get_counter
+from app.core.conversation import LoggedMessage
+from app.core.tokens import get_counter
 from tests.fakellm import FakeLLM
 
 ROOT = Path(__file__).resolve().parents[1]

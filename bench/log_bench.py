@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace, server: str | None) -> int:
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     started = time.perf_counter()
     load_start = load_average()
@@ -229,7 +229,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
         f"interleaved, {_count(args.clients, 'client')} at once for throughput; "
         f"planner statistics: {STATS_LABEL[args.stats]}{dataset_warning()}"
     )
-    from app.models import DEFAULT_TENANT
+    from app.db.models import DEFAULT_TENANT
 
     figures: dict[tuple[int, str], Figures] = {}
     async with clients(args.transports, db.url) as by_transport:
@@ -282,9 +282,9 @@ async def clients(
     transports: Sequence[str], url: str
 ) -> AsyncIterator[list[tuple[str, httpx.AsyncClient]]]:
     """One HTTP client per transport, the first one also seeds."""
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     timeout = httpx.Timeout(120.0)
     limits = httpx.Limits(max_connections=MAX_CLIENTS, max_keepalive_connections=MAX_CLIENTS)

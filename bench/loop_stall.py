@@ -31,7 +31,7 @@ if __package__ in (None, ""):
 
 from app.compaction import engine, fit
 from app.compaction.brief import brief_for
-from app.compaction.llm import ChatModelClient
+from app.compaction.model_client import ChatModelClient
 from app.compaction.outcome import ModelUsage
 from app.compaction.turns import CompactionPlan, plan_range
 from bench.common import DATASET, dataset_warning, load_average, machine_info, markdown_table

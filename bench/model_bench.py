@@ -81,12 +81,12 @@ if __package__ in (None, ""):  # `python bench/model_bench.py` from anywhere
 
 from app.compaction.artifacts import decode, range_artifacts, roll_artifacts
 from app.compaction.gate import KINDS as GATE_KINDS
-from app.compaction.llm import ChatModelClient, ChatResult
+from app.compaction.model_client import ChatModelClient, ChatResult
 from app.compaction.provenance import message_text, split_cites
 from app.compaction.signals import classify, normalise, split_sentences
-from app.conversation import LoggedMessage, content_text
-from app.settings import CompactionSettings, load_settings
-from app.tokens import get_counter
+from app.core.conversation import LoggedMessage, content_text
+from app.core.settings import CompactionSettings, load_settings
+from app.core.tokens import get_counter
 from bench.artifacts_bench import call_paths, reused_numbers
 from bench.common import (
     DATASET,
@@ -616,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_from:
         print(report(load(Path(args.report_from)), args.compactions))
         return 0
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
     from app.observability.logging import configure_logging
 
     traces = agent_sessions(10**6)

@@ -63,7 +63,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     server = args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
     with throwaway_database(server, prefix="contextd_plans") as db:
@@ -86,9 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def app_client(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Captured]]:
     from sqlalchemy import event
 
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     configure_logging("json", "WARNING")
     app = create_app(load_settings(database_url=url), database_url=url)
@@ -99,7 +99,7 @@ async def app_client(url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Capture
             if not sql.lstrip().upper().startswith(("BEGIN", "COMMIT", "SELECT 1")):
                 captured[sql] = tuple((params[0] if many else params) or ())
 
-        # Both pools: the payload reads have their own (app/db.py).
+        # Both pools: the payload reads have their own (app/db/engine.py).
         for engine in {app.state.engine, app.state.database.payload_engine}:
             event.listen(engine.sync_engine, "before_cursor_execute", _seen)
 

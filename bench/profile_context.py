@@ -64,7 +64,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     server = args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
     if not server:
@@ -93,9 +93,9 @@ async def _create_if_missing(server: str, name: str) -> None:
 
 @asynccontextmanager
 async def _app(url: str) -> AsyncIterator[Any]:
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     configure_logging("json", "WARNING")
     app = create_app(load_settings(database_url=url), database_url=url)

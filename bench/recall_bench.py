@@ -9,7 +9,7 @@ Each part runs in a throwaway database (on `--database-url`, else
 `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL), migrated to head, with the
 app built in this process (`create_app`: no HTTP server in between). `--before REV`
 (latency and recall) also runs `app/search` as it was at commit REV, with the query
-side of `app/messages/lexemes.py` it had, alternated with the working tree's query
+side of `app/index/lexemes.py` it had, alternated with the working tree's query
 by query, and says how often both found the same messages.
 
 1. latency: `--messages` messages in all, `--big` of them in one session and the
@@ -95,9 +95,9 @@ def progress(msg: str) -> None:
 
 @asynccontextmanager
 async def app_state(url: str) -> AsyncIterator[Any]:
+    from app.core.settings import load_settings
     from app.main import create_app
     from app.observability.logging import configure_logging
-    from app.settings import load_settings
 
     settings = load_settings(
         database_url=None, run_compactions_in_process=False, log_level="WARNING"
@@ -134,8 +134,8 @@ def layout(big: int, total: int) -> tuple[list[str], list[int]]:
 
 async def load(url: str, big: int, total: int) -> None:
     """The sessions and their messages."""
-    from app.messages.lexemes import session_lexeme, tsvector_literal
-    from app.messages.searchable import searchable_text
+    from app.index.lexemes import session_lexeme, tsvector_literal
+    from app.index.searchable import searchable_text
 
     messages = load_messages()
     sids, sizes = layout(big, total)
@@ -218,14 +218,14 @@ async def load(url: str, big: int, total: int) -> None:
 def fingerprint(args: argparse.Namespace) -> str:
     """What the loaded database depends on: what appends store (the lexemes of the
     dataset's messages), the schema, the sizes."""
-    from app.messages.lexemes import tsvector_literal
-    from app.messages.searchable import searchable_text
+    from app.index.lexemes import tsvector_literal
+    from app.index.searchable import searchable_text
 
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(f"{args.messages}:{args.big}:echoes {ECHOED}x{ECHOES}".encode())
     for m in load_messages():
         h.update(tsvector_literal(searchable_text(m)).encode())
-    for path in sorted((root / "app/migrations/versions").glob("*.py")):
+    for path in sorted((root / "app/db/migrations/versions").glob("*.py")):
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
@@ -235,7 +235,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
     """The loaded database: a throwaway one, or with `--keep` one kept between runs (named
     by a fingerprint of what it depends on: loaded again, and older ones dropped, when
     the lexemes, the migrations or the sizes change)."""
-    from app.db import run_migrations
+    from app.db.engine import run_migrations
 
     if not args.keep:
         with throwaway_database(server, prefix="contextd_recall") as db:
@@ -284,7 +284,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
 
 def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
     from app.compaction.signals import extract_identifiers
-    from app.messages.searchable import searchable_text
+    from app.index.searchable import searchable_text
 
     en = [m for m in messages if not any("\u4e00" <= c <= "\u9fff" for c in str(m.get("content")))]
     idents: list[str] = []
@@ -339,7 +339,7 @@ def _packages() -> dict[str, Any]:
 
 def before_search(rev: str) -> Any:
     """`app.search.service` as it was at commit `rev`, with its own repository (and
-    ranking where it had one) and the query side of `app/messages/lexemes.py` it had
+    ranking where it had one) and the query side of `app/index/lexemes.py` it had
     (how a query is split, its literals), to time beside the working tree's in the
     same run. What appends store is the working tree's: the loaded database is one."""
     import importlib.util
@@ -583,7 +583,7 @@ def filler(count: int, salt: int) -> list[dict[str, Any]]:
 
 async def pad(c: httpx.AsyncClient, sid: str, count: int, salt: int) -> str:
     """A long log before the conversation (`--pad`): its text."""
-    from app.messages.searchable import searchable_text
+    from app.index.searchable import searchable_text
 
     msgs = filler(count, salt)
     k = 0
@@ -621,9 +621,9 @@ def chinese_terms(text: str, history: str, shown: str) -> list[str]:
 
 async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
     from app.compaction.signals import extract_identifiers
-    from app.errors import ValidationFailed
+    from app.core.errors import ValidationFailed
+    from app.index.searchable import searchable_text
     from app.messages import repository as messages_repo
-    from app.messages.searchable import searchable_text
     from app.search import service
 
     variants: list[tuple[str, Any]] = [("after" if args.before else "", service)]
@@ -771,7 +771,7 @@ def main() -> int:
         print("".join(f"\n{n}" for n in notes))
     if "append" in parts:
         with throwaway_database(server, prefix="contextd_recall") as db:
-            from app.db import run_migrations
+            from app.db.engine import run_migrations
 
             run_migrations(db.url)
             rows = asyncio.run(appends(db.url, args))
@@ -780,7 +780,7 @@ def main() -> int:
         print(markdown_table(["round", "A: index", "B: none", "A/B"], rows))
     if "recall" in parts:
         with throwaway_database(server, prefix="contextd_recall") as db:
-            from app.db import run_migrations
+            from app.db.engine import run_migrations
 
             run_migrations(db.url)
             rows = asyncio.run(recall_at_3(db.url, args))

@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
 
-from app.tokens import get_counter
+from app.core.tokens import get_counter
 from bench.context_quality import Case
 
 MODEL = "gpt-4o"

@@ -252,8 +252,8 @@ class Round:
 
 @contextlib.asynccontextmanager
 async def in_process(url: str) -> AsyncIterator[Any]:
+    from app.core.settings import load_settings
     from app.main import create_app
-    from app.settings import load_settings
 
     settings = load_settings(database_url=None, run_compactions_in_process=False)
     app = create_app(settings, database_url=url)
@@ -465,7 +465,7 @@ def main() -> int:
     )
     use_uvloop()
     with throwaway_database(server, prefix="contextd_search_append") as db:
-        from app.db import run_migrations
+        from app.db.engine import run_migrations
 
         run_migrations(db.url)
         asyncio.run(run(db.url, args))

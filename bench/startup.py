@@ -11,7 +11,7 @@ Each round starts `python -m app.cli serve --workers 1` of each checkout (this o
   what every start, and every `--workers` child, pays;
 - *RSS*: its resident memory then;
 - *first /mcp*: the first MCP `initialize` request's seconds, then a second one's
-  (the server is made on the first; see app/search/mcp.py);
+  (the server is made on the first; see app/api/mcp.py);
 - *slowest /healthz*: the slowest of back-to-back `/healthz` requests sent on another
   connection while the first /mcp request is answered: how long the process's
   other requests wait meanwhile.
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import httpx
 
-from app.db import run_migrations
+from app.db.engine import run_migrations
 from bench.common import (
     REPO_ROOT,
     free_port,

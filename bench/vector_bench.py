@@ -2,9 +2,9 @@
 
     python bench/vector_bench.py [--rounds 7] [--dataset PATH]
 
-Times `app.messages.vector.message_vector` over every message of the dataset
+Times `app.index.vector.message_vector` over every message of the dataset
 (`../shared/datasets/sessions.jsonl`), once with the C module
-(`app/messages/_vector.c`) and once with the Python twins of its loops, alternated,
+(`app/index/_vector.c`) and once with the Python twins of its loops, alternated,
 the best of `--rounds` passes each (CPU time of this process). The caches are warm
 after the first pass, as in a long-running server; a token longer than the cache
 keeps (most of them runs of Chinese text with their punctuation) is split afresh
@@ -26,8 +26,8 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/vector_bench.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.messages import vector
-from app.messages.searchable import searchable_text
+from app.index import vector
+from app.index.searchable import searchable_text
 from bench.common import DATASET, load_messages
 
 KEY = "~0123456789abcdef"
@@ -56,7 +56,7 @@ def main() -> int:
     args = p.parse_args()
     compiled = vector._compiled
     if compiled is None:
-        print("app.messages._vector is not built (see setup.py): nothing to compare")
+        print("app.index._vector is not built (see setup.py): nothing to compare")
         return 1
     messages = load_messages(args.dataset)
     long = [m for m in messages if _has_long_token(m)]

@@ -23,9 +23,9 @@ import pytest
 import structlog
 from fastapi import FastAPI
 
-from app.db import normalise_url, run_migrations
+from app.core.settings import Settings, load_settings
+from app.db.engine import normalise_url, run_migrations
 from app.main import create_app
-from app.settings import Settings, load_settings
 from tests.support import ports
 from tests.support.databases import admin, plain_url, with_database
 
@@ -101,7 +101,7 @@ def database_server() -> Iterator[str]:
     if server:
         yield plain_url(server)
         return
-    from app.embedded_pg import start_embedded, stop_embedded
+    from app.db.embedded import start_embedded, stop_embedded
 
     tmp = tempfile.mkdtemp(prefix=f"contextd-test-{WORKER}-")
     try:

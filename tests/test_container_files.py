@@ -1,7 +1,7 @@
 """The container files agree with the code they package (no Docker needed).
 
 Dockerfile, .dockerignore and docker-compose.yml are read as text/YAML and checked
-against pyproject.toml, `app.settings` and `app.health`: what users rely on when
+against pyproject.toml, `app.core.settings` and `app.health`: what users rely on when
 they run `docker compose up` is that the image installs the same project the tests
 install, finds its migrations, listens where compose publishes, is probed on a
 real endpoint, and is configured only through settings that exist.
@@ -22,7 +22,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from app.api.health import router as health_router
-from app.settings import CompactionSettings, Settings
+from app.core.settings import CompactionSettings, Settings
 
 yaml = pytest.importorskip("yaml")
 
@@ -200,7 +200,7 @@ def test_image_installs_the_project_from_pyproject(dockerfile: Dockerfile) -> No
 def test_the_image_carries_only_the_venv_and_the_venv_carries_the_migrations(
     dockerfile: Dockerfile,
 ) -> None:
-    # The wheel has app/migrations inside the package (tests/test_packaging.py installs
+    # The wheel has app/db/migrations inside the package (tests/test_packaging.py installs
     # one and migrates with it); the builder copies what the wheel is built from.
     builder = dockerfile.stages[0]
     copied = {s.rstrip("/") for a in builder.all("COPY") for s in shlex.split(a)[:-1]}
@@ -211,7 +211,7 @@ def test_the_image_carries_only_the_venv_and_the_venv_carries_the_migrations(
     # The search vector's C loops are optional to setup.py, not to the image: the
     # builder has the compiler, and the build fails if the module was not made.
     assert any("install" in r and "gcc" in r for r in builder.all("RUN"))
-    assert any('python -I -c "import app.messages._vector"' in r for r in builder.all("RUN"))
+    assert any('python -I -c "import app.index._vector"' in r for r in builder.all("RUN"))
     assert not any("gcc" in r for r in dockerfile.final.all("RUN")), "no compiler at run time"
     runtime_copies = [shlex.split(a) for a in dockerfile.final.all("COPY")]
     from_builder = [c for c in runtime_copies if c[0].startswith("--from=")]
@@ -300,7 +300,7 @@ def test_dockerignore_keeps_what_the_build_copies(dockerfile: Dockerfile) -> Non
         "bench/results/run.json",
         "app/__pycache__/cli.cpython-311.pyc",
         ".mypy_cache/3.11/app.json",
-        "app/messages/_vector.cpython-311-x86_64-linux-gnu.so",
+        "app/index/_vector.cpython-311-x86_64-linux-gnu.so",
     ):
         assert _ignored(path, patterns), f"{path} would be sent to the Docker daemon"
 

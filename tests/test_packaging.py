@@ -63,10 +63,10 @@ def test_an_editable_install_prints_no_banner(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert _banners(done.stdout + done.stderr) == []
     found = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import app.migrations as m; print(*m.__path__)"],
+        [str(venv / "bin" / "python"), "-c", "import app.db.migrations as m; print(*m.__path__)"],
         cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert found.stdout.strip() == str(src / "app" / "migrations"), found.stderr
+    assert found.stdout.strip() == str(src / "app" / "db" / "migrations"), found.stderr
 
 
 @pytest.mark.slow
@@ -82,8 +82,8 @@ async def test_an_installed_wheel_migrates_a_fresh_database(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert _banners(done.stdout + done.stderr) == []
-    assert (target / "app" / "migrations" / "env.py").is_file()
-    assert (target / "app" / "migrations" / "script.py.mako").is_file()
+    assert (target / "app" / "db" / "migrations" / "env.py").is_file()
+    assert (target / "app" / "db" / "migrations" / "script.py.mako").is_file()
     assert not (target / "migrations").exists()  # no top-level package of that name
     # The console's page and assets are package data, served from the installed package.
     static = target / "app" / "console" / "static"
@@ -100,8 +100,8 @@ async def test_an_installed_wheel_migrates_a_fresh_database(
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env |= {"PYTHONPATH": str(target), "CONTEXTD_DATABASE_URL": url}
         script = (
-            "import sys, app, app.db; "
-            "print(app.__file__); print(app.db.migrations_dir()); "
+            "import sys, app, app.db.engine; "
+            "print(app.__file__); print(app.db.engine.migrations_dir()); "
             "from app.cli import main; sys.exit(main(['migrate']))"
         )
         run = await asyncio.to_thread(
@@ -118,7 +118,7 @@ async def test_an_installed_wheel_migrates_a_fresh_database(
             tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables")}
         finally:
             await conn.close()
-        from app.db import head_revision
+        from app.db.engine import head_revision
 
         assert version == head_revision()
         assert {"sessions", "messages", "events", "compaction_jobs", "api_keys"} <= tables

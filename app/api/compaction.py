@@ -6,13 +6,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from app.api.compaction_answers import CompactionDryRun, CompactionJob, CompactionState
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
+from app.api.models.compaction import CompactionDryRun, CompactionJob, CompactionState
 from app.api.openapi import answers, problem_response
 from app.compaction import revert, service
 from app.compaction.metrics import COMPACTION_REVERTS
+from app.core.limits import COMPACT_WAIT_MAX_S
 from app.leases.schemas import LockToken
-from app.limits import COMPACT_WAIT_MAX_S
 
 router = APIRouter(tags=["compaction"])
 

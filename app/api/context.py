@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Response
 
-from app.api.answers import ContextPayload
 from app.api.deps import SessionId
 from app.api.lanes import AnsweredByLane
+from app.api.models.requests import ContextIn, ContextQuery
+from app.api.models.responses import ContextPayload
 from app.api.openapi import answers, request_body
-from app.api.schemas import ContextIn, ContextQuery
 
 router = APIRouter(tags=["context"])
 

@@ -20,9 +20,9 @@ from starlette.types import ASGIApp, Receive, Scope
 
 from app.api import lanes
 from app.api.context import router
-from app.api.schemas import ContextQuery
+from app.api.models.requests import ContextQuery
 from app.context import params, service
-from app.errors import invalid
+from app.core.errors import invalid
 
 PATH = "/sessions/{session_id}/context"
 

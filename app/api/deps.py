@@ -8,11 +8,11 @@ from typing import Annotated, Any
 from fastapi import Depends, Path, Query, Request
 from fastapi.encoders import jsonable_encoder
 
-from app.database import Database
-from app.errors import invalid
-from app.limits import BIGINT_MAX, SESSION_ID_PATTERN
-from app.models import DEFAULT_TENANT
-from app.settings import Settings
+from app.core.errors import invalid
+from app.core.limits import BIGINT_MAX, SESSION_ID_PATTERN
+from app.core.settings import Settings
+from app.db.database import Database
+from app.db.models import DEFAULT_TENANT
 
 
 # `async def`, though they do no I/O: FastAPI runs a plain `def` dependency in the

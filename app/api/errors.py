@@ -12,8 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app import db as database
-from app.errors import ContextdError, Unavailable, in_words, problem, problem_of
+from app.core.errors import ContextdError, Unavailable, in_words, problem, problem_of
+from app.db import engine as database
 
 log = structlog.get_logger("contextd")
 
@@ -100,7 +100,7 @@ def request_error(request: Request, error: dict[str, Any]) -> dict[str, str]:
             f"(this request has {sent})",
         }
     if kind == "value_error":
-        # Our own validators' words (app/jsonsafe.py json_number), without pydantic's
+        # Our own validators' words (app/core/jsonsafe.py json_number), without pydantic's
         # "Value error, " in front.
         return {"loc": format_loc(loc), "msg": str(error.get("ctx", {}).get("error", error["msg"]))}
     return {"loc": format_loc(loc), "msg": in_words(error)}

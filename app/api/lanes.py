@@ -38,16 +38,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.deps import SessionId
 from app.api.errors import error_response
-from app.models import DEFAULT_TENANT
+from app.db.models import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from app.compaction.runner import CompactionRunner
     from app.context.caches import Caches
-    from app.database import Database
-    from app.events import EventWriter
+    from app.core.settings import Settings
+    from app.db.database import Database
     from app.messages.groups import Groups
     from app.messages.write import AppendResult, Pending
-    from app.settings import Settings
+    from app.observability.events import EventWriter
 
 _JSON = re.compile(rb"application/(?:[!#$%&'*.^_`|~0-9a-z-]+\+)?json")
 _HEADERS = [(b"content-type", b"application/json")]

@@ -4,8 +4,8 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from app.api.answers import Lease
 from app.api.deps import DatabaseDep, SessionId, TenantDep, encoded
+from app.api.models.responses import Lease
 from app.api.openapi import answers
 from app.leases import service
 from app.leases.schemas import ClaimIn, ReleaseIn, RenewIn

@@ -4,7 +4,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Response
 
-from app.api.answers import AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
 from app.api.deps import (
     After,
     BeforeSeq,
@@ -16,12 +15,13 @@ from app.api.deps import (
     encoded,
 )
 from app.api.lanes import AnsweredByLane
+from app.api.models.requests import AppendIn
+from app.api.models.responses import AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
 from app.api.openapi import answers, request_body
-from app.api.schemas import AppendIn
-from app.errors import NotFound, invalid
-from app.jsonsafe import StoredStr
+from app.core.errors import NotFound, invalid
+from app.core.jsonsafe import StoredStr
+from app.core.limits import BIGINT_MAX, LOCK_TOKEN_MAX, SEQS_MAX_CHARS
 from app.leases.schemas import LockTokenIn
-from app.limits import BIGINT_MAX, LOCK_TOKEN_MAX, SEQS_MAX_CHARS
 from app.messages import ranges, service, tail
 from app.messages import repository as repo
 from app.sessions.service import get_session

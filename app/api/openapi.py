@@ -1,4 +1,4 @@
-"""Wiring the models of `app.api.schemas` and `app.api.answers` into `/openapi.json`.
+"""Wiring the models of `app.api.models` (requests and responses) into `/openapi.json`.
 
 `request_body(Model)` is an `openapi_extra` for a handler that reads its body as
 plain JSON (and validates it by hand): the operation's `requestBody` becomes a
@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from app.api.answers import Problem
+from app.api.models.responses import Problem
 
 _REF = "#/components/schemas/{model}"
 _BODY_MODELS: dict[str, type[BaseModel]] = {"Problem": Problem}

@@ -6,8 +6,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
-from app import events
-from app.api.answers import Budget, BudgetPreview, EventPage, Session, SessionPage
 from app.api.deps import (
     After,
     DatabaseDep,
@@ -18,14 +16,16 @@ from app.api.deps import (
     encoded,
     page_limit,
 )
+from app.api.models.requests import BudgetPreviewIn
+from app.api.models.responses import Budget, BudgetPreview, EventPage, Session, SessionPage
 from app.api.openapi import answers, request_body
-from app.api.schemas import BudgetPreviewIn
-from app.budget import budget_of
-from app.errors import NotFound, invalid
-from app.jsonsafe import StoredStr, storable_problem
+from app.core.budget import budget_of
+from app.core.errors import NotFound, invalid
+from app.core.jsonsafe import StoredStr, storable_problem
+from app.core.limits import CURSOR_MAX, EVENT_TYPE_MAX
 from app.leases.schemas import LockTokenIn
-from app.limits import CURSOR_MAX, EVENT_TYPE_MAX
 from app.messages.service import count_batch_for
+from app.observability import events
 from app.sessions import repository as repo
 from app.sessions import service
 from app.sessions.schemas import SessionSettingsIn

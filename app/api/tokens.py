@@ -5,14 +5,14 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.answers import TokenCount, UsageReport
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep
+from app.api.models.responses import TokenCount, UsageReport
 from app.api.openapi import answers
-from app.errors import invalid
-from app.limits import MODEL_NAME_MAX
+from app.core.errors import invalid
+from app.core.limits import MODEL_NAME_MAX
+from app.core.tokens import REPLY_PRIMING, get_counter
 from app.messages.validation import parse_batch
 from app.sessions import usage
-from app.tokens import REPLY_PRIMING, get_counter
 
 router = APIRouter(tags=["tokens"])
 

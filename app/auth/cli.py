@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from app import db as database
 from app.auth.keys import (
     any_key,
     create_key,
@@ -14,7 +13,8 @@ from app.auth.keys import (
     parse_env_keys,
     revoke_key,
 )
-from app.settings import Settings
+from app.core.settings import Settings
+from app.db import engine as database
 
 
 def keys_configured(settings: Settings, url: str) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from app.models import ApiKeyRow
+from app.db.models import ApiKeyRow
 
 KEY_PREFIX = "ctxd_"
 # Revocations and new keys take effect within this many seconds on every server.

@@ -13,8 +13,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.docs_ui import is_public_docs_path
 from app.auth.keys import Keyring
 from app.console.assets import is_public_path as is_console_page
-from app.db import is_unavailable
-from app.errors import problem
+from app.core.errors import problem
+from app.db.engine import is_unavailable
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 

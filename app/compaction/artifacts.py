@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 from app.compaction.provenance import Ranges, cite, ranges_of, split_cites
 from app.compaction.reused_values import Uses, earlier_reused_values, reused_values
-from app.compaction.shell import MAX_CHARS, Kind, fileish, outcome, shell_files
-from app.compaction.shell import one_line as _one_line
-from app.conversation import LoggedMessage, call_function
+from app.compaction.shell_commands import MAX_CHARS, Kind, fileish, outcome, shell_files
+from app.compaction.shell_commands import one_line as _one_line
+from app.core.conversation import LoggedMessage, call_function
 
 if TYPE_CHECKING:  # summary.py renders this section: import the protocol for types only
     from app.compaction.summary import TextCounter

@@ -32,7 +32,7 @@ from app.compaction.summary import (
 )
 from app.compaction.turns import CompactionPlan
 from app.compaction.user_messages import range_user_messages, roll_user_messages
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 
 
 class SummarySettings(Protocol):

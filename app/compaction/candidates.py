@@ -25,8 +25,8 @@ import structlog
 
 from app.compaction.signals import classify, normalise, split_sentences, truncate_utf8
 from app.compaction.turns import CompactionPlan
-from app.conversation import LoggedMessage
-from app.settings import CompactionSettings
+from app.core.conversation import LoggedMessage
+from app.core.settings import CompactionSettings
 
 _BASE = {"constraint": 0.6, "preference": 0.55, "decision": 0.55, "todo": 0.45, "identifier": 0.25}
 _USER_BONUS = 0.2

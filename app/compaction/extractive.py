@@ -24,7 +24,7 @@ from app.compaction.summary import (
     dedupe,
     render_summary,
 )
-from app.conversation import LoggedMessage, call_function
+from app.core.conversation import LoggedMessage, call_function
 
 _LABELS = {
     "en": {

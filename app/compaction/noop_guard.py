@@ -6,10 +6,10 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.budget import session_compaction
 from app.compaction.summary import summary_token_cap
-from app.models import CompactionJobRow, SessionRow
-from app.settings import Settings
+from app.core.budget import session_compaction
+from app.core.settings import Settings
+from app.db.models import CompactionJobRow, SessionRow
 
 
 def _regrown(row: SessionRow, settings: Settings) -> bool:

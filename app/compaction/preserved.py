@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from app.conversation import LoggedMessage, Unit, tokens_in_context
+from app.core.conversation import LoggedMessage, Unit, tokens_in_context
 
 TailLimit = Literal["min_preserved_turns", "keep_recent_ratio", "min_preserved_steps", "history"]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from app.compaction.signals import shorten
 from app.compaction.summary import SECTIONS, StructuredSummary
-from app.conversation import LoggedMessage, call_function
+from app.core.conversation import LoggedMessage, call_function
 
 ANCHORS_HEADER = "### Anchors (copy each one verbatim into the summary)"
 IDENTIFIERS_HEADER = "### Identifiers (keep each one verbatim)"

@@ -28,7 +28,7 @@ from typing import Any
 
 from app.compaction.signals import normalise, shorten
 from app.compaction.support import Claim, Text, echo_of, flat, held
-from app.conversation import LoggedMessage, call_function
+from app.core.conversation import LoggedMessage, call_function
 
 Ranges = tuple[tuple[int, int], ...]
 

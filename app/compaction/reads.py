@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from sqlalchemy import literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import conversation
-from app.conversation import LoggedMessage
-from app.models import MessageRow
+from app.core import conversation
+from app.core.conversation import LoggedMessage
+from app.db.models import MessageRow
 
 
 async def history_after(

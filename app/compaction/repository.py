@@ -11,10 +11,10 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.compaction import revert_repository
-from app.database import Driver
+from app.db.database import Driver
+from app.db.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
+from app.db.models.job import ACTIVE
 from app.leases.fencing import store_admits
-from app.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
-from app.models.job import ACTIVE
 
 Job = CompactionJobRow
 

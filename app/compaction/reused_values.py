@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from app.compaction.provenance import Ranges
 from app.compaction.signals import extract_identifiers
-from app.conversation import LoggedMessage, call_function
+from app.core.conversation import LoggedMessage, call_function
 
 
 class Reuse(NamedTuple):

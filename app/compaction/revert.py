@@ -28,18 +28,18 @@ from typing import Any
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.budget import effective_model
 from app.compaction import revert_repository as repo
 from app.compaction.noop_guard import noop_state
 from app.compaction.revert_repository import STATE_COLUMNS, STORED
 from app.context import summary_message
-from app.errors import Conflict, NotFound
-from app.events import record_event
+from app.core.budget import effective_model
+from app.core.errors import Conflict, NotFound
+from app.core.settings import Settings
+from app.core.tokens import get_counter
+from app.db.models import CompactionJobRow, SessionRow
 from app.leases.guard import check_write
-from app.models import CompactionJobRow, SessionRow
+from app.observability.events import record_event
 from app.sessions import repository as sessions
-from app.settings import Settings
-from app.tokens import get_counter
 
 
 def holds(row: SessionRow, job: CompactionJobRow) -> bool:

@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.conversation import counts_in_context
-from app.models import CompactionJobRow, MessageRow, SessionRow
+from app.core.conversation import counts_in_context
+from app.db.models import CompactionJobRow, MessageRow, SessionRow
 
 Job = CompactionJobRow
 

@@ -20,12 +20,10 @@ from typing import Any
 
 import structlog
 
-from app.budget import budget_of, effective_model, session_compaction
 from app.compaction import reads
 from app.compaction import repository as repo
 from app.compaction.candidates import flush_candidates
 from app.compaction.engine import summarise
-from app.compaction.llm import ChatModelClient
 from app.compaction.metadata import build_metadata
 from app.compaction.metrics import (
     AUTO_SKIPPED,
@@ -36,18 +34,20 @@ from app.compaction.metrics import (
     TOKENS_FREED,
     count_gate,
 )
+from app.compaction.model_client import ChatModelClient
 from app.compaction.noop_guard import _after_noop, could_free, noop_state
 from app.compaction.service import plan_session
 from app.compaction.stored import summary_values
 from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, NoopReason
 from app.context import summary_message
-from app.database import Database
-from app.db import is_unavailable
-from app.events import record_event
-from app.models import SessionRow
-from app.settings import Settings
-from app.tokens import get_counter
+from app.core.budget import budget_of, effective_model, session_compaction
+from app.core.settings import Settings
+from app.core.tokens import get_counter
+from app.db.database import Database
+from app.db.engine import is_unavailable
+from app.db.models import SessionRow
+from app.observability.events import record_event
 
 log = structlog.get_logger("contextd.compaction")
 

@@ -10,21 +10,21 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.budget import session_compaction
 from app.compaction import reads
 from app.compaction import repository as repo
 from app.compaction.revert import revertable_job
 from app.compaction.turns import CompactionPlan, NoopReason, plan_for_settings
 from app.context import summary_message
-from app.conversation import LoggedMessage
-from app.database import Database
-from app.errors import NotFound
+from app.core.budget import session_compaction
+from app.core.conversation import LoggedMessage
+from app.core.errors import NotFound
+from app.core.settings import CompactionSettings, Settings
+from app.db.database import Database
+from app.db.models import SessionRow
+from app.db.models.job import ACTIVE
 from app.leases.guard import check_write
-from app.models import SessionRow
-from app.models.job import ACTIVE
 from app.sessions import repository as sessions
 from app.sessions.service import get_session
-from app.settings import CompactionSettings, Settings
 
 
 def job_view(job: repo.Job) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from app import words
+from app.core import words
 
 Tag = str  # one of TAGS
 
@@ -19,12 +19,12 @@ TAGS = ("constraint", "preference", "decision", "todo", "identifier")
 
 
 def _pattern(name: str) -> re.Pattern[str]:
-    """Whole Latin phrases (longest first) or Chinese terms anywhere, from `app/words.py`."""
+    """Whole Latin phrases (longest first) or Chinese terms anywhere, from `app/core/words.py`."""
     latin = "|".join(re.escape(w) for w in sorted(words.LATIN[name], key=len, reverse=True))
     return re.compile(rf"\b(?:{latin})\b|" + "|".join(words.CJK[name]), re.IGNORECASE)
 
 
-# The word lists live in `app/words.py`, shared with context scoring.
+# The word lists live in `app/core/words.py`, shared with context scoring.
 _CONSTRAINT = _pattern("constraint")
 _PREFERENCE = _pattern("preference")
 _DECISION = _pattern("decision")

@@ -7,7 +7,7 @@ from typing import Any
 from app.compaction.candidates import FlushCandidate
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.turns import CompactionPlan
-from app.models import SessionRow
+from app.db.models import SessionRow
 
 
 def summary_values(

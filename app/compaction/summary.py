@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 from app.compaction.artifacts import render_artifacts
 from app.compaction.provenance import split_cites, strip_cites
 from app.compaction.signals import normalise
-from app.jsonsafe import storable_text
+from app.core.jsonsafe import storable_text
 
 SECTIONS = ("facts", "decisions", "open_todos", "user_prefs", "timeline")
 SCHEMA_VERSION = 1

@@ -51,8 +51,8 @@ from typing import Any, Protocol
 from app.compaction.preserved import Tail, _cut, preserved_tail
 from app.compaction.summary import summary_token_cap
 from app.compaction.why_noop import NoopCode, thrash_guard, why_empty
-from app.conversation import LoggedMessage, Unit, split_steps
-from app.conversation import tokens_in_context as _tokens
+from app.core.conversation import LoggedMessage, Unit, split_steps
+from app.core.conversation import tokens_in_context as _tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from app.compaction.preserved import Tail
-from app.conversation import LoggedMessage, Unit
+from app.core.conversation import LoggedMessage, Unit
 
 NoopCode = Literal["empty_history", "nothing_compressible", "not_regrown", "too_little_to_free"]
 

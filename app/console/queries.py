@@ -11,10 +11,10 @@ from sqlalchemy import ColumnElement, and_, func, or_, select, text
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.budget import as_budgeted, budget_of
 from app.compaction.repository import WORKER_STALE_S
-from app.models import CompactionJobRow, MessageRow, SessionRow
-from app.settings import Settings
+from app.core.budget import as_budgeted, budget_of
+from app.core.settings import Settings
+from app.db.models import CompactionJobRow, MessageRow, SessionRow
 
 # Outcomes that moved the watermark.
 STORED = ("success", "degraded")

@@ -21,13 +21,13 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from app.api.deps import DatabaseDep, SessionId, SettingsDep, TenantDep, encoded
 from app.api.lanes import Services
-from app.budget import budget_of, effective_model
 from app.console import queries
 from app.console.assets import ASSETS
 from app.context import service as context_service
 from app.context.params import ContextParams
-from app.errors import NotFound, invalid
-from app.jsonsafe import StoredStr, storable_problem
+from app.core.budget import budget_of, effective_model
+from app.core.errors import NotFound, invalid
+from app.core.jsonsafe import StoredStr, storable_problem
 from app.sessions import service as sessions
 
 router = APIRouter(include_in_schema=False)

@@ -4,7 +4,7 @@
 
     validate_context_params(strategy=..., max_tokens=..., tools=..., ...)  # 422s
     result = assemble(AssemblyRequest(history=..., counter=..., budget=..., ...))
-    body = result.to_dict()  # plus usage.status from app.budget
+    body = result.to_dict()  # plus usage.status from app.core.budget
 
 What the repository hands over as `history` (seq order, duplicates allowed):
 the messages with seq > watermark, read newest first until their cumulative

@@ -45,7 +45,7 @@ from app.context.types import (
 )
 from app.context.validation import validate_strategy
 from app.context.view import Form, HistoryView, Limits
-from app.conversation import Group, LoggedMessage, SetAside, split_groups
+from app.core.conversation import Group, LoggedMessage, SetAside, split_groups
 
 log = logging.getLogger(__name__)
 

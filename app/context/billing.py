@@ -1,17 +1,17 @@
 """A payload call's part of the session's bill (SPEC §4): the figures of
-app/context/bill.py in its `usage`, and the sums handed to the event writer, which adds
-them to the session row in its next batch (app/events.py)."""
+app/core/bill.py in its `usage`, and the sums handed to the event writer, which adds
+them to the session row in its next batch (app/observability/events.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.context import bill
 from app.context.params import ContextParams
-from app.events import EventWriter
-from app.models import SessionRow
+from app.core import bill
+from app.core.tokens import calibration
+from app.db.models import SessionRow
 from app.observability import metrics
-from app.tokens import calibration
+from app.observability.events import EventWriter
 
 
 def bill_call(
@@ -23,7 +23,7 @@ def bill_call(
     params: ContextParams,
     model: str,
 ) -> None:
-    """The call's part of the bill in `usage` (app/context/bill.py), added to the
+    """The call's part of the bill in `usage` (app/core/bill.py), added to the
     session's (an `observe` call is not a call: it reports and adds nothing)."""
     now = events.now()
     recent = events.recent_call(tenant, sid)

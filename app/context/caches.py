@@ -22,7 +22,7 @@ from typing import Any
 
 from app.context.lru import LRU
 from app.context.memo import Memos
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 
 # Bodies of the windows read last, per session (app/context/repository.py): an agent's
 # window barely moves between two calls, so most of the bytes a read would carry (and

@@ -13,7 +13,7 @@ from typing import Any
 from app.context.strategies.base import Selection
 from app.context.types import Action, Decision
 from app.context.view import HistoryView
-from app.conversation import SetAside
+from app.core.conversation import SetAside
 
 _SENT: frozenset[Action] = frozenset({"kept", "preview", "cut"})
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 
 MEMO_MESSAGES = 32_768
 MEMO_TOKENS = 4_000_000

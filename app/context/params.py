@@ -1,7 +1,7 @@
 """A context request's parameters, read from a `POST` body or a `GET` query (pure).
 
 Both entrances of the payload (app/api/context_lane.py) build a `ContextParams`
-here; every bound comes from app/limits.py and is checked by
+here; every bound comes from app/core/limits.py and is checked by
 app/context/validation.py, so each problem is a 422 naming its field.
 """
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context.validation import validate_context_params
-from app.errors import invalid
-from app.jsonsafe import sendable_problem
-from app.limits import DEFAULT_FORMAT, FORMATS, PREFIX_ID_MAX, PREFIX_ID_PATTERN
+from app.core.errors import invalid
+from app.core.jsonsafe import sendable_problem
+from app.core.limits import DEFAULT_FORMAT, FORMATS, PREFIX_ID_MAX, PREFIX_ID_PATTERN
 
 POST_FIELDS = (
     "system",
@@ -65,7 +65,7 @@ def from_query(
     recall: bool | None = None,
     preview_limit_tokens: int | None = None,
 ) -> ContextParams:
-    """The GET parameters, once their types and bounds are checked (app/api/schemas.py
+    """The GET parameters, once their types and bounds are checked (app/api/models/requests.py
     `ContextQuery`)."""
     validate_context_params(
         strategy=strategy,

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.context.layout import Layout, UnitKey, digest
 from app.context.stability import StableStrategy
+from app.context.trim_state import Layout, UnitKey, digest
 from app.context.types import TokenCounter
 from app.context.view import Form, HistoryView, Unit
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.context.lru import LRU
-from app.context.signals import key_line_starts
+from app.context.scoring import key_line_starts
 from app.context.types import TokenCounter
-from app.conversation import content_text
+from app.core.conversation import content_text
 
 _FIELDS: dict[str, frozenset[str]] = {
     "system": frozenset({"role", "content", "name"}),

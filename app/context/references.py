@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 
 if TYPE_CHECKING:  # the view's units; no import cycle at run time
     from app.context.view import Unit

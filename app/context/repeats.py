@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import partial
 
 from app.context.view import Form, HistoryView, Unit
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 
 # A step whose large tool outputs repeat at least this share of their lines in newer
 # outputs sent whole is masked even where it would fit whole: an agent views a file again

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app import conversation
 from app.context.caches import NOTHING_KNOWN, KnownRows
 from app.context.lru import LRU
 from app.context.statements import (
@@ -26,9 +25,10 @@ from app.context.statements import (
     _fetch,
     _seq_runs,
 )
-from app.conversation import LoggedMessage
-from app.database import Driver
-from app.models import SessionRow
+from app.core import conversation
+from app.core.conversation import LoggedMessage
+from app.db.database import Driver
+from app.db.models import SessionRow
 
 # Bodies of the windows read last are kept per session (`Caches.windows`): an agent's
 # window barely moves between two calls. Rows are immutable once appended except for

@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from app.budget import budget_of, effective_model, session_compaction
 from app.context import (
     HISTORY_READ_FACTOR,
     AssemblyRequest,
@@ -17,27 +16,28 @@ from app.context import (
     assemble,
     billing,
     formats,
-    layouts,
     prefix,
     recall,
     session_read,
     stability,
 )
 from app.context import repository as repo
+from app.context import trim_state_store as layouts
 from app.context.caches import Caches
-from app.context.layout import Layout, params_key
 from app.context.params import ContextParams
 from app.context.strategies import get_strategy
+from app.context.trim_state import Layout, params_key
 from app.context.types import DEFAULT_STRATEGY, AssembledContext, TokenCounter
 from app.context.validation import validate_strategy
-from app.conversation import LoggedMessage
-from app.database import Database, Driver
-from app.errors import Conflict, invalid
-from app.events import EventWriter
-from app.models import SessionRow
+from app.core.budget import budget_of, effective_model, session_compaction
+from app.core.conversation import LoggedMessage
+from app.core.errors import Conflict, invalid
+from app.core.settings import Settings
+from app.core.tokens import calibration, get_counter
+from app.db.database import Database, Driver
+from app.db.models import SessionRow
 from app.observability import metrics
-from app.settings import Settings
-from app.tokens import calibration, get_counter
+from app.observability.events import EventWriter
 
 
 async def payload(

@@ -15,13 +15,13 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm.attributes import instance_state
 
-from app.context import layouts
+from app.context import trim_state_store as layouts
 from app.context.statements import _ONE, _fetch
-from app.database import Driver
-from app.db import Compiled
-from app.errors import NotFound
-from app.models import CompactionJobRow, ContextLayoutRow, SessionRow
-from app.models.job import ACTIVE
+from app.core.errors import NotFound
+from app.db.database import Driver
+from app.db.engine import Compiled
+from app.db.models import CompactionJobRow, ContextLayoutRow, SessionRow
+from app.db.models.job import ACTIVE
 
 # Compaction's JSON (the structured summary, up to 20 flush candidates of 2 KB) is
 # never part of a payload: not sent, not decoded. Raising, should assembly need it.

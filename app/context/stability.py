@@ -70,14 +70,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from app.context import backfill
-from app.context.layout import Layout
 from app.context.strategies.base import Selection, Strategy, hard_rule
 from app.context.trim import keep_masked
+from app.context.trim_state import Layout
 from app.context.view import Form, HistoryView, Unit
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 
 if TYPE_CHECKING:  # only read: its generation, watermark and seqs
-    from app.models import SessionRow
+    from app.db.models import SessionRow
 
 # A stream with no layout row yet (or a stale one) starts from "everything after
 # the watermark"; if the window read did not reach that far back, more than this

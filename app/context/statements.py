@@ -23,9 +23,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, array
 
-from app.database import Driver
-from app.db import Compiled
-from app.models import MessageRow, ToolCallRow
+from app.db.database import Driver
+from app.db.engine import Compiled
+from app.db.models import MessageRow, ToolCallRow
 
 # --- running fixed statements on the driver ---------------------------------------------------
 # The reads of a payload are fixed Core statements run on every call. Through

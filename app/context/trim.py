@@ -4,8 +4,8 @@ happens, this module what it keeps of the previous payload)."""
 
 from __future__ import annotations
 
-from app.context.layout import Layout
 from app.context.strategies.base import Selection, hard_rule
+from app.context.trim_state import Layout
 from app.context.view import Form, HistoryView, Unit
 
 # Of the tokens `fresh` sends whole in its newest steps, the share a trim keeps whole

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 
 if TYPE_CHECKING:
     from app.context.caches import Caches
@@ -24,7 +24,7 @@ DEFAULT_PREVIEW_LIMIT_TOKENS = 1024
 
 
 class TokenCounter(Protocol):
-    """The part of `app.tokens.TokenCounter` assembly relies on.
+    """The part of `app.core.tokens.TokenCounter` assembly relies on.
 
     Declared here structurally so that assembly does not import the counter
     implementation (tests pass small doubles). The contract that makes the

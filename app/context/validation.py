@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.context.strategies import available_strategies
-from app.errors import ValidationFailed
-from app.jsonsafe import sendable_problem
-from app.limits import FUNCTION_NAME_PATTERN, MODES, PREVIEW_TOKENS_MIN, TOKENS_MAX
-from app.parts import part_problems
+from app.core.content_parts import part_problems
+from app.core.errors import ValidationFailed
+from app.core.jsonsafe import sendable_problem
+from app.core.limits import FUNCTION_NAME_PATTERN, MODES, PREVIEW_TOKENS_MIN, TOKENS_MAX
 
 _FUNCTION_NAME = re.compile(FUNCTION_NAME_PATTERN)
 _JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})

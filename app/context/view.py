@@ -34,7 +34,7 @@ from app.context.memo import Memo
 from app.context.preview import cut_text, lines_tool, needs_sanitize, preview_tool, sanitize
 from app.context.references import References
 from app.context.types import Action, TokenCounter
-from app.conversation import Group, LoggedMessage, UnitKind
+from app.core.conversation import Group, LoggedMessage, UnitKind
 
 # What a tool output or an assistant text becomes in the compact form: its header (size
 # and the path of the full message) and a line or two of head and tail.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy import ColumnElement, func, or_
 
-from app.models import SessionRow
+from app.db.models import SessionRow
 
 
 def lease_live() -> ColumnElement[bool]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from app.errors import Conflict
+from app.core.errors import Conflict
 
 
 class Leased(Protocol):

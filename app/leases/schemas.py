@@ -7,8 +7,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.jsonsafe import StoredStr, json_number
-from app.limits import LEASE_OWNER_MAX, LEASE_TTL_MAX_S, LOCK_TOKEN_MAX
+from app.core.jsonsafe import StoredStr, json_number
+from app.core.limits import LEASE_OWNER_MAX, LEASE_TTL_MAX_S, LOCK_TOKEN_MAX
 
 # The live lease's token, sent with each write (SPEC §6). Optional on writes: a session
 # without a live lease takes none.

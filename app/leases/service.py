@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, func, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import Conflict, NotFound
+from app.core.errors import Conflict, NotFound
+from app.db.models import SessionRow
 from app.leases.fencing import no_live_lease
-from app.models import SessionRow
 
 
 @dataclass(frozen=True, slots=True)

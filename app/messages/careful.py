@@ -10,9 +10,11 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from app.budget import effective_model
-from app.database import Driver
-from app.errors import Conflict, ValidationFailed
+from app.core.budget import effective_model
+from app.core.errors import Conflict, ValidationFailed
+from app.core.settings import Settings
+from app.core.tokens import TokenCounter, get_counter
+from app.db.database import Driver
 from app.leases.guard import check_write
 from app.messages import repository as repo
 from app.messages.validation import Incoming
@@ -28,8 +30,6 @@ from app.messages.write import (
     _write_args,
 )
 from app.observability import metrics
-from app.settings import Settings
-from app.tokens import TokenCounter, get_counter
 
 if TYPE_CHECKING:
     pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from app.db import is_unavailable
+from app.db.engine import is_unavailable
 from app.messages import repository as repo
 from app.messages.write import (
     AppendResult,
@@ -26,7 +26,7 @@ from app.messages.write import (
 from app.observability import metrics
 
 if TYPE_CHECKING:
-    from app.database import Database
+    from app.db.database import Database
 
 
 class _Refused(Exception):

@@ -17,16 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.conversation import content_text
-from app.errors import invalid
-from app.limits import BIGINT_MAX, SEQS_MAX_CHARS, SEQS_MAX_RANGES
+from app.core.conversation import content_text
+from app.core.errors import invalid
+from app.core.limits import BIGINT_MAX, SEQS_MAX_CHARS, SEQS_MAX_RANGES
 from app.messages import repository as repo
 from app.messages.service import message_view
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
-    from app.models import MessageRow, SessionRow
+    from app.db.models import MessageRow, SessionRow
 
 Range = tuple[int, int]
 

@@ -9,9 +9,9 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.database import Driver
+from app.db.database import Driver
+from app.db.models import MessageRow
 from app.leases.fencing import lease_live
-from app.models import MessageRow
 
 
 def in_session(tenant: str, sid: str) -> tuple[Any, ...]:
@@ -119,7 +119,7 @@ _GIVE_BACK_GROUP = _GIVE_BACK.format(n_user="r.n_user", tenant="r.tenant_id", si
 # (ON CONFLICT DO NOTHING) and an answer only lands on an open call: the counts
 # returned say whether the batch went in whole; when not, the caller rolls back and
 # appends again the careful way, which names the problem. Each message's search
-# vector (`search`, app/messages/vector.py: made before the transaction, as the token
+# vector (`search`, app/index/vector.py: made before the transaction, as the token
 # counts are, and sent as a binary tsvector, which PostgreSQL reads without parsing)
 # goes in with it: a search never misses an acknowledged message.
 WRITE_BATCH = f"""
@@ -261,7 +261,7 @@ FROM s
 
 # The optimistic append's transaction: WRITE_BATCH is planned once per connection,
 # not on every execution (planning it was ~0.3 ms of PostgreSQL's CPU, as much as
-# running it). The connection plans everything else afresh each time (app/db.py,
+# running it). The connection plans everything else afresh each time (app/db/engine.py,
 # SERVER_SETTINGS: generic plans made on small tables outlived their tables), but
 # every part of WRITE_BATCH is a probe of a unique key by construction (the
 # session's primary key, the inserts' arbiter indexes), the same plan at any size

@@ -13,7 +13,7 @@ session row's lock, so no count is lost.
 
 "The payload" is the stream's last payload as the server can rebuild it without
 having recorded it: the session's most recently stored stream layout
-(`context_layouts`, app/context/layout.py) when it still holds for the session's
+(`context_layouts`, app/context/trim_state.py) when it still holds for the session's
 generation and watermark, else an untrimmed payload. The earlier result was *not held
 whole* when any of these is true:
 

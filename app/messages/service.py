@@ -28,10 +28,13 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.budget import effective_model
-from app.conversation import content_text
-from app.errors import invalid
-from app.jsonsafe import storable_problem
+from app.core.budget import effective_model
+from app.core.conversation import content_text
+from app.core.errors import invalid
+from app.core.jsonsafe import storable_problem
+from app.core.settings import Settings
+from app.core.tokens import TokenCounter, get_counter
+from app.db.models import MessageRow, SessionRow
 from app.messages import repository as repo
 from app.messages.careful import _careful
 from app.messages.validation import Incoming, parse_batch
@@ -47,14 +50,11 @@ from app.messages.write import (
     _Recount,
     _transaction,
 )
-from app.models import MessageRow, SessionRow
 from app.sessions import repository as sessions
 from app.sessions.recount import recount_session
-from app.settings import Settings
-from app.tokens import TokenCounter, get_counter
 
 if TYPE_CHECKING:
-    from app.database import Database
+    from app.db.database import Database
     from app.messages.groups import Groups
 
 

@@ -15,18 +15,18 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.budget import Budget, budget_of
 from app.compaction import revert_repository as compaction_repo
-from app.errors import Conflict, NotFound
-from app.events import record_event
+from app.core.budget import Budget, budget_of
+from app.core.errors import Conflict, NotFound
+from app.core.limits import ROLES
+from app.core.settings import Settings
+from app.db.models import MessageRow, SessionRow
 from app.leases.guard import check_write
-from app.limits import ROLES
 from app.messages import repository as repo
 from app.messages import tail_repository as tail_repo
 from app.messages.service import message_view
-from app.models import MessageRow, SessionRow
+from app.observability.events import record_event
 from app.sessions import repository as sessions
-from app.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.models import MessageRow, ToolCallRow
 from app.messages.repository import in_session
-from app.models import MessageRow, ToolCallRow
 
 
 async def delete_from(

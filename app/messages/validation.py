@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from app.errors import PayloadTooLarge, ValidationFailed
-from app.jsonsafe import storable_problem
-from app.limits import MESSAGE_ID_MAX, MODES, ROLES, Role
-from app.parts import part_problems
+from app.core.content_parts import part_problems
+from app.core.errors import PayloadTooLarge, ValidationFailed
+from app.core.jsonsafe import storable_problem
+from app.core.limits import MESSAGE_ID_MAX, MODES, ROLES, Role
 
 # contextd's own fields: accepted inline on each message, stored beside the body.
 FLAG_FIELDS = ("id", "pinned", "include_in_context", "mode", "run_id", "metadata", "error")

@@ -13,19 +13,19 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.budget import Budget, budget_of, effective_model
 from app.compaction import repository as jobs
-from app.conversation import counts_in_context
-from app.database import Driver
+from app.core.budget import Budget, budget_of, effective_model
+from app.core.conversation import counts_in_context
+from app.core.settings import Settings
+from app.core.tokens import TokenCounter, get_counter
+from app.db.database import Driver
+from app.index.lexemes import session_lexeme
+from app.index.vector import message_vector
 from app.leases.guard import check_write
 from app.messages import repository as repo
 from app.messages import rereads
-from app.messages.lexemes import session_lexeme
 from app.messages.validation import Incoming
-from app.messages.vector import message_vector
 from app.observability import metrics
-from app.settings import Settings
-from app.tokens import TokenCounter, get_counter
 
 if TYPE_CHECKING:
     pass
@@ -171,7 +171,7 @@ class Pending:
     lock_token: str | None
     settings: Settings
     ids: list[str]
-    # Each message's search vector (app/messages/vector.py), made with the token counts
+    # Each message's search vector (app/index/vector.py), made with the token counts
     # before any connection is held; written by the append's own statement.
     search: list[bytes | None]
 

@@ -63,4 +63,4 @@ def configure_logging(fmt: str = "auto", level: str = "INFO") -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     # SQLAlchemy's pool logs each dispose ("Current Overflow: -2", "Pool recreating") at
     # INFO, which a newcomer's first start reads as errors; the pool is ours to report.
-    logging.getLogger("app.pool").setLevel(logging.WARNING)
+    logging.getLogger("app.db.pool").setLevel(logging.WARNING)

@@ -9,7 +9,7 @@ import uuid
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import problem
+from app.core.errors import problem
 from app.observability import access, metrics
 
 

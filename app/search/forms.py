@@ -1,6 +1,6 @@
 """The forms a query term is looked up by, read from their tsquery text: pure.
 
-A term (app/messages/lexemes.py `Term`) is matched by one form at a time: its one
+A term (app/index/lexemes.py `Term`) is matched by one form at a time: its one
 whole lexeme, a prefix, a phrase (a CJK run's pairs), or an identifier's whole lexeme
 or the AND of its parts. What a lookup of each costs differs (app/search/ranking.py):
 one lexeme is a read of its own matches; a phrase's and an AND's cost follows their
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.messages.lexemes import Term
+from app.index.lexemes import Term
 from app.search.repository import Check
 
 # A word matching fewer messages than this also matches as a prefix.
@@ -76,7 +76,7 @@ def sampled(terms: Sequence[Term], whole: bool, most: int) -> list[str]:
 
 def checks_of(terms: Sequence[Term]) -> dict[str, Check]:
     """form -> what confirms a match of it, for the forms that need it (an identifier's
-    AND of parts: app/messages/lexemes.py `Term.needle`)."""
+    AND of parts: app/index/lexemes.py `Term.needle`)."""
     return {t.tsquery: (t.strict, t.needle, t.literal) for t in terms if t.needle}
 
 

@@ -1,13 +1,13 @@
 """What a search hit shows and what it is checked for: the query's literal texts, where
 a term occurs in a message (its snippet and line). Pure, no database; the lexemes and
-query terms are app/messages/lexemes.py's."""
+query terms are app/index/lexemes.py's."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from app.messages.lexemes import Term, parts_of
+from app.index.lexemes import Term, parts_of
 
 SNIPPET_CHARS = 160
 _EDGE = "\"'`.,;:!?()[]{}<>"

@@ -3,7 +3,7 @@
 Ranking is by the query's rarer terms, the way a person reads a query: in "what
 did the test say about HXDUBJ" the identifier is what matters, and the words are
 in every other message. Each term (a word, an identifier, a CJK run:
-app/messages/lexemes.py) weighs `log(1 + messages / matches)`, an inverse document
+app/index/lexemes.py) weighs `log(1 + messages / matches)`, an inverse document
 frequency, an identifier's three times. The candidates are the messages matching
 any selective term (one matching fewer than COMMON of the session's messages),
 each scored by the weights of the terms it matches, newest first among equals; the
@@ -33,8 +33,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from app.database import Driver
-from app.messages.lexemes import MAX_TERMS, Term, in_session
+from app.db.database import Driver
+from app.index.lexemes import MAX_TERMS, Term, in_session
 from app.search import repository as repo
 from app.search.forms import (
     Counted,

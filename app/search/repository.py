@@ -3,7 +3,7 @@
 Every query filters on (tenant_id, session_id). Two ways to a session's messages:
 
 - the GIN index `ix_messages_search`, whose every entry also holds the session's key
-  lexeme (app/messages/lexemes.py `session_lexeme`): a query for `key & term` reads
+  lexeme (app/index/lexemes.py `session_lexeme`): a query for `key & term` reads
   this session's matches of the term only. Its cost grows with those matches: a rare
   term is cheap, a word in every other message is not;
 - the primary key, newest first: a window of the latest messages, each checked in
@@ -21,8 +21,8 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from app.database import Driver
-from app.messages.lexemes import POSITIONS_CUT
+from app.db.database import Driver
+from app.index.lexemes import POSITIONS_CUT
 from app.search.tools import NAME as RECALL
 
 SESSION = """
@@ -37,7 +37,7 @@ _ROLES = "($5::text[] IS NULL OR m.role = ANY($5::text[]))"
 # message, `setweight(v, 'D')` (D is the weight every lexeme already has: the same
 # vector) makes one decompressed copy for all of them.
 def _text(body: str) -> str:
-    # What search sees of a stored message (app/messages/searchable.py `searchable_text`),
+    # What search sees of a stored message (app/index/searchable.py `searchable_text`),
     # without writing the whole JSON out as text: its string fields as they are, the tool
     # calls as JSON.
     return (
@@ -57,14 +57,14 @@ def _confirmed(literal: str, needle: str, body: str) -> str:
     )
 
 
-# The vectors whose positions PostgreSQL did not all keep (app/messages/lexemes.py).
+# The vectors whose positions PostgreSQL did not all keep (app/index/lexemes.py).
 _CUT = "'''" + POSITIONS_CUT + "'''::tsquery"
 
 
 def _checked(v: str, q: str, strict: str, literal: str, needle: str, body: str) -> str:
     # A message matching `q` (an identifier's parts, wherever they are) that the stored
     # text must confirm: the vector first (the whole lexeme, or the parts as a phrase),
-    # the text only where positions cannot tell (app/messages/lexemes.py `Term.needle`).
+    # the text only where positions cannot tell (app/index/lexemes.py `Term.needle`).
     return (
         f"(CASE WHEN NOT {v} @@ {q} THEN false WHEN {needle} IS NULL THEN true"
         f" WHEN {v} @@ {strict} THEN true WHEN NOT {v} @@ {_CUT} THEN false"
@@ -208,7 +208,7 @@ LIMIT $9
 # of a term before the read stops, so only terms not already known to be common are
 # looked up so. Fewer than `$6` is all of them; `$6` means common.
 # A query with a needle (`$8`, its strict form `$7`, literal `$9`) counts the messages its text
-# confirms (app/messages/lexemes.py `Term.needle`), reading each text only as far as
+# confirms (app/index/lexemes.py `Term.needle`), reading each text only as far as
 # the limit needs.
 TERM_MATCHES = f"""
 SELECT g.i, x.seq
@@ -251,7 +251,7 @@ async def session(conn: Driver, tenant: str, sid: str) -> Any:
     return await conn.fetchrow(SESSION, tenant, sid)
 
 
-# What confirms a match of a tsquery (app/messages/lexemes.py `Term`): its strict form,
+# What confirms a match of a tsquery (app/index/lexemes.py `Term`): its strict form,
 # needle and literal, or None when matching the tsquery is a hit.
 Check = tuple[str, str, str] | None
 

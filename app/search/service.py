@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.conversation import call_function, content_text
-from app.errors import NotFound, invalid
-from app.limits import BIGINT_MAX, ROLES, SEARCH_LIMIT_MAX
+from app.core.conversation import call_function, content_text
+from app.core.errors import NotFound, invalid
+from app.core.limits import BIGINT_MAX, ROLES, SEARCH_LIMIT_MAX
+from app.index.lexemes import MAX_QUERY_CHARS, Term, query_terms
+from app.index.searchable import searchable_text
 from app.messages import repository as messages
-from app.messages.lexemes import MAX_QUERY_CHARS, Term, query_terms
-from app.messages.searchable import searchable_text
 from app.messages.service import message_view, slice_text
 from app.search import repository as repo
 from app.search.hits import line_of, match_at, snippet
@@ -25,7 +25,7 @@ from app.search.ranking import rank
 from app.sessions.service import get_session
 
 if TYPE_CHECKING:
-    from app.database import Database
+    from app.db.database import Database
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.limits import RANGE_READ_CHARS, RANGE_READ_MESSAGES
+from app.core.limits import RANGE_READ_CHARS, RANGE_READ_MESSAGES
 
 NAME = "recall"
 

@@ -13,9 +13,9 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context import summary_message
-from app.conversation import counts_in_context
-from app.models import MessageRow, SessionRow
-from app.tokens import TokenCounter
+from app.core.conversation import counts_in_context
+from app.core.tokens import TokenCounter
+from app.db.models import MessageRow, SessionRow
 
 PAGE = 2000
 

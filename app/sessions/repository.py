@@ -8,8 +8,8 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.models import SessionRow
 from app.leases.fencing import lease_live
-from app.models import SessionRow
 
 
 async def get(db: AsyncSession, tenant: str, sid: str) -> SessionRow | None:

@@ -4,9 +4,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
-from app.jsonsafe import StoredStr, json_number
-from app.leases.schemas import LockToken
-from app.limits import (
+from app.core.jsonsafe import StoredStr, json_number
+from app.core.limits import (
     ANCHOR_MAX,
     ANCHORS_MAX,
     MODEL_NAME_MAX,
@@ -15,6 +14,7 @@ from app.limits import (
     TOKENS_MAX,
     TOOLS_MAX,
 )
+from app.leases.schemas import LockToken
 
 Anchor = Annotated[StoredStr, Field(min_length=1, max_length=ANCHOR_MAX)]
 

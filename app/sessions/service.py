@@ -7,18 +7,18 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import budget as budgets
-from app.budget import budget_of, effective_model, session_compaction
-from app.context.bill import session_bill
-from app.errors import NotFound, ValidationFailed, in_words, invalid
-from app.jsonsafe import storable_problem
+from app.core import budget as budgets
+from app.core.bill import session_bill
+from app.core.budget import budget_of, effective_model, session_compaction
+from app.core.errors import NotFound, ValidationFailed, in_words, invalid
+from app.core.jsonsafe import storable_problem
+from app.core.settings import CompactionSettings, Settings, check_compaction
+from app.core.tokens import calibration, get_counter, known_context_limit
+from app.db.models import SessionRow
 from app.leases.guard import check_write
-from app.models import SessionRow
 from app.sessions import repository as repo
 from app.sessions.recount import recount_session
 from app.sessions.schemas import SessionSettingsIn
-from app.settings import CompactionSettings, Settings, check_compaction
-from app.tokens import calibration, get_counter, known_context_limit
 
 SETTING_FIELDS = (
     "model",

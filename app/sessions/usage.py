@@ -7,15 +7,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.budget import effective_model
-from app.errors import NotFound, invalid
-from app.jsonsafe import json_number
+from app.core.budget import effective_model
+from app.core.errors import NotFound, invalid
+from app.core.jsonsafe import json_number
+from app.core.limits import TOKENS_MAX
+from app.core.settings import Settings
+from app.core.tokens import calibration, get_counter
 from app.leases.guard import check_write
 from app.leases.schemas import LockToken
-from app.limits import TOKENS_MAX
 from app.sessions import repository as sessions
-from app.settings import Settings
-from app.tokens import calibration, get_counter
 
 
 class UsageIn(BaseModel):

@@ -10,15 +10,15 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
+from app.core.settings import Settings
+from app.core.tokens import get_counter
+from app.index.lexemes import session_lexeme
+from app.index.vector import message_vector
 from app.main import create_app
 from app.messages import service
 from app.messages.group_write import write_group
-from app.messages.lexemes import session_lexeme
 from app.messages.validation import parse_batch
-from app.messages.vector import message_vector
 from app.messages.write import Pending
-from app.settings import Settings
-from app.tokens import get_counter
 from tests.api.test_leases import _claim
 from tests.api.test_messages import call, log_of, result, user
 

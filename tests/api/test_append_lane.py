@@ -17,8 +17,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.append_lane import AppendLane
 from app.api.lanes import AnsweredByLane
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 from tests.api.test_messages import call, log_of, result, user
 
 

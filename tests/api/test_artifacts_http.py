@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.settings import Settings
+from app.core.settings import Settings
 from tests.api.test_compaction_http import SMALL_COMPACTION, compact
 from tests.api.test_messages import user
 from tests.fakellm import FakeLLM

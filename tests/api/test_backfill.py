@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from app.context import repository, statements
-from app.tokens import get_counter
+from app.core.tokens import get_counter
 from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
     SMALL,
     cclient,

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from app.context import bill
+from app.core import bill
 from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
     cclient,
     compact,

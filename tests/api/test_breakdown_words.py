@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from app.tokens import REPLY_PRIMING
+from app.core.tokens import REPLY_PRIMING
 
 
 async def test_no_system_prompt_means_no_system_tokens(client: httpx.AsyncClient, sid: str) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import httpx
 
-from app.settings import load_settings
+from app.core.settings import load_settings
 from tests.api.test_messages import user
 from tests.support.apps import app_client
 

@@ -13,7 +13,7 @@ import pytest
 
 from app.compaction.prompt import PREVIOUS_HEADER
 from app.compaction.provenance import strip_cites
-from app.settings import Settings
+from app.core.settings import Settings
 from tests.api.test_messages import call, log_of, result, user
 from tests.fakellm import FakeLLM
 from tests.support.apps import app_client, model_settings

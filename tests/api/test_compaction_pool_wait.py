@@ -13,13 +13,13 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from app import db as database
 from app.compaction import repository as repo
 from app.compaction.runner import CompactionRunner
-from app.database import Database
+from app.core.settings import load_settings
+from app.db import engine as database
+from app.db.database import Database
+from app.db.models import CompactionJobRow
 from app.main import create_app
-from app.models import CompactionJobRow
-from app.settings import load_settings
 from tests.api.test_compaction_http import SMALL_COMPACTION, long_session, state
 from tests.fakellm import FakeLLM
 from tests.support.apps import model_settings
@@ -50,7 +50,7 @@ async def test_a_pool_wait_timeout_puts_the_job_back_and_it_finishes(
                 # waits 0.3 s for one, then times out.
                 engine = app.state.engine
                 async with contextlib.AsyncExitStack() as held:
-                    for _ in range(engine.pool.size()):  # twice db_pool_size (app/db.py)
+                    for _ in range(engine.pool.size()):  # twice db_pool_size (app/db/engine.py)
                         conn = await held.enter_async_context(engine.connect())
                         await conn.execute(text("SELECT 1"))
                     await asyncio.sleep(2.0)

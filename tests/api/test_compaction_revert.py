@@ -11,14 +11,14 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app import db as database
 from app.compaction import repository as repo
 from app.context import summary_message
-from app.database import Database
-from app.models import CompactionJobRow
-from app.models.session import DEFAULT_TENANT
-from app.settings import Settings, load_settings
-from app.tokens import get_counter
+from app.core.settings import Settings, load_settings
+from app.core.tokens import get_counter
+from app.db import engine as database
+from app.db.database import Database
+from app.db.models import CompactionJobRow
+from app.db.models.session import DEFAULT_TENANT
 from tests.api.test_compaction_http import (
     SMALL,
     SMALL_COMPACTION,

@@ -19,7 +19,7 @@ import pytest
 
 from app.compaction.provenance import split_cites, strip_cites
 from app.compaction.summary import HEADINGS
-from app.settings import load_settings
+from app.core.settings import load_settings
 from tests.api.test_compaction_http import agent_run, compact, state
 from tests.api.test_messages import user
 from tests.fakellm import FakeLLM

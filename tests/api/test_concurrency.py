@@ -9,8 +9,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 from tests.api.test_messages import call, log_of, result, user
 
 

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.core.settings import load_settings
 from app.main import create_app
-from app.settings import load_settings
 from tests.support.console_data import turn
 
 ALPHA, BETA = "key-console-alpha-01234", "key-console-beta-56789"

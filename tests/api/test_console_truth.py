@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from app.console import queries
-from app.settings import load_settings
+from app.core.settings import load_settings
 from tests.api.test_compaction_http import agent_run
 from tests.api.test_messages import user
 from tests.support.apps import app_client

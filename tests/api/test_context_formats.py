@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.settings import CompactionSettings, Settings, load_settings
+from app.core.settings import CompactionSettings, Settings, load_settings
 from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
     SMALL,
     cclient,

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.tokens import get_counter
+from app.core.tokens import get_counter
 from tests.api.test_messages import call, result, user
 
 

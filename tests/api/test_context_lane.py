@@ -16,8 +16,8 @@ from fastapi import FastAPI
 from app.api.append_lane import AppendLane
 from app.api.context_lane import ContextLane
 from app.api.lanes import AnsweredByLane
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 from tests.api.test_append_lane import Downstream, lane_alone
 from tests.api.test_messages import call, result, user
 

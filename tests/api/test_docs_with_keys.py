@@ -11,8 +11,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.core.settings import load_settings
 from app.main import create_app
-from app.settings import load_settings
 
 KEY = "key-docs-0123456789"
 

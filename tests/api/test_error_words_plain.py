@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.errors import in_words
+from app.core.errors import in_words
 
 RAW = ("Input should", "Unable to parse", "Field required", "Extra inputs", "input string")
 

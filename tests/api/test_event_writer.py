@@ -9,10 +9,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.database import Database
-from app.db import create_engine, session_factory
-from app.events import EventWriter
-from app.models import DEFAULT_TENANT
+from app.db.database import Database
+from app.db.engine import create_engine, session_factory
+from app.db.models import DEFAULT_TENANT
+from app.observability.events import EventWriter
 from tests.api.test_messages import user
 from tests.support.databases import plain_url
 

@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import db as database
 from app.compaction import repository as repo
-from app.database import Database
+from app.core.settings import load_settings
+from app.db import engine as database
+from app.db.database import Database
 from app.main import create_app
-from app.settings import load_settings
 
 LEASE_S = 30.0
 

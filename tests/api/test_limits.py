@@ -1,4 +1,4 @@
-"""The OpenAPI description and the server agree on every bound (app/limits.py).
+"""The OpenAPI description and the server agree on every bound (app/core/limits.py).
 
 Each bound is read from `/openapi.json`, not from the code, and sent to the server
 just inside (accepted) and just outside (a 422 naming the field, nothing written).
@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.limits import SESSION_ID_PATTERN
+from app.core.limits import SESSION_ID_PATTERN
 from tests.api.test_messages import user
 
 LOCAL_MODEL = "bounds-test-model"  # no known context length: any context_limit is allowed

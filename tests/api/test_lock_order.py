@@ -17,9 +17,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.core.settings import load_settings
+from app.db.models import DEFAULT_TENANT
 from app.main import create_app
-from app.models import DEFAULT_TENANT
-from app.settings import load_settings
 from tests.api.test_compaction_http import SMALL, long_session
 from tests.support.databases import plain_url
 

@@ -1,4 +1,4 @@
-"""`/mcp`'s server is made on the first request (app/search/mcp.py): concurrent first
+"""`/mcp`'s server is made on the first request (app/api/mcp.py): concurrent first
 requests all get answers from one server, and the app stops it at shutdown."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import asyncio
 
 import httpx
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 from tests.support.mcp_wire import HEADERS, INITIALIZE
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from app.conversation import content_text
+from app.core.conversation import content_text
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 

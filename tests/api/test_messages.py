@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from app.settings import Settings
+from app.core.settings import Settings
 
 
 def user(text: Any, **extra: Any) -> dict[str, Any]:
@@ -199,7 +199,7 @@ async def test_appends_are_counted_with_the_sessions_own_tokenizer(
 ) -> None:
     """The append counts before it reads the row, with the tokenizer the session had last
     time; a session on another model is counted again with its own, never stored wrong."""
-    from app.tokens import get_counter
+    from app.core.tokens import get_counter
 
     text = "你好，世界。" * 50
     await client.put(f"/sessions/{sid}", json={"model": "some-local-llama"})
@@ -221,8 +221,8 @@ async def test_a_new_default_model_recounts_the_log_at_the_next_append(
 ) -> None:
     """Sessions without a model follow the server's default: a server started with a
     default of another tokenizer recounts such a session's log before it appends."""
+    from app.core.tokens import get_counter
     from app.main import create_app
-    from app.tokens import get_counter
 
     text = "你好，世界。" * 50
     for model in ("gpt-4o", "some-local-llama"):

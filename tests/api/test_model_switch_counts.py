@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from app.context import summary_message
-from app.settings import load_settings
-from app.tokens import REPLY_PRIMING, get_counter
+from app.core.settings import load_settings
+from app.core.tokens import REPLY_PRIMING, get_counter
 from tests.api.test_compaction_http import SMALL, agent_run, compact, long_session, state
 from tests.api.test_messages import log_of, user
 from tests.support.apps import app_client

@@ -9,8 +9,10 @@ import httpx
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from app.api import answers, compaction_answers, schemas
-from app.settings import load_settings
+from app.api.models import compaction as compaction_answers
+from app.api.models import requests as schemas
+from app.api.models import responses as answers
+from app.core.settings import load_settings
 from tests.api.test_messages import call, result, user
 from tests.support.apps import app_client
 

@@ -36,7 +36,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool
 
-from app.settings import CompactionSettings, load_settings
+from app.core.settings import CompactionSettings, load_settings
 from tests.api.test_messages import call, result, user
 from tests.support.apps import app_client
 

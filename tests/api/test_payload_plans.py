@@ -1,4 +1,4 @@
-"""Payload reads run on generic plans (app/db.py, PAYLOAD_PLAN_CACHE_MODE): a plan is made
+"""Payload reads run on generic plans (app/db/engine.py, PAYLOAD_PLAN_CACHE_MODE): a plan is made
 once per pooled connection, when the log may be nearly empty, and kept while it grows.
 Every statement a payload sends must still walk an index once the log is large: the
 trap of the long-lived server, where a window read cached on a small table took 118 ms
@@ -17,9 +17,9 @@ import asyncpg
 import httpx
 from sqlalchemy import event, text
 
-from app.db import PAYLOAD_PLAN_CACHE_MODE
+from app.core.settings import Settings
+from app.db.engine import PAYLOAD_PLAN_CACHE_MODE
 from app.main import create_app
-from app.settings import Settings
 from bench.plans import driver_statements, literal
 from tests.support.databases import plain_url
 

@@ -14,8 +14,8 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import InvalidRequestError
 
 from app.context import session_read
-from app.errors import NotFound
-from app.models import SessionRow
+from app.core.errors import NotFound
+from app.db.models import SessionRow
 
 
 async def test_the_payload_row_is_the_orm_row_less_what_payloads_never_read(

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.limits import RANGE_READ_CHARS, RANGE_READ_MESSAGES
+from app.core.limits import RANGE_READ_CHARS, RANGE_READ_MESSAGES
+from app.core.settings import load_settings
 from app.messages.ranges import cite, parse_seqs, share
-from app.settings import load_settings
 from tests.api.test_compaction_http import SMALL, agent_run
 from tests.api.test_messages import user
 from tests.support.apps import app_client

@@ -11,8 +11,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.exc import DBAPIError
 
+from app.core.settings import load_settings
 from app.main import create_app
-from app.settings import load_settings
 
 
 @pytest.fixture(scope="module")

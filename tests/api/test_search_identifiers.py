@@ -1,7 +1,7 @@
 """An identifier is found however it is embedded (SPEC §3 "Recall"): inside URLs, paths,
 longer tokens and anywhere in a tool output of any length, an exact match above a
 prefix match. Over HTTP, against a real server (uvicorn on a free port) and the real
-database: app/messages/lexemes.py `Term.needle`, app/search/ranking.py.
+database: app/index/lexemes.py `Term.needle`, app/search/ranking.py.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from tests.support.ports import free_port
 def base_url(database_url: str) -> Iterator[str]:
     import uvicorn
 
+    from app.core.settings import load_settings
     from app.main import create_app
-    from app.settings import load_settings
 
     settings = load_settings(database_url=None, run_compactions_in_process=False)
     port = free_port()

@@ -1,5 +1,5 @@
 """Migration 0015 marks the search vectors stored before it whose positions PostgreSQL
-did not all keep (app/messages/lexemes.py POSITIONS_CUT), so that an identifier in the
+did not all keep (app/index/lexemes.py POSITIONS_CUT), so that an identifier in the
 later lines of an old long tool output is found as in a new one."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable
 import asyncpg
 from alembic import command
 
-from app.db import alembic_config, run_migrations
-from app.settings import load_settings
+from app.core.settings import load_settings
+from app.db.engine import alembic_config, run_migrations
 from tests.api.test_messages import call, result, user
 from tests.api.test_search import append, search, seqs
 from tests.api.test_search_identifiers import lint_output

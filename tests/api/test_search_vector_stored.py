@@ -1,5 +1,5 @@
 """What an append stores in `messages.search`: the vector of `lexemes()`, sent in
-PostgreSQL's binary form (app/messages/vector.py), the same as the text form the
+PostgreSQL's binary form (app/index/vector.py), the same as the text form the
 migration writes for stored messages (`message_tsvector`)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from app.messages.lexemes import message_tsvector, session_lexeme
+from app.index.lexemes import message_tsvector, session_lexeme
 from tests.api.test_messages import call, result, user
 
 BODIES: list[dict[str, Any]] = [

@@ -16,9 +16,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from app.core.settings import Settings
+from app.core.tokens import get_counter
 from app.main import create_app
-from app.settings import Settings
-from app.tokens import get_counter
 from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
     SMALL,
     cclient,

@@ -9,8 +9,8 @@ from sqlalchemy import select
 
 from app.context import repository
 from app.context.caches import Caches
-from app.db import session_factory
-from app.models import SessionRow
+from app.db.engine import session_factory
+from app.db.models import SessionRow
 from tests.api.test_messages import user
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.settings import load_settings
+from app.core.settings import load_settings
 from tests.api.test_compaction_http import SMALL, compact
 from tests.api.test_messages import user
 from tests.api.test_stability import (

@@ -10,8 +10,8 @@ import asyncpg
 import httpx
 from alembic import command
 
-from app.db import alembic_config, run_migrations
-from app.settings import load_settings
+from app.core.settings import load_settings
+from app.db.engine import alembic_config, run_migrations
 from tests.api.test_messages import log_of
 from tests.support.apps import app_client
 from tests.support.databases import plain_url

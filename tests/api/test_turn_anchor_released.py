@@ -20,10 +20,10 @@ import pytest
 from fastapi import FastAPI
 
 from app.context import summary_message
+from app.core.settings import load_settings
+from app.core.tokens import REPLY_PRIMING, get_counter
 from app.main import create_app
 from app.messages.group_write import write_group
-from app.settings import load_settings
-from app.tokens import REPLY_PRIMING, get_counter
 from tests.api.test_append_groups import pending
 from tests.api.test_compaction_http import SMALL, agent_run, compact, state
 from tests.api.test_messages import log_of, user

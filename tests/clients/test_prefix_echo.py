@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from contextd_client import AsyncContextdClient, Context
 
-from app.tokens import get_counter
+from app.core.tokens import get_counter
 from tests.clients.conftest import LoseAnswers
 
 MODEL = "gpt-4o"

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.embedded_pg import is_running, start_embedded, stop_embedded
+from app.db.embedded import is_running, start_embedded, stop_embedded
 from tests.process.conftest import REPO, Server
 
 pytestmark = pytest.mark.slow
@@ -57,7 +57,7 @@ def test_a_server_already_running_is_left_running(tmp_path: Path) -> None:
         assert server.proc.returncode in (0, -signal.SIGTERM), server.log_text()[-3000:]
         assert is_running(data)
         done = subprocess.run(
-            [sys.executable, "-m", "app.embedded_pg", "stop", str(data)],
+            [sys.executable, "-m", "app.db.embedded", "stop", str(data)],
             cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr

@@ -38,7 +38,7 @@ import asyncpg
 import httpx
 import pytest
 
-from app.db import normalise_url, run_migrations
+from app.db.engine import normalise_url, run_migrations
 from tests.fakellm import FakeLLM
 from tests.process.conftest import Server
 from tests.support.databases import admin, plain_url, with_database
@@ -433,7 +433,7 @@ class EmbeddedPostgres:
 @pytest.fixture
 def embedded_postgres() -> Iterator[EmbeddedPostgres]:
     """A PostgreSQL of our own in a temporary folder, which the test may stop and start."""
-    from app.embedded_pg import embedded_server
+    from app.db.embedded import embedded_server
 
     tmp = Path(tempfile.mkdtemp(prefix="contextd-faults-"))
     handle = embedded_server(tmp)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import httpx
 
-from app import db as database
 from app.auth.keys import Keyring, create_key
+from app.db import engine as database
 from tests.process.conftest import REPO, Server
 
 

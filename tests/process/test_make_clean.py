@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.embedded_pg import is_running, start_embedded, stop_embedded
+from app.db.embedded import is_running, start_embedded, stop_embedded
 from tests.process.conftest import REPO
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 
-from app.embedded_pg import is_running
+from app.db.embedded import is_running
 from tests.process.conftest import Server
 
 

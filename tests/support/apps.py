@@ -7,8 +7,8 @@ from contextlib import asynccontextmanager
 
 import httpx
 
+from app.core.settings import CompactionSettings, Settings, load_settings
 from app.main import create_app
-from app.settings import CompactionSettings, Settings, load_settings
 
 
 def model_settings(base_url: str, compact_timeout_s: float) -> Settings:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from app.db import normalise_url
+from app.db.engine import normalise_url
 
 
 def plain_url(url: str) -> str:

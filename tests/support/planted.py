@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.conversation import content_text
+from app.core.conversation import content_text
 
 LANGS = ("en", "zh", "es", "de")
 

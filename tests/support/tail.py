@@ -6,7 +6,7 @@ latest user message" is no longer the rule; what stays is the current turn's las
 payload keeps verbatim: the turn anchor).
 
 The step rule is written out again here on purpose, over the JSON a client reads,
-rather than imported from `app/conversation.py` (`split_steps`): a checker that
+rather than imported from `app/core/conversation.py` (`split_steps`): a checker that
 reused the code it checks would agree with any bug in it.
 """
 

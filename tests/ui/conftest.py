@@ -70,8 +70,8 @@ class ConsoleServer:
     def __init__(self, database_url: str) -> None:
         import uvicorn
 
+        from app.core.settings import load_settings
         from app.main import create_app
-        from app.settings import load_settings
 
         settings = load_settings(
             api_keys=f"{KEY_A}:tenant-a,{KEY_B}:tenant-b", run_compactions_in_process=True

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from app.conversation import LoggedMessage
-from app.limits import Role
+from app.core.conversation import LoggedMessage
+from app.core.limits import Role
 
 # CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET.
 DATASET = Path(

@@ -13,8 +13,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
 from app.context import AssembledContext, AssemblyRequest, backfill
-from app.conversation import LoggedMessage
-from app.tokens import get_counter
+from app.core.conversation import LoggedMessage
+from app.core.tokens import get_counter
 
 # CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET.
 DATASET = Path(

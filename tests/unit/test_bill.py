@@ -1,10 +1,10 @@
-"""The providers' caching rules of the bill (app/context/bill.py), on hand-made cases."""
+"""The providers' caching rules of the bill (app/core/bill.py), on hand-made cases."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.context import bill
+from app.core import bill
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The estimate's calibration from reported provider usage (app/tokens/calibration.py)."""
+"""The estimate's calibration from reported provider usage (app/core/tokens/calibration.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.tokens import calibration
-from app.tokens.calibration import Calibration
+from app.core.tokens import calibration
+from app.core.tokens.calibration import Calibration
 
 
 def test_first_reports_converge_then_one_outlier_moves_little() -> None:

@@ -20,10 +20,10 @@ from app.compaction.artifacts import (
 from app.compaction.engine import summarise
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.provenance import cite, strip_cites
-from app.compaction.shell import outcome, shell_files
+from app.compaction.shell_commands import outcome, shell_files
 from app.compaction.summary import StructuredSummary, render_summary
 from app.compaction.turns import CompactionPlan, plan_range
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 from tests.fakellm import FakeLLM, Raw
 from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, dataset_sessions, log_of
 
@@ -352,7 +352,7 @@ async def llm() -> AsyncIterator[FakeLLM]:
 async def _outcome(
     llm: FakeLLM | None, plan: CompactionPlan, previous: StructuredSummary | None, **settings: Any
 ) -> SummaryOutcome:
-    from app.compaction.llm import ChatModelClient
+    from app.compaction.model_client import ChatModelClient
 
     client = None
     if llm is not None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from app.compaction.candidates import extract_candidates
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 from tests.unit.compaction_helpers import call, log_of
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

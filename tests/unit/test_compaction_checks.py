@@ -15,7 +15,7 @@ from app.compaction.checks import (
     missing_identifiers,
 )
 from app.compaction.signals import extract_identifiers, truncate_utf8
-from app.tokens import get_counter
+from app.core.tokens import get_counter
 from tests.support.identifiers import whole_text_identifiers
 from tests.unit.compaction_helpers import call, dataset_sessions, log_of
 

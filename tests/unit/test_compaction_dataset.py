@@ -10,7 +10,7 @@ import pytest
 from app.compaction.candidates import extract_candidates
 from app.compaction.checks import conversation_language_of
 from app.compaction.engine import summarise
-from app.compaction.llm import ChatModelClient
+from app.compaction.model_client import ChatModelClient
 from app.compaction.signals import classify, split_sentences
 from app.compaction.turns import CompactionPlan, NoopReason, plan_range
 from tests.fakellm import FakeLLM
@@ -81,7 +81,7 @@ def test_candidates_over_the_whole_dataset_respect_limits() -> None:
 async def test_real_token_counter_on_a_chinese_session(
     model: tuple[FakeLLM, ChatModelClient],
 ) -> None:
-    from app.tokens import get_counter
+    from app.core.tokens import get_counter
 
     counter = get_counter("gpt-4o")
     session = next(s for s in dataset_sessions() if str(s["id"]).startswith("crosswoz:"))

@@ -19,7 +19,7 @@ from app.compaction.extractive import tokens_over_cap
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.summary import StructuredSummary, render_summary, summary_token_cap
 from app.compaction.turns import CompactionPlan, plan_range
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 from tests.fakellm import FakeLLM, Raw
 from tests.support.loop import watch_loop
 from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, log_of
@@ -78,7 +78,7 @@ async def _run(
     system_texts: tuple[str, ...] = (),
     **settings: Any,
 ) -> SummaryOutcome:
-    from app.compaction.llm import ChatModelClient
+    from app.compaction.model_client import ChatModelClient
 
     client = None
     if llm is not None:

@@ -8,7 +8,7 @@ from app.compaction.extractive import extractive_summary, fit_to_tokens
 from app.compaction.provenance import strip_cites
 from app.compaction.summary import StructuredSummary, render_summary
 from app.compaction.turns import CompactionPlan, plan_range
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, chat, log_of
 
 CONSTRAINTS = [

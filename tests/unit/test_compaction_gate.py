@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 
 from app.compaction import gate
 from app.compaction.engine import summarise
-from app.compaction.llm import ChatModelClient
+from app.compaction.model_client import ChatModelClient
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.provenance import message_text, split_cites
 from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, plan_range
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 from tests.fakellm import FakeLLM
 from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, log_of
 

@@ -1,4 +1,4 @@
-"""The summary model's client (app/compaction/llm.py) against the fake endpoint over a real socket."""
+"""The summary model's client (app/compaction/model_client.py) against the fake endpoint over a real socket."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from app.compaction.client import model_client, summary_json_schema
-from app.compaction.llm import (
+from app.compaction.configured_model import model_client, summary_json_schema
+from app.compaction.model_client import (
     ChatModelClient,
     ModelConnectionError,
     ModelError,
@@ -22,7 +22,7 @@ from app.compaction.llm import (
     ModelTimeout,
     retry_after_s,
 )
-from app.settings import load_settings
+from app.core.settings import load_settings
 from tests.fakellm import FakeLLM, Raw
 
 KEY = "sk-test-SECRET-0123456789"

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.compaction.turns import CompactionPlan, NoopReason, plan_range
-from app.conversation import LoggedMessage, split_steps
+from app.core.conversation import LoggedMessage, split_steps
 from tests.unit.compaction_helpers import call, log_of, msg
 
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.compaction.turns import CompactionPlan, NoopReason, plan_range
-from app.conversation import LoggedMessage, split_turns
+from app.core.conversation import LoggedMessage, split_turns
 from tests.unit.compaction_helpers import call, chat, log_of, msg
 
 
@@ -248,7 +248,7 @@ def test_plan_invariants(spec: list[tuple[bool, list[str]]], keep: int) -> None:
 
 def test_plan_for_settings_reads_the_compaction_settings() -> None:
     from app.compaction.turns import plan_for_settings
-    from app.settings import CompactionSettings
+    from app.core.settings import CompactionSettings
 
     s = CompactionSettings(min_preserved_turns=1, min_free_ratio=0.05, regrowth_ratio=0.25)
     log = [msg(i, "user", "q", tokens=1000) for i in range(1, 5)]
@@ -265,7 +265,7 @@ def test_plan_for_settings_reads_the_compaction_settings() -> None:
 def test_a_system_note_between_a_call_and_its_result_interrupts_nothing() -> None:
     """A historical system message is left out of every payload: logged between a call
     and its result, it made the whole group vanish from the payload."""
-    from app.conversation import split_groups
+    from app.core.conversation import split_groups
 
     log = log_of(
         [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.context import AssemblyRequest, SummaryBlock, assemble
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 from tests.unit.context_helpers import COUNTER, assistant, check, log_of, logged, tool, user
 
 

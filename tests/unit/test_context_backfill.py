@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from app.context import AssemblyRequest, SummaryBlock, assemble, backfill
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 from tests.unit.context_helpers import COUNTER, assistant, check, log_of, tool, user
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from app.context import counts
 from app.context.caches import Caches
-from app.tokens import get_counter
+from app.core.tokens import get_counter
 
 
 class Unhashable:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from app.context import AssemblyRequest, assemble
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 from tests.support.planted import plant
 from tests.unit.context_helpers import COUNTER, check, load_sessions, log_of
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from app.context import AssemblyRequest, SummaryBlock, assemble, available_strategies
 from app.context.caches import Caches
 from app.context.view import Form, HistoryView, Limits, Unit
-from app.conversation import LoggedMessage, split_groups
+from app.core.conversation import LoggedMessage, split_groups
 from tests.unit.context_helpers import COUNTER, assistant, check, logged, tool, user
 
 WORDS = [

@@ -15,14 +15,14 @@ from typing import Any, cast
 
 from app.context import AssemblyRequest, assemble
 from app.context.caches import Caches
-from app.context.layout import Layout
 from app.context.preview import CALL_VALUE_CHARS, _cut_call, _cut_values, message_path
 from app.context.references import References, identifiers
 from app.context.stability import StableStrategy
 from app.context.strategies import get_strategy
+from app.context.trim_state import Layout
 from app.context.view import MASK_TOKENS, MASK_WORTH, Form, HistoryView, Limits
-from app.conversation import LoggedMessage, split_groups
-from app.models import SessionRow
+from app.core.conversation import LoggedMessage, split_groups
+from app.db.models import SessionRow
 from tests.unit.context_helpers import COUNTER, check, log_of, tool, user
 
 HANDLER = "src/app/special_handler.py"

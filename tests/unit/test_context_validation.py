@@ -8,8 +8,8 @@ import pytest
 
 from app.context import validate_context_params, validate_strategy
 from app.context.validation import as_tools
-from app.errors import ValidationFailed
-from app.limits import TOKENS_MAX
+from app.core.errors import ValidationFailed
+from app.core.limits import TOKENS_MAX
 
 GOOD_TOOL = {
     "type": "function",

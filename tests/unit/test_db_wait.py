@@ -9,7 +9,7 @@ import socket
 import pytest
 from structlog.testing import capture_logs
 
-from app.db_wait import MAX_PAUSE_S, DatabaseUnreachable, pauses, wait_for_database
+from app.db.wait import MAX_PAUSE_S, DatabaseUnreachable, pauses, wait_for_database
 
 
 def _closed_port_url() -> str:

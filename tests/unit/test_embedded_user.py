@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app import embedded_pg
+from app.db import embedded as embedded_pg
 
 
 def test_concurrent_starts_create_the_system_user_once(

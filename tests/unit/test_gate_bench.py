@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.compaction.checks import conversation_language_of
-from app.tokens import get_counter
+from app.core.tokens import get_counter
 from bench.gate_bench import SUMMARISERS, Tally, logged, run_session
 from tests.fakellm import FakeLLM
 from tests.unit.compaction_helpers import dataset_sessions

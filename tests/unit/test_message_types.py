@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.conversation import call_function, content_text, counts_in_context
+from app.core.conversation import call_function, content_text, counts_in_context
 
 
 def test_included_messages_count_except_non_summary_system_ones() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from app import words
 from app.compaction import signals as compaction_signals
-from app.context import signals as context_signals
+from app.context import scoring as context_signals
+from app.core import words
 from tests.support.planted import (
     INSTRUCTIONS,
     LANGS,
@@ -21,8 +21,8 @@ _WORD = re.compile(r"[^\W\d_]+")
 
 
 def _detector_words() -> tuple[set[str], set[str]]:
-    """Every Latin word and every Chinese term in the detectors' word lists (`app/words.py`,
-    which both `app/context/signals.py` and `app/compaction/signals.py` use)."""
+    """Every Latin word and every Chinese term in the detectors' word lists (`app/core/words.py`,
+    which both `app/context/scoring.py` and `app/compaction/signals.py` use)."""
     latin: set[str] = set()
     for phrases in words.LATIN.values():
         for phrase in phrases:

@@ -1,10 +1,10 @@
-"""What an append indexes of a message (app/messages/lexemes.py): words, identifiers and
+"""What an append indexes of a message (app/index/lexemes.py): words, identifiers and
 their parts, CJK pairs, at the positions phrase queries rely on."""
 
 from __future__ import annotations
 
-from app.messages import lexemes as text
-from app.messages.lexemes import lexemes, tsvector_literal
+from app.index import lexemes as text
+from app.index.lexemes import lexemes, tsvector_literal
 from app.search import hits
 
 

@@ -1,6 +1,6 @@
-"""The append's search vector (app/messages/vector.py) holds exactly the lexemes and
-positions `lexemes()` makes (app/messages/lexemes.py), in PostgreSQL's binary form,
-made by its loops in C (app/messages/_vector.c) and, where that is not built, in
+"""The append's search vector (app/index/vector.py) holds exactly the lexemes and
+positions `lexemes()` makes (app/index/lexemes.py), in PostgreSQL's binary form,
+made by its loops in C (app/index/_vector.c) and, where that is not built, in
 Python: the tests of the vector run both ways, and the two give the same bytes."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from app.db import tsvector_text
-from app.messages import lexemes as text
-from app.messages import vector
-from app.messages.lexemes import (
+from app.db.engine import tsvector_text
+from app.index import lexemes as text
+from app.index import vector
+from app.index.lexemes import (
     MAX_POSITION,
     POSITIONS_CUT,
     lexemes_and_cut,
 )
-from app.messages.searchable import searchable_text
+from app.index.searchable import searchable_text
 from tests.unit.compaction_helpers import dataset_sessions
 
 KEY = "~0123456789abcdef"
@@ -36,7 +36,7 @@ def made_in(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 def test_the_c_loops_are_built() -> None:
     # setup.py builds them where a C compiler is found; the machines this is made and
     # tested on have one, so a missing module means a broken build, not a choice.
-    assert COMPILED is not None, "app.messages._vector was not built: see setup.py"
+    assert COMPILED is not None, "app.index._vector was not built: see setup.py"
 
 
 def decoded(data: bytes) -> dict[str, list[int]]:
@@ -162,7 +162,7 @@ def test_a_repeated_token_gets_the_same_lexemes_cached_or_not(made_in: str) -> N
 
 
 def test_a_vector_reads_back_as_postgresqls_text() -> None:
-    # app/db.py hands a tsvector PostgreSQL sends (tsvectorsend: lexemes sorted) as
+    # app/db/engine.py hands a tsvector PostgreSQL sends (tsvectorsend: lexemes sorted) as
     # tsvectorout writes it: quotes and backslashes doubled, weights after positions.
     sent = (
         (3).to_bytes(4, "big")

@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.context import AssemblyRequest, assemble
-from app.context.layout import Layout
 from app.context.stability import StableStrategy
 from app.context.strategies import get_strategy
-from app.conversation import LoggedMessage, split_groups
-from app.models import SessionRow
+from app.context.trim_state import Layout
+from app.core.conversation import LoggedMessage, split_groups
+from app.db.models import SessionRow
 from tests.unit.context_helpers import COUNTER, assistant, logged, tool, user
 from tests.unit.test_context_invariants import histories
 

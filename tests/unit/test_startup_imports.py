@@ -1,5 +1,5 @@
-"""What a serving process imports to start: not the `mcp` SDK nor `openai` (app/search/mcp.py,
-app/compaction/llm.py), a second of CPU each that every `--workers` child would pay."""
+"""What a serving process imports to start: not the `mcp` SDK nor `openai` (app/api/mcp.py,
+app/compaction/model_client.py), a second of CPU each that every `--workers` child would pay."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import sys
 from app.main import create_app
-from app.settings import load_settings
+from app.core.settings import load_settings
 app = create_app(load_settings(database_url=None, llm_base_url=None), database_url="postgresql://x/y")
 heavy = sorted(m for m in ("mcp", "openai", "alembic") if m in sys.modules)
 print(",".join(heavy) or "none")

@@ -1,4 +1,4 @@
-"""app.tokens: offline encodings, chat accounting, the estimate, model tables."""
+"""app.core.tokens: offline encodings, chat accounting, the estimate, model tables."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import tiktoken
 import tiktoken.load
 import tiktoken_ext.openai_public as openai_public
 
-from app.tokens import (
+from app.core.tokens import (
     REPLY_PRIMING,
     encodings,
     get_counter,
     known_context_limit,
     tokenizer_for_model,
 )
-from app.tokens.counter import (
+from app.core.tokens.counter import (
     IMAGE_DEFAULT_TOKENS,
     IMAGE_LOW_DETAIL_TOKENS,
     TOOL_CALL_OVERHEAD,

@@ -15,12 +15,12 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from app.context import AssemblyRequest, assemble
-from app.context.layout import Layout
 from app.context.stability import StableStrategy
 from app.context.strategies import get_strategy
+from app.context.trim_state import Layout
 from app.context.view import Form, HistoryView
-from app.conversation import LoggedMessage
-from app.models import SessionRow
+from app.core.conversation import LoggedMessage
+from app.db.models import SessionRow
 from tests.unit.context_helpers import COUNTER, assistant, log_of, tool, user
 
 SYSTEM = "You are a careful coding agent."

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.context.formats import anthropic, responses
-from app.conversation import LoggedMessage
-from app.limits import DEFAULT_FORMAT, FORMATS, Format
+from app.core.conversation import LoggedMessage
+from app.core.limits import DEFAULT_FORMAT, FORMATS, Format
 
 __all__ = ["DEFAULT_FORMAT", "FORMATS", "Format", "render"]
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context.formats.parts import data_url, omitted, texts, tool_input
-from app.parts import is_base64
+from app.core.content_parts import is_base64
 
 PLACEHOLDER = "(conversation continues)"
 CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}

@@ -51,7 +51,7 @@ from functools import lru_cache, partial
 
 from app.context import backfill
 from app.context.repeats import masked_form, output_lines, repeated
-from app.context.signals import SCAN_CHARS, found
+from app.context.scoring import SCAN_CHARS, found
 from app.context.strategies.base import (
     Selection,
     Strategy,
@@ -59,7 +59,7 @@ from app.context.strategies.base import (
     register,
 )
 from app.context.view import Form, HistoryView, Unit
-from app.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage
 
 POINTS = {
     "summary": 6,

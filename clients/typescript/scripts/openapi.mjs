@@ -26,7 +26,7 @@ export function schemaFromApp() {
   const code = [
     "import json, sys",
     "from app.main import create_app",
-    "from app.settings import Settings",
+    "from app.core.settings import Settings",
     "json.dump(create_app(Settings()).openapi(), sys.stdout)",
   ].join("\n");
   const run = spawnSync(python(), ["-c", code], { cwd: REPO, encoding: "utf8", maxBuffer: 64 << 20 });

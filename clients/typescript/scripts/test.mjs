@@ -66,7 +66,7 @@ async function cleanup() {
   if (database) {
     admin(server, `DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`);
   } else {
-    const code = "import sys, pathlib\nfrom app.embedded_pg import stop_embedded\nstop_embedded(pathlib.Path(sys.argv[1]))";
+    const code = "import sys, pathlib\nfrom app.db.embedded import stop_embedded\nstop_embedded(pathlib.Path(sys.argv[1]))";
     spawnSync(python(), ["-c", code, path.join(tmp, "data")], { cwd: REPO });
   }
   rmSync(tmp, { recursive: true, force: true });
