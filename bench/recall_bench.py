@@ -400,8 +400,8 @@ async def echo(app: Any, sid: str, codes: Sequence[str]) -> None:
     from contextd_client import SearchResult
     from contextd_client.recall import SEARCH_LIMIT, format_search
 
+    from app.core.recall_tool import NAME
     from app.search import service
-    from app.search.tools import NAME
 
     db = app.state.database
     transport = httpx.ASGITransport(app=app)

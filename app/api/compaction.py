@@ -12,7 +12,7 @@ from app.api.openapi import answers, problem_response
 from app.compaction import revert, service
 from app.compaction.metrics import COMPACTION_REVERTS
 from app.core.limits import COMPACT_WAIT_MAX_S
-from app.leases.schemas import LockToken
+from app.sessions.schemas import LockToken
 
 router = APIRouter(tags=["compaction"])
 

@@ -35,10 +35,10 @@ from app.core.limits import (
     SEARCH_LIMIT_MAX,
     SESSION_ID_PATTERN,
 )
+from app.core.recall_tool import READ_DESCRIPTION, READ_RANGE_DESCRIPTION, SEARCH_DESCRIPTION
 from app.db.models import DEFAULT_TENANT
 from app.messages import ranges
 from app.search import service
-from app.search.tools import READ_DESCRIPTION, READ_RANGE_DESCRIPTION, SEARCH_DESCRIPTION
 from app.sessions import service as sessions
 
 # The rule of every session id in a URL (app/core/limits.py): what cannot be a session is
@@ -109,7 +109,7 @@ def build(app: FastAPI) -> MCPServer:
         line_end: Line = None,
     ) -> str:
         try:
-            out = await service.read(
+            out = await ranges.read_one(
                 app.state.database,
                 tenant_of(ctx),
                 session_id,

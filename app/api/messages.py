@@ -18,12 +18,11 @@ from app.api.lanes import AnsweredByLane
 from app.api.models.requests import AppendIn
 from app.api.models.responses import AppendOut, Cleared, DeletedTail, MessageOut, MessagePage
 from app.api.openapi import answers, request_body
-from app.core.errors import NotFound, invalid
+from app.core.errors import invalid
 from app.core.jsonsafe import StoredStr
 from app.core.limits import BIGINT_MAX, LOCK_TOKEN_MAX, SEQS_MAX_CHARS
-from app.leases.schemas import LockTokenIn
-from app.messages import ranges, service, tail
-from app.messages import repository as repo
+from app.messages import ranges, tail
+from app.sessions.schemas import LockTokenIn
 from app.sessions.service import get_session
 
 router = APIRouter(tags=["messages"])
@@ -219,18 +218,14 @@ async def get_message(
     that slice of the message's text and `range` says where it sits in the whole,
     so an agent can read a large output in pieces; a start past the message's end is a
     422 naming it and the message's length."""
-    async with db.transaction() as s:
-        await get_session(s, tenant, session_id)
-        m = await repo.one(s, tenant, session_id, seq)
-    if m is None:
-        raise NotFound(f"session {session_id!r} has no message {seq}")
-    out = service.message_view(m)
-    chars = char_start is not None or char_end is not None
-    lines = line_start is not None or line_end is not None
-    if chars and lines:
-        raise invalid("line_start", "give a character range or a line range, not both")
-    if chars or lines:
-        out["content"], out["range"] = service.slice_text(
-            m, char_start, char_end, line_start, line_end
-        )
+    out = await ranges.read_one(
+        db,
+        tenant,
+        session_id,
+        seq,
+        char_start=char_start,
+        char_end=char_end,
+        line_start=line_start,
+        line_end=line_end,
+    )
     return encoded(out)

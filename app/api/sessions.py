@@ -19,16 +19,16 @@ from app.api.deps import (
 from app.api.models.requests import BudgetPreviewIn
 from app.api.models.responses import Budget, BudgetPreview, EventPage, Session, SessionPage
 from app.api.openapi import answers, request_body
+from app.context.validation import check_session_default
 from app.core.budget import budget_of
 from app.core.errors import NotFound, invalid
 from app.core.jsonsafe import StoredStr, storable_problem
 from app.core.limits import CURSOR_MAX, EVENT_TYPE_MAX
-from app.leases.schemas import LockTokenIn
 from app.messages.service import count_batch_for
 from app.observability import events
 from app.sessions import repository as repo
 from app.sessions import service
-from app.sessions.schemas import SessionSettingsIn
+from app.sessions.schemas import LockTokenIn, SessionSettingsIn
 
 router = APIRouter(tags=["sessions"])
 
@@ -51,7 +51,9 @@ async def put_session(
 ) -> dict[str, Any]:
     """201 when it created the session, 200 when it updated it. Omitted fields keep their value."""
     async with db.transaction() as s:
-        row, created = await service.put_session(s, tenant, session_id, body, settings)
+        row, created = await service.put_session(
+            s, tenant, session_id, body, settings, check_session_default
+        )
         out = service.view(row, settings)
     response.status_code = 201 if created else 200
     return encoded(out)
@@ -103,7 +105,7 @@ async def delete_session(
     tenant: TenantDep,
     body: Annotated[LockTokenIn | None, Body()] = None,
 ) -> Response:
-    from app.leases.guard import check_write
+    from app.sessions.lease_rule import check_write
 
     async with db.transaction() as s:
         locked = await repo.get_for_update(s, tenant, session_id)

@@ -49,7 +49,7 @@ from app.compaction.shell_commands import one_line as _one_line
 from app.core.conversation import LoggedMessage, call_function
 
 if TYPE_CHECKING:  # summary.py renders this section: import the protocol for types only
-    from app.compaction.summary import TextCounter
+    from app.core.tokens.counter import TextCounter
 
 KINDS: tuple[Kind, ...] = ("changed", "read", "ran", "got")  # rendering order
 

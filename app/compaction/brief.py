@@ -25,7 +25,6 @@ from app.compaction.prompt import instruction_text
 from app.compaction.provenance import Sources
 from app.compaction.summary import (
     StructuredSummary,
-    TextCounter,
     dedupe,
     render_summary,
     summary_token_cap,
@@ -33,6 +32,7 @@ from app.compaction.summary import (
 from app.compaction.turns import CompactionPlan
 from app.compaction.user_messages import range_user_messages, roll_user_messages
 from app.core.conversation import LoggedMessage
+from app.core.tokens.counter import TextCounter
 
 
 class SummarySettings(Protocol):

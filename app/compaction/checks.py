@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from app.compaction.signals import cjk_counts, extract_identifiers, language_of, normalise
-from app.compaction.summary import TextCounter
 from app.core.conversation import LoggedMessage, call_function
+from app.core.tokens.counter import TextCounter
 
 FUZZY_MIN_TOKENS = 8
 FUZZY_THRESHOLD = 0.8

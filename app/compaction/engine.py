@@ -50,9 +50,10 @@ from app.compaction.brief import SummaryOptions, SummarySettings
 from app.compaction.model_client import ChatModelClient, ChatResult, ModelError, ModelTimeout
 from app.compaction.outcome import ModelUsage, SummaryOutcome
 from app.compaction.prompt import SummaryRequest, build_retry_request, build_summary_request
-from app.compaction.summary import StructuredSummary, SummaryRejected, TextCounter
+from app.compaction.summary import StructuredSummary, SummaryRejected
 from app.compaction.turns import CompactionPlan
 from app.core.conversation import LoggedMessage
+from app.core.tokens.counter import TextCounter
 
 # What surrounds the model call (identifiers and constraints read off the range,
 # the prompt, the checks, the fit, the extractive summary) is CPU in proportion to

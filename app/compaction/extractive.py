@@ -20,11 +20,11 @@ from app.compaction.provenance import cite_seqs, shorten_item
 from app.compaction.signals import classify, extract_identifiers, shorten, split_sentences
 from app.compaction.summary import (
     StructuredSummary,
-    TextCounter,
     dedupe,
     render_summary,
 )
 from app.core.conversation import LoggedMessage, call_function
+from app.core.tokens.counter import TextCounter
 
 _LABELS = {
     "en": {

@@ -39,8 +39,8 @@ from app.compaction.provenance import cite_seqs, terms
 from app.compaction.shell_commands import failed, outcome
 from app.compaction.signals import classify, extract_identifiers, normalise, shorten
 from app.compaction.signals import split_sentences as sentences
-from app.compaction.summary import TextCounter
 from app.core.conversation import LoggedMessage, call_function
+from app.core.tokens.counter import TextCounter
 
 # Codes (`E4042`, `W123`, `HTTP-503`) and numbers of two digits or more: what a summary
 # must not reword, beside the identifiers of `signals.extract_identifiers`.

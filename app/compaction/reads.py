@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from sqlalchemy import literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core import conversation
 from app.core.conversation import LoggedMessage
 from app.db.models import MessageRow
 
@@ -25,7 +24,7 @@ async def history_after(
         )
         .order_by(MessageRow.seq)
     )
-    return [conversation.to_logged(m) for m in await db.scalars(stmt)]
+    return [_logged(m) for m in await db.scalars(stmt)]
 
 
 async def anchor_below(
@@ -49,7 +48,7 @@ async def anchor_below(
         .limit(1)
     )
     found = await db.scalar(stmt)
-    return conversation.to_logged(found) if found is not None else None
+    return _logged(found) if found is not None else None
 
 
 async def tool_turns_before(
@@ -68,4 +67,22 @@ async def tool_turns_before(
         .order_by(MessageRow.seq.desc())
         .limit(limit)
     )
-    return [conversation.to_logged(m) for m in reversed(list(await db.scalars(stmt)))]
+    return [_logged(m) for m in reversed(list(await db.scalars(stmt)))]
+
+
+def _logged(m: MessageRow) -> LoggedMessage:
+    """A stored `messages` row as the message the pure layers read."""
+    return LoggedMessage(
+        seq=m.seq,
+        id=m.message_id,
+        role=m.role,  # type: ignore[arg-type]  # the column only ever holds validated roles
+        body=m.body,
+        token_count=m.token_count,
+        pinned=m.pinned,
+        include_in_context=m.include_in_context,
+        mode=m.mode,
+        run_id=m.run_id,
+        metadata=m.metadata_,
+        error=m.error,
+        created_at=m.created_at,
+    )

@@ -11,10 +11,9 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.compaction import revert_repository
-from app.db.database import Driver
 from app.db.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
 from app.db.models.job import ACTIVE
-from app.leases.fencing import store_admits
+from app.sessions.lease_rule import store_admits
 
 Job = CompactionJobRow
 
@@ -77,19 +76,6 @@ async def request_job(
 # The session's active job, on the asyncpg connection itself (Database.driver): a
 # probe of uq_compaction_jobs_active, whose predicate the status test repeats so
 # that the planner may use it.
-_HAS_ACTIVE = f"""
-SELECT EXISTS (
-    SELECT 1 FROM compaction_jobs
-    WHERE tenant_id = $1 AND session_id = $2 AND status IN {ACTIVE!r}
-)
-"""
-
-
-async def has_active_job(conn: Driver, tenant: str, sid: str) -> bool:
-    """Whether the session has a pending or running job, as of a fresh snapshot."""
-    return bool(await conn.fetchval(_HAS_ACTIVE, tenant, sid))
-
-
 # Any constant works: it only has to be the same in every process. Claims take it
 # for their transaction, so they run one at a time (a claim is a few index
 # lookups) and the fair pick never sees another claim half done.

@@ -31,15 +31,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.compaction import revert_repository as repo
 from app.compaction.noop_guard import noop_state
 from app.compaction.revert_repository import STATE_COLUMNS, STORED
-from app.context import summary_message
 from app.core.budget import effective_model
+from app.core.conversation import summary_message
 from app.core.errors import Conflict, NotFound
 from app.core.settings import Settings
 from app.core.tokens import get_counter
 from app.db.models import CompactionJobRow, SessionRow
-from app.leases.guard import check_write
 from app.observability.events import record_event
 from app.sessions import repository as sessions
+from app.sessions.lease_rule import check_write
+from app.sessions.watermark import watermark_tokens
 
 
 def holds(row: SessionRow, job: CompactionJobRow) -> bool:
@@ -93,9 +94,7 @@ async def revert(
     # store. A user message appended since makes the restored state's turn anchor no
     # longer sent (and a tail cut since can make it the latest again); a model switch
     # since recounted the log in another tokenizer (app/sessions/recount.py).
-    row.watermark_context_tokens = await repo.watermark_tokens(
-        db, tenant, sid, row.last_compaction_seq
-    )
+    row.watermark_context_tokens = await watermark_tokens(db, tenant, sid, row.last_compaction_seq)
     if replaced.get("tokenizer", row.tokenizer) != row.tokenizer:
         counter = get_counter(effective_model(row, settings))
         text = row.summary_text

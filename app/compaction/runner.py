@@ -40,8 +40,8 @@ from app.compaction.service import plan_session
 from app.compaction.stored import summary_values
 from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, NoopReason
-from app.context import summary_message
 from app.core.budget import budget_of, effective_model, session_compaction
+from app.core.conversation import summary_message
 from app.core.settings import Settings
 from app.core.tokens import get_counter
 from app.db.database import Database

@@ -14,16 +14,15 @@ from app.compaction import reads
 from app.compaction import repository as repo
 from app.compaction.revert import revertable_job
 from app.compaction.turns import CompactionPlan, NoopReason, plan_for_settings
-from app.context import summary_message
 from app.core.budget import session_compaction
-from app.core.conversation import LoggedMessage
+from app.core.conversation import LoggedMessage, summary_message
 from app.core.errors import NotFound
 from app.core.settings import CompactionSettings, Settings
 from app.db.database import Database
 from app.db.models import SessionRow
 from app.db.models.job import ACTIVE
-from app.leases.guard import check_write
 from app.sessions import repository as sessions
+from app.sessions.lease_rule import check_write
 from app.sessions.service import get_session
 
 

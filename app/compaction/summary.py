@@ -26,7 +26,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from app.compaction.artifacts import render_artifacts
 from app.compaction.provenance import split_cites, strip_cites
@@ -46,10 +46,6 @@ RejectReason = Literal[
     "all_empty",
     "truncated",
 ]
-
-
-class TextCounter(Protocol):
-    def count_text(self, text: str) -> int: ...
 
 
 class SummaryRejected(ValueError):

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 
 from app.compaction.provenance import cite_seqs, strip_cites
 from app.compaction.signals import classify, split_sentences
-from app.compaction.summary import TextCounter
 from app.core.conversation import LoggedMessage
+from app.core.tokens.counter import TextCounter
 
 SHORT_TOKENS = 80
 # A bullet and the line break around each item in the rendered section.

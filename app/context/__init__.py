@@ -20,11 +20,11 @@ offered (app/context/backfill.py). Cost is linear in what is handed over; nothin
 older than the window is ever needed.
 """
 
-from app.context.assemble import assemble, mode_banner, summary_message
+from app.context.assemble import assemble, mode_banner
+from app.context.request import AssemblyRequest
 from app.context.strategies import Strategy, available_strategies, get_strategy
 from app.context.types import (
     AssembledContext,
-    AssemblyRequest,
     Breakdown,
     Decision,
     SummaryBlock,
@@ -53,7 +53,6 @@ __all__ = [
     "available_strategies",
     "get_strategy",
     "mode_banner",
-    "summary_message",
     "validate_context_params",
     "validate_strategy",
 ]

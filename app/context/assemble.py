@@ -32,10 +32,10 @@ from typing import Any
 from app.context import counts, decisions
 from app.context.caches import Caches
 from app.context.preview import sanitize
+from app.context.request import AssemblyRequest
 from app.context.strategies.base import Selection, Strategy, get_strategy, hard_rule, is_builtin
 from app.context.types import (
     AssembledContext,
-    AssemblyRequest,
     Breakdown,
     DynamicItem,
     SummaryBlock,
@@ -45,17 +45,11 @@ from app.context.types import (
 )
 from app.context.validation import validate_strategy
 from app.context.view import Form, HistoryView, Limits
-from app.core.conversation import Group, LoggedMessage, SetAside, split_groups
+from app.core.conversation import Group, LoggedMessage, SetAside, split_groups, summary_message
 
 log = logging.getLogger(__name__)
 
 FALLBACK_STRATEGY = "key_messages"
-
-
-def summary_message(text: str) -> dict[str, Any]:
-    # No range in this head: a compaction changes it, and what follows the first change
-    # misses a provider's prefix cache. render_summary ends the text with it.
-    return {"role": "system", "content": f"Summary of the conversation so far:\n{text}"}
 
 
 def mode_banner(mode: str) -> dict[str, Any]:

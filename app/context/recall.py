@@ -2,7 +2,7 @@
 
 With `recall` on (the session's setting, or the call's `recall` parameter) a payload
 
-- offers the recall tool (app/search/tools.py) among its `tools`, unless the caller's
+- offers the recall tool (app/core/recall_tool.py) among its `tools`, unless the caller's
   tools already hold one of that name (an adapter that sends its own);
 - says in one short system note, at the end of its head (after the system block,
   dynamic context and summary, before the history), how many messages of the log
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from app.context.types import AssembledContext, Decision, TokenCounter
-from app.search import tools as recall_tools
+from app.core import recall_tool as recall_tools
 
 # The note names at most this many ranges, then how many more there are.
 MAX_RANGES = 4

@@ -35,12 +35,23 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from app.context.memo import Memo
 from app.core.conversation import LoggedMessage
 
-if TYPE_CHECKING:  # the view's units; no import cycle at run time
-    from app.context.view import Unit
+
+class Unit(Protocol):
+    """What references read of the view's units (app/context/view.py `Unit`), which
+    hold a `References` themselves: declared here so neither module imports the other."""
+
+    @property
+    def messages(self) -> tuple[LoggedMessage, ...]: ...
+
+    def memos(self) -> tuple[Memo, ...]: ...
+
+    def forget_lines(self) -> None: ...
+
 
 # What an identifier looks like, in any tool's output or any agent's command: a path
 # (a/b, /a/b.py, ./a, ~/a, a URL's host and path), a dotted name or host

@@ -1,7 +1,7 @@
 """Pure inputs and outputs of context assembly (SPEC §3, §9).
 
 No database or HTTP types: the HTTP layer reads the session and its log,
-builds an `AssemblyRequest`, calls `assemble()` and renders the returned
+builds an `AssemblyRequest` (app/context/request.py), calls `assemble()` and renders the returned
 `AssembledContext` with `to_dict()`.
 """
 
@@ -9,13 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-from app.core.conversation import LoggedMessage
-
-if TYPE_CHECKING:
-    from app.context.caches import Caches
-    from app.context.strategies.base import Strategy
+from typing import Any, Literal, Protocol
 
 Action = Literal["kept", "preview", "cut", "dropped", "excluded"]
 
@@ -58,47 +52,6 @@ class SummaryBlock:
 # A dynamic-context item: a string becomes one system message; a mapping is an
 # OpenAI message of role system, user or assistant (no tool calls), sent as is.
 DynamicItem = str | Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class AssemblyRequest:
-    """Everything one assembly needs.
-
-    `history` holds the effective-history candidates in seq order: the messages
-    with seq > watermark the repository read (a bounded suffix plus pinned
-    messages is enough, see `app/context/__init__.py`). `history_from_seq` is the
-    first seq of the effective history (watermark + 1); seqs from there that
-    are absent from `history` are reported as dropped by budget.
-
-    `system` is the session's system prompt (a string) or per-call system
-    messages; `budget` is the input-token ceiling (max_tokens, or the session's
-    usable budget) and `reserve_output_tokens` is taken off it on top.
-    """
-
-    history: Sequence[LoggedMessage]
-    counter: TokenCounter
-    budget: int
-    session_id: str = ""
-    system: str | Sequence[Mapping[str, Any]] | None = None
-    tools: Sequence[Mapping[str, Any]] = ()
-    dynamic_context: Sequence[DynamicItem] = ()
-    summary: SummaryBlock | None = None
-    mode: str | None = None
-    reserve_output_tokens: int = 0
-    preview_limit_tokens: int = DEFAULT_PREVIEW_LIMIT_TOKENS
-    strategy: str | Strategy = DEFAULT_STRATEGY
-    history_from_seq: int | None = None
-    # Every seq from this one on was read (the repository's window): a seq missing from
-    # `history` there is a message that is no unit (a system or excluded one), while
-    # below it a missing seq may be a unit the read did not reach. None: `history` is
-    # every candidate there is.
-    history_complete_from: int | None = None
-    # What earlier calls worked out (app/context/caches.py); None: nothing kept.
-    caches: Caches | None = None
-
-    @property
-    def input_limit(self) -> int:
-        return self.budget - self.reserve_output_tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,3 +194,11 @@ def as_tools(tools: Any) -> list[dict[str, Any]]:
     check_tools(errors, tools)
     _raise(errors)
     return [dict(t) for t in tools]
+
+
+def check_session_default(name: str, value: Any) -> None:
+    """A session's default `tools` or `strategy`, held to the context call's rules."""
+    if name == "tools":
+        as_tools(value)
+    elif name == "strategy":
+        validate_strategy(value, "strategy")

@@ -1,5 +1,5 @@
 """The structure of a conversation, in one place (pure): logged messages, tool groups,
-steps and turns, and a stored row as a message.
+steps and turns, and the summary as a message.
 
 - A *tool group* is an assistant message with `tool_calls` and the tool messages
   answering each call id (SPEC §1); it is kept or dropped whole. `split_groups`
@@ -8,7 +8,6 @@ steps and turns, and a stored row as a message.
   lone assistant message; a *turn* is a user message and everything up to the
   next one (SPEC §5). `split_turns` and `split_steps` cut a history into the
   units compaction plans with (app/compaction/turns.py says how it uses them).
-- `to_logged` reads a stored `messages` row as a `LoggedMessage`.
 
 Nothing here touches the database or HTTP, so every layer may use it and it is
 tested directly.
@@ -20,12 +19,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from app.core.limits import Role
-
-if TYPE_CHECKING:  # read by attribute only: the pure layers import no ORM
-    from app.db.models import MessageRow
 
 
 def is_summary_class(role: str, metadata: Mapping[str, Any] | None) -> bool:
@@ -359,19 +355,7 @@ def call_ids(messages: Iterable[LoggedMessage], made: set[str], answered: set[st
             made.update(m.tool_call_ids)
 
 
-def to_logged(m: MessageRow) -> LoggedMessage:
-    """A stored `messages` row as the message the pure layers read."""
-    return LoggedMessage(
-        seq=m.seq,
-        id=m.message_id,
-        role=m.role,  # type: ignore[arg-type]  # the column only ever holds validated roles
-        body=m.body,
-        token_count=m.token_count,
-        pinned=m.pinned,
-        include_in_context=m.include_in_context,
-        mode=m.mode,
-        run_id=m.run_id,
-        metadata=m.metadata_,
-        error=m.error,
-        created_at=m.created_at,
-    )
+def summary_message(text: str) -> dict[str, Any]:
+    # No range in this head: a compaction changes it, and what follows the first change
+    # misses a provider's prefix cache. render_summary ends the text with it.
+    return {"role": "system", "content": f"Summary of the conversation so far:\n{text}"}

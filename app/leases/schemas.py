@@ -1,5 +1,5 @@
-"""The lease on the wire: a lock token and a time to live as every body that carries them
-declares them, and the bodies of the lease routes."""
+"""The lease routes' bodies, and a lease's time to live (the lock token every write
+carries is the session's: app/sessions/schemas.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,11 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.core.jsonsafe import StoredStr, json_number
-from app.core.limits import LEASE_OWNER_MAX, LEASE_TTL_MAX_S, LOCK_TOKEN_MAX
+from app.core.limits import LEASE_OWNER_MAX, LEASE_TTL_MAX_S
+from app.sessions.schemas import LockToken
 
-# The live lease's token, sent with each write (SPEC §6). Optional on writes: a session
-# without a live lease takes none.
-LockToken = Annotated[StoredStr, Field(max_length=LOCK_TOKEN_MAX)]
 # How long a claimed or renewed lease lives, in seconds.
 LeaseTtl = Annotated[float, Field(gt=0, le=LEASE_TTL_MAX_S)]
-
-
-class LockTokenIn(BaseModel):
-    """The body of a write that takes nothing but the lease's token."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    lock_token: LockToken | None = None
 
 
 class ClaimIn(BaseModel):

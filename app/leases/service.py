@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Conflict, NotFound
 from app.db.models import SessionRow
-from app.leases.fencing import no_live_lease
+from app.sessions.lease_rule import no_live_lease
 
 
 @dataclass(frozen=True, slots=True)

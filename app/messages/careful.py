@@ -15,7 +15,6 @@ from app.core.errors import Conflict, ValidationFailed
 from app.core.settings import Settings
 from app.core.tokens import TokenCounter, get_counter
 from app.db.database import Driver
-from app.leases.guard import check_write
 from app.messages import repository as repo
 from app.messages.validation import Incoming
 from app.messages.write import (
@@ -30,6 +29,7 @@ from app.messages.write import (
     _write_args,
 )
 from app.observability import metrics
+from app.sessions.lease_rule import check_write
 
 if TYPE_CHECKING:
     pass

@@ -18,14 +18,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.core.conversation import content_text
-from app.core.errors import invalid
+from app.core.errors import NotFound, invalid
 from app.core.limits import BIGINT_MAX, SEQS_MAX_CHARS, SEQS_MAX_RANGES
 from app.messages import repository as repo
-from app.messages.service import message_view
+from app.messages.service import message_view, slice_text
+from app.sessions.service import get_session
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
+    from app.db.database import Database
     from app.db.models import MessageRow, SessionRow
 
 Range = tuple[int, int]
@@ -185,3 +187,31 @@ def cut(items: list[dict[str, Any]], max_chars: int) -> None:
         if len(text) > level:
             m["content"] = text[:level]
             m["range"] = {"unit": "char", "start": 0, "end": level, "total": len(text)}
+
+
+async def read_one(
+    database: Database,
+    tenant: str,
+    sid: str,
+    seq: int,
+    *,
+    char_start: int | None = None,
+    char_end: int | None = None,
+    line_start: int | None = None,
+    line_end: int | None = None,
+) -> dict[str, Any]:
+    """One message in full, or a range of its text: `GET /sessions/{id}/messages/{seq}`'s
+    answer, and the MCP tool `read`'s."""
+    async with database.transaction() as s:
+        await get_session(s, tenant, sid)
+        m = await repo.one(s, tenant, sid, seq)
+    if m is None:
+        raise NotFound(f"session {sid!r} has no message {seq}")
+    out = message_view(m)
+    chars = char_start is not None or char_end is not None
+    lines = line_start is not None or line_end is not None
+    if chars and lines:
+        raise invalid("line_start", "give a character range or a line range, not both")
+    if chars or lines:
+        out["content"], out["range"] = slice_text(m, char_start, char_end, line_start, line_end)
+    return out

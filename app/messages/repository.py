@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.database import Driver
 from app.db.models import MessageRow
-from app.leases.fencing import lease_live
+from app.sessions.lease_rule import lease_live
 
 
 def in_session(tenant: str, sid: str) -> tuple[Any, ...]:
@@ -24,7 +24,7 @@ def in_session(tenant: str, sid: str) -> tuple[Any, ...]:
 # SQLAlchemy's dialect installs on every connection).
 
 # The session row's columns an append decides on: budget, fencing, tokenizer; and
-# `lease_live` as app/leases/fencing.py states it, rendered once.
+# `lease_live` as app/sessions/lease_rule.py states it, rendered once.
 _LEASE_LIVE = lease_live().compile(
     dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]
     compile_kwargs={"literal_binds": True},
@@ -356,13 +356,3 @@ async def tail(db: AsyncSession, tenant: str, sid: str, from_seq: int) -> list[M
         .order_by(MessageRow.seq)
     )
     return list((await db.execute(stmt)).scalars())
-
-
-async def context_tokens_through(db: AsyncSession, tenant: str, sid: str, seq: int) -> int:
-    """The running in-context token total through `seq` (0 before the first message)."""
-    if seq <= 0:
-        return 0
-    stmt = select(MessageRow.context_tokens_through).where(
-        *in_session(tenant, sid), MessageRow.seq == seq
-    )
-    return int(await db.scalar(stmt) or 0)

@@ -15,18 +15,18 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.compaction import revert_repository as compaction_repo
 from app.core.budget import Budget, budget_of
 from app.core.errors import Conflict, NotFound
 from app.core.limits import ROLES
 from app.core.settings import Settings
 from app.db.models import MessageRow, SessionRow
-from app.leases.guard import check_write
 from app.messages import repository as repo
 from app.messages import tail_repository as tail_repo
 from app.messages.service import message_view
 from app.observability.events import record_event
 from app.sessions import repository as sessions
+from app.sessions.lease_rule import check_write
+from app.sessions.watermark import context_tokens_through, watermark_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +81,13 @@ async def delete_tail(
     for role in ROLES:
         n = sum(1 for m in rows if m.role == role)
         setattr(row, f"count_{role}", getattr(row, f"count_{role}") - n)
-    row.context_tokens = await repo.context_tokens_through(db, tenant, sid, from_seq - 1)
+    row.context_tokens = await context_tokens_through(db, tenant, sid, from_seq - 1)
     row.last_seq = from_seq - 1
     if row.last_compaction_seq > 0:
         # The cut may take every user message after the watermark: the latest one then
         # lies below it, is sent again as the turn anchor and counts again (an append of
         # a user message gave its tokens back, app/messages/repository.py `_GIVE_BACK`).
-        row.watermark_context_tokens = await compaction_repo.watermark_tokens(
+        row.watermark_context_tokens = await watermark_tokens(
             db, tenant, sid, row.last_compaction_seq
         )
     row.generation += 1

@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.compaction import repository as jobs
 from app.core.budget import Budget, budget_of, effective_model
 from app.core.conversation import counts_in_context
 from app.core.settings import Settings
@@ -21,11 +20,12 @@ from app.core.tokens import TokenCounter, get_counter
 from app.db.database import Driver
 from app.index.lexemes import session_lexeme
 from app.index.vector import message_vector
-from app.leases.guard import check_write
 from app.messages import repository as repo
 from app.messages import rereads
 from app.messages.validation import Incoming
 from app.observability import metrics
+from app.sessions import repository as sessions
+from app.sessions.lease_rule import check_write
 
 if TYPE_CHECKING:
     pass
@@ -210,7 +210,7 @@ async def _finish(
         bool(fresh)
         and before.auto_compact
         and now.status == "compact_needed"
-        and await jobs.has_active_job(conn, tenant, sid)
+        and await sessions.has_active_job(conn, tenant, sid)
     )
     if fresh:
         metrics.MESSAGES_APPENDED.inc(len(fresh))

@@ -21,9 +21,9 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from app.core.recall_tool import NAME as RECALL
 from app.db.database import Driver
 from app.index.lexemes import POSITIONS_CUT
-from app.search.tools import NAME as RECALL
 
 SESSION = """
 SELECT last_seq, last_compaction_seq FROM sessions WHERE tenant_id = $1 AND id = $2

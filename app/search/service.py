@@ -17,12 +17,9 @@ from app.core.errors import NotFound, invalid
 from app.core.limits import BIGINT_MAX, ROLES, SEARCH_LIMIT_MAX
 from app.index.lexemes import MAX_QUERY_CHARS, Term, query_terms
 from app.index.searchable import searchable_text
-from app.messages import repository as messages
-from app.messages.service import message_view, slice_text
 from app.search import repository as repo
 from app.search.hits import line_of, match_at, snippet
 from app.search.ranking import rank
-from app.sessions.service import get_session
 
 if TYPE_CHECKING:
     from app.db.database import Database
@@ -152,31 +149,3 @@ def _tool_name(role: str, body: dict[str, Any], names: dict[str, str]) -> str | 
         if fn is not None:
             return fn[0]
     return None
-
-
-async def read(
-    database: Database,
-    tenant: str,
-    sid: str,
-    seq: int,
-    *,
-    char_start: int | None = None,
-    char_end: int | None = None,
-    line_start: int | None = None,
-    line_end: int | None = None,
-) -> dict[str, Any]:
-    """One message in full, or a range of its text: `GET /sessions/{id}/messages/{seq}`'s
-    answer, for the recall tool over MCP."""
-    async with database.transaction() as s:
-        await get_session(s, tenant, sid)
-        m = await messages.one(s, tenant, sid, seq)
-    if m is None:
-        raise NotFound(f"session {sid!r} has no message {seq}")
-    out = message_view(m)
-    chars = char_start is not None or char_end is not None
-    lines = line_start is not None or line_end is not None
-    if chars and lines:
-        raise invalid("line_start", "give a character range or a line range, not both")
-    if chars or lines:
-        out["content"], out["range"] = slice_text(m, char_start, char_end, line_start, line_end)
-    return out

@@ -12,8 +12,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context import summary_message
-from app.core.conversation import counts_in_context
+from app.core.conversation import counts_in_context, summary_message
 from app.core.tokens import TokenCounter
 from app.db.models import MessageRow, SessionRow
 

@@ -8,8 +8,10 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.database import Driver
 from app.db.models import SessionRow
-from app.leases.fencing import lease_live
+from app.db.models.job import ACTIVE
+from app.sessions.lease_rule import lease_live
 
 
 async def get(db: AsyncSession, tenant: str, sid: str) -> SessionRow | None:
@@ -71,3 +73,19 @@ async def set_values(db: AsyncSession, tenant: str, sid: str, values: dict[str, 
         .values(**values)
         .execution_options(synchronize_session=False)
     )
+
+
+# What the append asks of compaction, and all it asks: whether the session's compaction
+# is under way, so that an append that makes the session compact_needed joins that job
+# instead of queueing another (the append never imports compaction: this is the seam).
+_HAS_ACTIVE = f"""
+SELECT EXISTS (
+    SELECT 1 FROM compaction_jobs
+    WHERE tenant_id = $1 AND session_id = $2 AND status IN {ACTIVE!r}
+)
+"""
+
+
+async def has_active_job(conn: Driver, tenant: str, sid: str) -> bool:
+    """Whether the session has a pending or running compaction job, as of a fresh snapshot."""
+    return bool(await conn.fetchval(_HAS_ACTIVE, tenant, sid))

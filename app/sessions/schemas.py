@@ -8,13 +8,26 @@ from app.core.jsonsafe import StoredStr, json_number
 from app.core.limits import (
     ANCHOR_MAX,
     ANCHORS_MAX,
+    LOCK_TOKEN_MAX,
     MODEL_NAME_MAX,
     STRATEGY_NAME_MAX,
     SYSTEM_PROMPT_MAX,
     TOKENS_MAX,
     TOOLS_MAX,
 )
-from app.leases.schemas import LockToken
+
+# The live lease's token, sent with each write (SPEC §6). Optional on writes: a session
+# without a live lease takes none.
+LockToken = Annotated[StoredStr, Field(max_length=LOCK_TOKEN_MAX)]
+
+
+class LockTokenIn(BaseModel):
+    """The body of a write that takes nothing but the lease's token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lock_token: LockToken | None = None
+
 
 Anchor = Annotated[StoredStr, Field(min_length=1, max_length=ANCHOR_MAX)]
 

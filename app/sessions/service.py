@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,8 +16,8 @@ from app.core.jsonsafe import storable_problem
 from app.core.settings import CompactionSettings, Settings, check_compaction
 from app.core.tokens import calibration, get_counter, known_context_limit
 from app.db.models import SessionRow
-from app.leases.guard import check_write
 from app.sessions import repository as repo
+from app.sessions.lease_rule import check_write
 from app.sessions.recount import recount_session
 from app.sessions.schemas import SessionSettingsIn
 
@@ -47,8 +48,16 @@ async def get_session(db: AsyncSession, tenant: str, sid: str) -> SessionRow:
 
 
 async def put_session(
-    db: AsyncSession, tenant: str, sid: str, body: SessionSettingsIn, settings: Settings
+    db: AsyncSession,
+    tenant: str,
+    sid: str,
+    body: SessionSettingsIn,
+    settings: Settings,
+    check_defaults: Callable[[str, Any], None],
 ) -> tuple[SessionRow, bool]:
+    """Create or update a session's settings. `check_defaults(field, value)` refuses a
+    default the payload could not use (its `tools`, its `strategy`): the rules are the
+    context call's, which the caller hands in so that sessions stay below context."""
     created = await repo.insert_if_missing(db, new_session_values(tenant, sid, settings))
     locked = await repo.get_for_update(db, tenant, sid)
     assert locked is not None  # inserted or found above, in this transaction
@@ -56,7 +65,7 @@ async def put_session(
     check_write(row, lease_live, body.lock_token)
 
     changes = {f: getattr(body, f) for f in SETTING_FIELDS if f in body.model_fields_set}
-    _validate_changes(changes, row, settings)
+    _validate_changes(changes, row, settings, check_defaults)
     defaults = {
         "tools": [],
         "anchors": [],
@@ -84,19 +93,19 @@ async def put_session(
     return row, created
 
 
-def _validate_changes(changes: dict[str, Any], row: SessionRow, settings: Settings) -> None:
+def _validate_changes(
+    changes: dict[str, Any],
+    row: SessionRow,
+    settings: Settings,
+    check_defaults: Callable[[str, Any], None],
+) -> None:
     for name, value in changes.items():
         bad = storable_problem(value, name)
         if bad:
             raise invalid(*bad)
-    if "tools" in changes and changes["tools"] is not None:
-        from app.context.validation import as_tools
-
-        as_tools(changes["tools"])
-    if changes.get("strategy") is not None:
-        from app.context.validation import validate_strategy
-
-        validate_strategy(changes["strategy"], "strategy")
+    for name in ("tools", "strategy"):
+        if changes.get(name) is not None:
+            check_defaults(name, changes[name])
     overrides = changes.get("compaction")
     if overrides:
         unknown = sorted(set(overrides) - set(CompactionSettings.model_fields))

@@ -13,9 +13,9 @@ from app.core.jsonsafe import json_number
 from app.core.limits import TOKENS_MAX
 from app.core.settings import Settings
 from app.core.tokens import calibration, get_counter
-from app.leases.guard import check_write
-from app.leases.schemas import LockToken
 from app.sessions import repository as sessions
+from app.sessions.lease_rule import check_write
+from app.sessions.schemas import LockToken
 
 
 class UsageIn(BaseModel):

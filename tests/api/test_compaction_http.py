@@ -360,7 +360,7 @@ async def test_store_lands_after_its_holder_released_the_lease(
     cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
 ) -> None:
     # SPEC §5 fences the store only against a lease live at store time
-    # (app.leases.fencing.store_admits): a holder that asked for the job and
+    # (app.sessions.lease_rule.store_admits): a holder that asked for the job and
     # then released its lease does not lose the summary.
     await long_session(cclient, sid)
     a = (await cclient.post(f"/sessions/{sid}/lock", json={"owner": "a", "ttl_s": 30})).json()

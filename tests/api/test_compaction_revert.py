@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from app.compaction import repository as repo
-from app.context import summary_message
+from app.core.conversation import summary_message
 from app.core.settings import Settings, load_settings
 from app.core.tokens import get_counter
 from app.db import engine as database

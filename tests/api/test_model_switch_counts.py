@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.context import summary_message
+from app.core.conversation import summary_message
 from app.core.settings import load_settings
 from app.core.tokens import REPLY_PRIMING, get_counter
 from tests.api.test_compaction_http import SMALL, agent_run, compact, long_session, state

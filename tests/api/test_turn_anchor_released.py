@@ -19,7 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.context import summary_message
+from app.core.conversation import summary_message
 from app.core.settings import load_settings
 from app.core.tokens import REPLY_PRIMING, get_counter
 from app.main import create_app

@@ -23,10 +23,10 @@ from contextd_client.recall import (
 )
 from fastapi import FastAPI
 
+from app.core import recall_tool as tools
 from app.core.settings import load_settings
 from app.main import create_app
 from app.messages import ranges
-from app.search import tools
 
 SMALL: dict[str, Any] = {
     "context_limit": 4000,

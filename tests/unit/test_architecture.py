@@ -1,4 +1,5 @@
-"""The shape of app/: small files, and packages that never import each other both ways.
+"""The shape of app/: small files, packages that never import each other both ways, and
+no modules in a loop of imports.
 
 The layers themselves (entry points above the HTTP edge, above the domains, above
 infrastructure; a pure engine without database or HTTP code) are import-linter
@@ -58,3 +59,57 @@ def test_names_are_imported_from_the_module_that_defines_them() -> None:
             if isinstance(node, ast.ImportFrom) and any(a.asname == a.name for a in node.names):
                 reexporting.add(str(path.relative_to(APP)))
     assert reexporting == set()
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Modules of app/ that import each other in a loop (Tarjan's strongly connected
+    components, more than one module each)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if not w.startswith("app."):
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_loop_even_for_type_checking() -> None:
+    """A loop of imports under TYPE_CHECKING is still two modules that cannot be read
+    apart; a protocol where the types meet breaks it (app/context/references.py `Unit`)."""
+    assert _cycles(grimp.build_graph("app", exclude_type_checking_imports=False, cache_dir=None)) == []
+
+
+def test_a_loop_of_imports_would_be_found() -> None:
+    graph = grimp.ImportGraph()
+    for name in ("app.a", "app.b", "app.c"):
+        graph.add_module(name)
+    graph.add_import(importer="app.a", imported="app.b")
+    graph.add_import(importer="app.b", imported="app.a")
+    graph.add_import(importer="app.b", imported="app.c")
+    assert _cycles(graph) == [["app.a", "app.b"]]

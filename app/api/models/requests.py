@@ -40,7 +40,7 @@ from app.core.limits import (
     Format,
     Mode,
 )
-from app.leases.schemas import LockToken
+from app.sessions.schemas import LockToken
 
 ContentPart = dict[str, Any]
 MessageContent = str | list[ContentPart]

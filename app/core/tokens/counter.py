@@ -67,6 +67,12 @@ _SCHEMA_MODELLED: Final = frozenset(
 )
 
 
+class TextCounter(Protocol):
+    """The one count a summary's checks need: tests and tools pass small doubles."""
+
+    def count_text(self, text: str) -> int: ...
+
+
 class TokenCounter(Protocol):
     """Counts what a request costs in one tokenizer; pure, thread-safe, cheap to share."""
 

@@ -76,9 +76,9 @@ class SessionRow(Base):
     re_reads: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     # The session's bill (SPEC §4, app/core/bill.py): sums of the payload calls'
     # figures, added in batches by the EventWriter (app/observability/events.py); the
-    # summariser's tokens added by each stored compaction; `bill_summariser_*_seen`, the part of those the
-    # payload calls have reported already; the last payload call's time (the five-minute
-    # cache lifetime).
+    # summariser's tokens added by each stored compaction; `bill_summariser_*_seen`, the
+    # part of those the payload calls have reported already; the last payload call's
+    # time (the five-minute cache lifetime).
     bill_calls: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     bill_input_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     bill_cached_input_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))

@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 RECALL_TOOL_NAME = "recall"
-# The server's own definition (app/search/tools.py); a payload with recall carries it.
+# The server's own definition (app/core/recall_tool.py); a payload with recall carries it.
 RECALL_DESCRIPTION = (
     "Recall what is no longer shown of this conversation. Give `query` to search its whole "
     "history (words, identifiers, file paths, error codes, any language): the answer lists "

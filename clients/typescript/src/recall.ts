@@ -28,7 +28,7 @@ import { ContextdError } from "./errors.js";
 import type { MessageOut, MessagePage, SearchResult } from "./types.js";
 
 export const RECALL_TOOL_NAME = "recall";
-// The server's own definition (app/search/tools.py); a payload with recall carries it.
+// The server's own definition (app/core/recall_tool.py); a payload with recall carries it.
 export const RECALL_DESCRIPTION =
   "Recall what is no longer shown of this conversation. Give `query` to search its whole " +
   "history (words, identifiers, file paths, error codes, any language): the answer lists " +
