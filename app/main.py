@@ -21,7 +21,7 @@ from app.api.health import router as health_router
 from app.api.lanes import Services
 from app.api.leases import router as leases_router
 from app.api.messages import router as messages_router
-from app.api.models.problem import ERROR_RESPONSES
+from app.api.openapi import ERROR_RESPONSES
 from app.api.openapi import install as install_openapi
 from app.api.search import router as search_router
 from app.api.sessions import router as sessions_router

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from app.api.models.responses import Problem
+from app.api.models.problem import Problem
 
 _REF = "#/components/schemas/{model}"
 _BODY_MODELS: dict[str, type[BaseModel]] = {"Problem": Problem}
@@ -92,3 +92,17 @@ def install(app: FastAPI) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+# The errors every route may answer, each documented as the one `Problem` model.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: problem_response("missing or wrong API key (when keys are configured)"),
+    404: problem_response("no such session or message in the caller's tenant"),
+    409: problem_response(
+        "lock_held, lock_required, stale_lock_token, idempotency_conflict, or "
+        "compaction_failed (payloads, with COMPACTION_FAIL_OPEN false)"
+    ),
+    413: problem_response("body or message larger than the configured limit"),
+    422: problem_response("validation_error: `errors` names each faulty field"),
+    503: problem_response("the database is unreachable; retry after `Retry-After` seconds"),
+}

@@ -1,48 +1,45 @@
-"""The problem+json shape, declared so the OpenAPI description matches what errors look like."""
+"""The problem+json shape (RFC 9457 with contextd's stable `code`), declared once for the
+OpenAPI description: every error any route or lane answers is rendered by
+`app.core.errors.problem`, and documented as this model (`app/api/openapi.py`
+`ERROR_RESPONSES`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import BaseModel, ConfigDict
 
-from app.api.openapi import problem_response
 
-PROBLEM_SCHEMA: dict[str, Any] = {
-    "title": "Problem",
-    "description": "RFC 9457 problem details with contextd's stable `code`.",
-    "type": "object",
-    "required": ["type", "title", "status", "detail", "code"],
-    "properties": {
-        "type": {"type": "string"},
-        "title": {"type": "string"},
-        "status": {"type": "integer"},
-        "detail": {"type": "string"},
-        "code": {"type": "string"},
-        "errors": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["loc", "msg"],
-                "properties": {"loc": {"type": "string"}, "msg": {"type": "string"}},
-            },
+class ProblemItem(BaseModel):
+    loc: str
+    msg: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details with contextd's stable `code`."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "https://contextd.dev/problems/validation_error",
+                    "title": "Validation failed",
+                    "status": 422,
+                    "detail": "messages[0].role: must be one of system, user, assistant, tool",
+                    "code": "validation_error",
+                    "errors": [
+                        {
+                            "loc": "messages[0].role",
+                            "msg": "must be one of system, user, assistant, tool",
+                        }
+                    ],
+                }
+            ]
         },
-    },
-}
+    )
 
-
-def _problem(description: str) -> dict[str, Any]:
-    # The `Problem` model of app.api.models.responses (PROBLEM_SCHEMA is the same shape, kept
-    # for code that checks bodies against it).
-    return problem_response(description)
-
-
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: _problem("missing or wrong API key (when keys are configured)"),
-    404: _problem("no such session or message in the caller's tenant"),
-    409: _problem(
-        "lock_held, lock_required, stale_lock_token, idempotency_conflict, or "
-        "compaction_failed (payloads, with COMPACTION_FAIL_OPEN false)"
-    ),
-    413: _problem("body or message larger than the configured limit"),
-    422: _problem("validation_error: `errors` names each faulty field"),
-    503: _problem("the database is unreachable; retry after `Retry-After` seconds"),
-}
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    errors: list[ProblemItem] | None = None
