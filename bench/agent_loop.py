@@ -12,7 +12,7 @@ For every dataset session (with `k` planted mid-run user instructions from
 model call) the messages since the previous call are appended to a contextd
 session (in-process app, throwaway PostgreSQL database) and the payload is
 asked for at each budget and strategy, echoing the previous payload's
-`prefix_id` (as `bench/cost_bench.py` does). Beside it, on the same calls:
+`prefix_id`. Beside it, on the same calls:
 
 - `trim_messages`: LangChain's `trim_messages(strategy="last",
   include_system=True, start_on="human")`, same counter;

@@ -3,8 +3,7 @@
     python bench/compaction_bench.py [--database-url URL] [--sessions N] [--quick]
                                      [--preserved-turns 2,4] [--control] [--max-seconds 900]
     python bench/compaction_bench.py --agent [--agent-sessions 4]   # agent runs (see below)
-    python bench/compaction_bench.py --gate [--sessions N] [--times 1,2,3,5]
-                                     # the quality gate per probe kind: bench/gate_bench.py
+    python bench/compaction_bench.py --gate ...  # the quality gate: bench/gate_bench.py
 
 Each dataset session gets three planted constraint turns early on (a user
 message "Constraint C<n>: never ..., and always ..." (Chinese for Chinese

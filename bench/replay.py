@@ -1,5 +1,4 @@
-"""Replaying dataset sessions as an agent loop: what `bench/cost_bench.py` and
-`bench/agent_loop.py` share.
+"""Replaying dataset sessions as an agent loop, for `bench/agent_loop.py`.
 
 A trace's model calls are the points before each of its assistant messages; at
 each one the agent sends a payload built from the messages before it. These
