@@ -3,7 +3,7 @@
     python bench/agent_loop.py [--budgets 8000,32000,128000] [--strategies a,b]
                                [--compaction off,on] [--limit N] [--long N]
                                [--long-max-tokens T] [--long-budgets 32000,128000]
-                               [--quick] [--anthropic]
+                               [--quick]
                                [--misses FILE] [--calls FILE]
                                [--database-url URL | --embedded]
 
@@ -44,10 +44,7 @@ does not fit the budget; the same calls for every method), per method:
   a preview or cut counts as held, at its size in the payload);
 - stable: input tokens identical to the previous payload's prefix (leading
   messages equal), measured by comparing payloads, on trimming calls and on
-  all calls; token prefix: the same plus the tokens at the head of the first
-  changed message that the message it replaced began with (what a prefix cache
-  of tokens, such as OpenAI's, reuses; Anthropic's breakpoints are per message);
-  cost: input cost relative to no caching, cached tokens at 0.1x;
+  all calls; cost: input cost relative to no caching, cached tokens at 0.1x;
 - instructions kept: planted instructions visible in the payload (not the one
   that is the latest user message);
 - tool-group violations: payloads (of all calls) the API would reject;
@@ -107,12 +104,10 @@ if __package__ in (None, ""):  # `python bench/agent_loop.py` from anywhere
 import httpx
 
 from app.compaction.runner import CompactionRunner
-from app.context import available_strategies, formats
+from app.context import available_strategies
 from app.context.types import DEFAULT_STRATEGY
 from app.conversation import content_text
 from app.models.job import ACTIVE
-from bench.anthropic_cache import Billed, Cache, Counter, marked, one_at
-from bench.anthropic_cache import blocks as cache_blocks
 from bench.common import (
     DATASET,
     load_average,
@@ -523,17 +518,6 @@ class Tally:
     trim_calls: int = 0
     trim_input: int = 0
     trim_stable: int = 0
-    trim_within: int = 0
-    # What OpenAI would bill as cached on trimming calls (openai_cached).
-    trim_openai: int = 0
-    # Anthropic's bill on trimming calls (bench/anthropic_cache.py): as contextd marks
-    # the payload, and with the one breakpoint it used to put at the stable prefix's end.
-    anthropic_read: int = 0
-    anthropic_written: int = 0
-    anthropic_uncached: int = 0
-    one_read: int = 0
-    one_written: int = 0
-    one_uncached: int = 0
     ids_needed: int = 0
     ids_held: int = 0
     # Of the identifiers missed: found by the search endpoint among the top 3 hits, and
@@ -582,8 +566,6 @@ class Stream:
     counts: list[int] = field(default_factory=list)
     prefix_id: str | None = None
     summary_through: int | None = None
-    anthropic: Cache = field(default_factory=Cache)
-    anthropic_one: Cache = field(default_factory=Cache)
 
 
 def shared(
@@ -601,43 +583,6 @@ def shared(
             return stable, i
         stable += n
     return stable, None if len(payload) >= len(previous) else len(payload)
-
-
-def within(previous: Mapping[str, Any], message: Mapping[str, Any]) -> int:
-    """Tokens at the head of `message` that `previous` (the message it replaced at the
-    same place) starts with: a prefix cache of tokens, such as OpenAI's, reuses them
-    where the first changed message only lost its tail (a preview keeps the head of
-    the output it replaced; a summary may keep its first sections)."""
-    fields = set(previous) | set(message)
-    if any(previous.get(k) != message.get(k) for k in fields - {"content", "tool_calls"}):
-        return 0
-    head = COUNTER.count_message(
-        {k: v for k, v in message.items() if k not in ("content", "tool_calls")}
-    )
-    a = content_text(previous)
-    if previous.get("content") == message.get("content"):
-        return head + COUNTER.count_text(a)
-    n = common_chars(a, content_text(message))
-    # The token that spans the first difference is not shared.
-    return head + max(0, COUNTER.count_text(a[:n]) - 1) if n else head
-
-
-def common_chars(a: str, b: str) -> int:
-    return next(
-        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
-    )
-
-
-OPENAI_MIN_CACHED = 1024
-OPENAI_CACHE_STEP = 128
-
-
-def openai_cached(prefix: int) -> int:
-    """The cached tokens OpenAI bills for a shared prefix of `prefix` tokens: none under
-    1,024, else 1,024 and then whole steps of 128 (its prompt-caching documentation)."""
-    if prefix < OPENAI_MIN_CACHED:
-        return 0
-    return prefix - (prefix - OPENAI_MIN_CACHED) % OPENAI_CACHE_STEP
 
 
 def measure(
@@ -672,12 +617,6 @@ def measure(
     t.trim_calls += 1
     t.trim_input += tokens
     t.trim_stable += stable
-    head = 0
-    if previous is not None and first_changed is not None and first_changed < len(payload):
-        if first_changed < len(previous):
-            head = within(previous[first_changed], payload[first_changed])
-    t.trim_within += head
-    t.trim_openai += openai_cached(stable + head)
     t.ids_needed += len(call.ids)
     t.ids_held += grounded(call.ids, payload)
     t.recent += recent_tokens(call.upto, held)
@@ -686,30 +625,6 @@ def measure(
     t.instructions += len(present)
     t.instructions_kept += sum(ins.visible_in(payload) for ins in present)
     return stable, first_changed
-
-
-BLOCK_TOKENS = Counter(COUNTER.count_text)
-
-
-def bill_anthropic(t: Tally, call: Call, got: Mapping[str, Any], stream: Stream) -> None:
-    """What Anthropic would bill for the payload in `format=anthropic`, rendered from the
-    answer as the server renders it, with contextd's breakpoints and with one at the
-    stable prefix's end; both streams' caches keep their entries."""
-    request = cache_blocks(formats.render(got, "anthropic"))
-    prepared = BLOCK_TOKENS.prepare(request)
-    usage = got["usage"].get("stable_prefix_messages") or 0
-    stable = usage if usage > 0 else formats.default_stable_prefix(got["messages"])
-    head = {"messages": got["messages"][:stable], "tools": got["tools"]}
-    stable_blocks = len(cache_blocks(formats.render(head, "anthropic", stable_prefix=0)))
-    marks = stream.anthropic.send(prepared, marked(request))
-    one = stream.anthropic_one.send(prepared, one_at(request, stable_blocks))
-    if call.trimming:
-        t.anthropic_read += marks.read
-        t.anthropic_written += marks.written
-        t.anthropic_uncached += marks.uncached
-        t.one_read += one.read
-        t.one_written += one.written
-        t.one_uncached += one.uncached
 
 
 def write_call(
@@ -1016,8 +931,6 @@ async def run_entry(
                         inside += not hit and not recall.held(case, upto, value)
                     t.ids_recalled += found
                     totals.recalled(key, entry.lang, len(missing), found, inside)
-                    if getattr(args, "anthropic", False):
-                        bill_anthropic(t, call, got, stream)
                     if args.calls is not None:
                         before = stream.summary_through
                         write_call(args.calls, key, call, counts, compared, got, before)
@@ -1048,10 +961,6 @@ async def run_entry(
                     inside += not hit and not recall.held(case, upto, value)
                 t.ids_recalled += found
                 totals.recalled(key, entry.lang, len(missing), found, inside)
-                if getattr(args, "anthropic", False):
-                    # Rendered as contextd renders a payload it has no previous one for.
-                    plain = {"messages": trimmed.payload, "tools": [], "usage": {}}
-                    bill_anthropic(t, call, plain, stream)
         totals.calls[entry.group] = totals.calls.get(entry.group, 0) + 1
         # The agent's model call runs now: a compaction the appends triggered ends before
         # the next step is appended.
@@ -1126,17 +1035,11 @@ def with_all(tallies: Mapping[Key, Tally], budgets: Sequence[int]) -> dict[Key, 
     return out
 
 
-def anthropic_cost(t: Tally) -> str:
-    now = Billed(t.anthropic_read, t.anthropic_written, t.anthropic_uncached)
-    one = Billed(t.one_read, t.one_written, t.one_uncached)
-    return f"{now.cost():.2f} ({one.cost():.2f})" if now.total else "–"
-
-
 def method_label(name: str) -> str:
     return f"{name} (default)" if name == DEFAULT_STRATEGY else name
 
 
-def row_of(t: Tally, *, anthropic: bool) -> list[object]:
+def row_of(t: Tally) -> list[object]:
     missed = t.ids_needed - t.ids_held
     cells: list[object] = [
         f"{t.calls:,} ({t.trim_calls:,})",
@@ -1148,10 +1051,6 @@ def row_of(t: Tally, *, anthropic: bool) -> list[object]:
         pct(t.trim_stable, t.trim_input),
         pct(t.stable_tokens, t.input_tokens),
         cost(t.trim_input, t.trim_stable),
-    ]
-    if anthropic:
-        cells.append(anthropic_cost(t))
-    cells += [
         f"{t.rereads:,} of {t.repeats:,}",
         f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
         t.violations,
@@ -1160,9 +1059,7 @@ def row_of(t: Tally, *, anthropic: bool) -> list[object]:
     return cells
 
 
-def table(
-    tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str], *, anthropic: bool = False
-) -> str:
+def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) -> str:
     headers = [
         "sessions",
         "half",
@@ -1177,10 +1074,11 @@ def table(
         "stable, trimming",
         "stable, all",
         "cost, trimming",
+        "re-reads (all)",
+        "instructions kept",
+        "tool-group violations",
+        "latest user",
     ]
-    if anthropic:
-        headers.append("Anthropic cost, trimming (one breakpoint)")
-    headers += ["re-reads (all)", "instructions kept", "tool-group violations", "latest user"]
     rows = []
     budgets = sorted({k[3] for k in tallies})
     for group in GROUPS:
@@ -1197,7 +1095,7 @@ def table(
                             half,
                             f"{budget:,}",
                             method_label(method),
-                            *row_of(t, anthropic=anthropic),
+                            *row_of(t),
                         ]
                     )
     return markdown_table(headers, rows)
@@ -1324,9 +1222,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "budgets 8000,32000 (dialogues 2000), two long runs (one per half) cut at 80,000 "
         "tokens, at 32000; the other options are ignored",
     )
-    p.add_argument(
-        "--anthropic", action="store_true", help="also bill each payload with Anthropic's cache"
-    )
     p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--long-dataset", type=Path, default=None, help="beside --dataset by default")
     p.add_argument("--database-url", default=None)
@@ -1408,7 +1303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"### {what}; trimming calls unless the column says all")
         print()
-        print(table(tallies, mode, args.strategies, anthropic=args.anthropic))
+        print(table(tallies, mode, args.strategies))
         print()
         print(f"Recall@3 of the identifiers each payload misses, by language, {what}:")
         print()
