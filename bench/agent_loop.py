@@ -88,7 +88,6 @@ import asyncio
 import bisect
 import hashlib
 import json
-import os
 import re
 import sys
 import time
@@ -110,6 +109,9 @@ from app.conversation import content_text
 from app.models.job import ACTIVE
 from bench.common import (
     DATASET,
+    check,
+    database_options,
+    database_server,
     load_average,
     machine_info,
     markdown_table,
@@ -802,14 +804,6 @@ def load_entries(args: argparse.Namespace) -> list[Entry]:
 Key = tuple[str, str, str, int, str]
 
 
-def check(r: httpx.Response, *statuses: int) -> Any:
-    if r.status_code not in statuses:
-        raise RuntimeError(
-            f"{r.request.method} {r.request.url.path}: HTTP {r.status_code} {r.text[:300]}"
-        )
-    return r.json()
-
-
 async def settle(c: httpx.AsyncClient, sid: str, runner: CompactionRunner) -> None:
     """Run the compaction jobs the appends queued until the session has none left.
 
@@ -1224,7 +1218,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--long-dataset", type=Path, default=None, help="beside --dataset by default")
-    p.add_argument("--database-url", default=None)
+    database_options(p)
     p.add_argument(
         "--misses",
         type=argparse.FileType("w"),
@@ -1238,7 +1232,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="write each contextd payload's stable prefix, first changed message and summary "
         "(JSON lines)",
     )
-    p.add_argument("--embedded", action="store_true", help="a private embedded PostgreSQL")
     args = p.parse_args(argv)
     if args.quick:
         args.budgets, args.long_budgets, args.dialogue_budgets = "8000,32000", "32000", "2000"
@@ -1265,7 +1258,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     from app.db import run_migrations
 
     entries = load_entries(args)

@@ -7,6 +7,7 @@ drops it when it ends, even after an error.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import copy
@@ -109,6 +110,25 @@ def _cell(v: object) -> str:
     return str(v)
 
 
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def expect(r: httpx.Response, *statuses: int) -> None:
+    """A RuntimeError unless the answer has one of `statuses` (its body is not parsed:
+    timed code calls it)."""
+    if r.status_code not in statuses:
+        raise RuntimeError(
+            f"{r.request.method} {r.request.url.path}: HTTP {r.status_code} {r.text[:300]}"
+        )
+
+
+def check(r: httpx.Response, *statuses: int) -> Any:
+    """The answer's JSON, after `expect`."""
+    expect(r, *statuses)
+    return r.json()
+
+
 def load_average() -> str:
     with contextlib.suppress(OSError):
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -145,6 +165,19 @@ async def server_version(url: str) -> str:
         return str(await conn.fetchval("SHOW server_version"))
     finally:
         await conn.close()
+
+
+def database_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
+    p.add_argument("--embedded", action="store_true", help="an embedded PostgreSQL even if set")
+
+
+def database_server(args: argparse.Namespace) -> str | None:
+    """`--database-url`, else CONTEXTD_DATABASE_URL; None (an embedded server) with
+    `--embedded` or neither."""
+    if getattr(args, "embedded", False):
+        return None
+    return args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
 
 
 @dataclass(frozen=True, slots=True)

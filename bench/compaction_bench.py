@@ -65,7 +65,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import re
 import statistics
 import sys
@@ -96,10 +95,14 @@ from app.tokens import get_counter
 from bench.common import (
     DATASET,
     Throwaway,
+    check,
+    database_options,
+    database_server,
     load_average,
     machine_info,
     markdown_table,
     percentile,
+    progress,
     server_version,
     throwaway_database,
 )
@@ -524,14 +527,6 @@ class Variant:
 Results = dict[Variant, list[Run]]
 
 
-def check(r: httpx.Response, *statuses: int) -> Any:
-    if r.status_code not in statuses:
-        raise RuntimeError(
-            f"{r.request.method} {r.request.url.path}: HTTP {r.status_code} {r.text[:300]}"
-        )
-    return r.json()
-
-
 def payload_text(ctx: dict[str, Any]) -> tuple[str, str]:
     """(all text of the payload, text of the summary message)."""
     parts: list[str] = []
@@ -896,8 +891,7 @@ def misses(results: Results, per_variant: int = 10) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    database_options(p)
     p.add_argument("--sessions", type=int, help="the N longest qualifying sessions (default: all)")
     p.add_argument(
         "--preserved-turns", default="2,4", help="min_preserved_turns values, comma-separated"
@@ -944,7 +938,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # No synthetic fallback here: the planted constraints need the real sessions.
         print(f"dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET)", file=sys.stderr)
         return 2
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     from app.db import run_migrations
     from app.observability.logging import configure_logging
 
@@ -1310,7 +1304,7 @@ async def agent_run_all(url: str, sessions: int) -> list[str]:
 
 
 def agent_main(args: argparse.Namespace) -> int:
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     from app.db import run_migrations
     from app.observability.logging import configure_logging
 
@@ -1329,10 +1323,6 @@ def agent_main(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     progress(f"done in {time.perf_counter() - started:.0f}s; database dropped")
     return 0
-
-
-def progress(text: str) -> None:
-    print(f"[compaction_bench] {text}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

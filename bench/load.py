@@ -45,7 +45,6 @@ import contextlib
 import hashlib
 import json
 import math
-import os
 import random
 import re
 import subprocess
@@ -68,12 +67,15 @@ from bench.common import (
     HttpError,
     RawHttp,
     contextd_server,
+    database_options,
+    database_server,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
     percentile,
     plain_url,
+    progress,
     throwaway_database,
     use_uvloop,
 )
@@ -765,18 +767,13 @@ async def run_level(
 # --- main --------------------------------------------------------------------------------------
 
 
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--agents", default="10,50,200", help="agent counts, comma-separated")
     p.add_argument("--duration", type=float, default=20, help="seconds of load per agent count")
     p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="contextd servers")
     p.add_argument("--workers", type=int, default=1, help="`serve --workers` of each server")
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    database_options(p)
     p.add_argument("--max-turns", type=int, default=400, help="turns per agent at most")
     p.add_argument("--drain-seconds", type=float, default=60, help="wait for compactions after")
     p.add_argument("--pool-size", type=int, default=10, help="CONTEXTD_DB_POOL_SIZE per server")
@@ -794,7 +791,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app.db import run_migrations
 
     use_uvloop()  # the generator's own loop: it shares the cores with the server
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     texts = Texts.from_dataset()
     levels: list[Level] = []
     budget_end = time.monotonic() + args.max_seconds

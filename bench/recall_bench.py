@@ -47,7 +47,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import re
 import statistics
 import sys
@@ -66,6 +65,8 @@ import httpx
 from bench.common import (
     DATASET,
     admin,
+    database_options,
+    database_server,
     dataset_warning,
     load_average,
     load_messages,
@@ -73,16 +74,13 @@ from bench.common import (
     markdown_table,
     percentile,
     plain_url,
+    progress,
     set_statistics,
     throwaway_database,
     with_database,
 )
 
 TENANT = "default"
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 @asynccontextmanager
@@ -688,7 +686,7 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--parts", default="latency,recall")
-    p.add_argument("--database-url", help="PostgreSQL server for the throwaway databases")
+    database_options(p)
     p.add_argument("--messages", type=int, default=1_000_000)
     p.add_argument("--big", type=int, default=100_000)
     p.add_argument("--budget", type=int, default=8000)
@@ -717,7 +715,7 @@ def main() -> int:
     p.add_argument("--statistics", choices=("analyze", "none"), default="analyze")
     args = p.parse_args()
     parts = set(args.parts.split(","))
-    server = args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     print(f"# recall_bench {' '.join(sys.argv[1:])}\n\n{machine_info()}{dataset_warning()}")
     print(f"load average before: {load_average()}\n")
     if "latency" in parts:
