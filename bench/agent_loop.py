@@ -28,57 +28,20 @@ the extractive summary. The bench waits for a compaction the call triggered to
 end before the next append, as the agent's model call would. The baselines
 never compact: their rows are the same in both tables.
 
-Measured on the *trimming calls* (the whole history with the system prompt
-does not fit the budget; the same calls for every method), per method:
-
-- grounding: the identifiers the trace's real next assistant message uses
-  (its text and its tool-call arguments: file paths, dotted and snake_case
-  names, ids and codes, numbers of 3+ digits; `identifiers()`) that only the
-  history could have told it (they occur in the history before the call and
-  not in the system prompt), and the share of them that occur in the
-  payload's text; identifiers contained in another one of the same step count
-  once, as the longer one;
-- recent / budget: tokens (as sent) of the newest contiguous run of the
-  history the payload holds, from the message just before the call backwards
-  to the first one it leaves out, as a share of the budget (a message sent as
-  a preview or cut counts as held, at its size in the payload);
-- stable: input tokens identical to the previous payload's prefix (leading
-  messages equal), measured by comparing payloads, on trimming calls and on
-  all calls; cost: input cost relative to no caching, cached tokens at 0.1x;
-- instructions kept: planted instructions visible in the payload (not the one
-  that is the latest user message);
-- tool-group violations: payloads (of all calls) the API would reject;
-  latest user: payloads (of all calls) holding the latest user message.
-
-- grounding + recall@3: the same plus the missed identifiers the search endpoint
-  (`GET /sessions/{id}/search?q=…&limit=3`) finds in a message holding them among its
-  top 3 hits; misses masked / left out: where the history last said each missed one,
-  in a message the payload sent masked (a preview or a cut) or in one it left out;
-- re-reads (all calls): tool calls of the next step repeating an earlier call (same
-  name and arguments) none of whose earlier results the payload held whole.
-
-Every session is in one of two halves by the parity of the SHA-256 of its id: the
-tuning half, on which defaults are chosen, and the checking half, on which they are
-checked; each row is printed for both halves and the whole, and a last table sets the
-default strategy against the issue's targets.
-
-Rows are apart for agent traces, dialogues in English and in Chinese, every
-dataset session together, and long agent runs; a row with no trimming call is
-left out. The dialogues are short (none trims at 8,000 tokens), so they are
-also measured at `--dialogue-budgets`. Long runs (`--long N`) are the first N
-real coding-agent runs of `long-agent-runs.jsonl` (beside the dataset), taken from
-the two halves in turn, each cut at its first model call past `--long-max-tokens`
-tokens if given; they are measured at `--long-budgets` only.
-
-A table after each mode's gives recall@3 of the misses alone by language (`zh` when
-CJK characters are a fifth of a case's letters), budget, half and method, with the
-misses the log holds only inside longer tokens (`240` in `1240`: not an identifier
-there, so not what the search is to find) counted apart.
+Measured per method on the *trimming calls* (the whole history with the system prompt
+does not fit the budget; the same calls for every method), unless a column says all:
+grounding (the identifiers the trace's real next step uses that only the history
+could have told it, held in the payload), + recall@3 (those the search endpoint finds
+among its top 3 hits), misses masked / left out, re-reads, recent / budget, stable
+prefix and cost, planted instructions kept, tool-group violations, latest user. Each
+column, the rows (agent traces, dialogues, the dataset, long runs), the tuning and
+checking halves (parity of the SHA-256 of a session's id), the recall@3 table by
+language and the targets table: docs/agent-loop.md ("What it measures").
 
 `--misses FILE` writes each identifier a contextd payload lacks on a trimming call
 (with whether the search found it, its top hits and every earlier message holding it),
 `--calls FILE` each contextd payload: what it shared with the previous one and where
-it first differed, and its summary (JSON lines; docs/agent-loop.md reads them).
+it first differed, and its summary (JSON lines).
 """
 
 from __future__ import annotations

@@ -3,37 +3,16 @@
     python bench/load.py [--agents 10,50,200] [--duration 20] [--servers 1|2] [--workers N]
                          [--database-url URL] [--max-turns 400] [--max-seconds 900]
 
-For each agent count the script creates a throwaway database (on `--database-url`,
-else `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL in a temporary folder),
-migrates it, starts a fake OpenAI-compatible model (`tests/fakellm.py`, in its
-own process) and 1 or 2 `contextd serve` processes on it, all on 127.0.0.1.
-
-Every agent owns one session with a small context window and `auto_compact`, so
-compactions (which call the fake model) run while the agents write. An agent
-loops like a tool-using LLM agent: ask for its context (`POST /context`), then
-append an assistant tool-call message and its tool results, sometimes followed
-by the assistant's answer and the next user message. Every message carries a
-client `id`; a request that fails with 503, 5xx or a transport error is retried
-with the same ids (appends are idempotent). With two servers, each request goes
-to either of them at random. A closed loop: every agent sends its next request as
-soon as the previous one is answered (no model time between), so the figures are
-those of a saturated server. The load generator's own CPU per request is reported:
-it is taken from the same cores as the server's.
-
-Each payload served is checked against SPEC §3: tool groups whole, log order
-kept (the payload's messages map back to increasing seqs equal to `kept_seqs`),
-the latest user message present, `usage.input_tokens <= usage.budget` unless
-`over_budget`, the summary never moving backwards and no kept seq under it.
-
-When the time is up the agents stop, the remaining compaction jobs drain, and
-the checker reads every session's log page by page: every acknowledged id is
-present exactly once at its acknowledged seq with the content that was sent,
-seqs are gap-free 1..last_seq, nothing unknown is stored, and the compaction
-state is consistent (watermark below the current turn's user message, a summary
-exactly when the watermark is > 0, no job left pending or running).
-
-Bounded: `--duration` per agent count, `--max-turns` per agent, `--max-seconds`
-for the whole run, timeouts on every request. Loopback only.
+For each agent count: a throwaway database (bench/common.py), the fake model of
+`tests/fakellm.py` in its own process, 1 or 2 `contextd serve` on loopback; every agent
+owns a session that compacts as it writes, and loops like a tool-using agent (its
+payload, then a tool step, sometimes the answer and the next user message), retrying
+a 503, 5xx or transport error with the same message ids. A closed loop: no model time
+between requests, so the figures are a saturated server's. Every payload is checked
+against SPEC §3; after the run the compactions drain and a checker reads every log back
+(acknowledged ids stored once at their seqs, gap-free seqs, consistent compaction
+state) and the server logs are scanned for errors. The steps and checks in full:
+docs/reliability.md ("Load"). Exit status 1 when any check fails.
 """
 
 from __future__ import annotations
