@@ -696,44 +696,6 @@ def steps_at(runs: Sequence[Run], k: int) -> list[tuple[Run, Step]]:
     return [(r, s) for r in runs for s in r.steps if s.k == k and r.error is None]
 
 
-def arrow(a: float | None, b: float | None) -> str:
-    return "–" if a is None or b is None else f"{a:,.0f} → {b:,.0f}"
-
-
-def overview_table(results: Results) -> str:
-    ks = range(1, COMPACTIONS + 1)
-    headers = [
-        "configuration",
-        "sessions",
-        "constraints visible after 1 / 2 / 3 (%)",
-        "tokens before → after (mean of all compactions)",
-        "summary input tokens at 1 / 2 / 3 (mean)",
-        "compacted history at 1 / 2 / 3 (mean)",
-        "latency excl. model p50 / p95 ms",
-    ]
-    rows: list[list[object]] = []
-    for variant, runs in results.items():
-        ok = [r for r in runs if r.error is None]
-        steps = [s for r in ok for s in r.steps]
-        at = {k: [s for _, s in steps_at(ok, k)] for k in ks}
-        visible = [pct(sum(s.visible for s in at[k]), 3 * len(at[k])) for k in ks]
-        lat = [s.latency_s * 1000 for s in steps]
-        rows.append(
-            [
-                variant.label,
-                len(ok),
-                " / ".join("–" if v is None else f"{v:.1f}" for v in visible),
-                arrow(
-                    mean([s.tokens_before for s in steps]), mean([s.tokens_after for s in steps])
-                ),
-                " / ".join(f"{mean([s.input_tokens for s in at[k]]) or 0:,.0f}" for k in ks),
-                " / ".join(f"{mean([s.compacted_so_far for s in at[k]]) or 0:,.0f}" for k in ks),
-                f"{percentile(lat, 50):.0f} / {percentile(lat, 95):.0f}",
-            ]
-        )
-    return markdown_table(headers, rows)
-
-
 def retention_table(results: Results) -> str:
     headers = [
         "configuration",
@@ -979,10 +941,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "POST /compact {wait, force} after each; context_limit leaves room for the whole "
         "session, so GET /context never trims: what is missing is missing from compaction"
     )
-    print()
-    print("Overview")
-    print()
-    print(overview_table(results))
     print()
     print("Planted constraints visible in GET /context after each compaction")
     print()
