@@ -64,12 +64,14 @@ if __package__ in (None, ""):  # `python bench/agent_loop.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
 
 from app.compaction.runner import CompactionRunner
 from app.context import available_strategies
 from app.context.types import DEFAULT_STRATEGY
 from app.conversation import content_text
 from app.models.job import ACTIVE
+from app.tokens import get_counter
 from bench.common import (
     DATASET,
     check,
@@ -81,21 +83,74 @@ from bench.common import (
     throwaway_database,
 )
 from bench.context_quality import Case, plant, violations
-from bench.replay import (
-    CACHED_PRICE,
-    COUNTER,
-    MODEL,
-    PRIMING,
-    Trimmed,
-    call_points,
-    full_tokens,
-    mid_run,
-    run_langchain,
-)
 
 TRIM_MESSAGES = "trim_messages"
 NAIVE = "naive window"
 BASELINES = (TRIM_MESSAGES, NAIVE)
+
+# --- replaying a trace: its model calls, LangChain's payload of one ---------------------------
+
+MODEL = "gpt-4o"
+COUNTER = get_counter(MODEL)
+PRIMING = COUNTER.count_messages([])
+# Cache reads bill at a tenth of the input price (Anthropic; OpenAI bills 0.25-0.5x and
+# caches from 1,024 tokens in 128-token steps, which the bench ignores).
+CACHED_PRICE = 0.1
+
+
+def call_points(messages: Sequence[dict[str, Any]]) -> list[int]:
+    """Indexes i where the agent calls its model with messages[:i]: before each assistant."""
+    return [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
+
+
+def full_tokens(case: Case, upto: int) -> int:
+    """The whole history before call `upto` with the system prompt: what a call sends untrimmed."""
+    system = [{"role": "system", "content": case.system}] if case.system else []
+    return sum(case.counts[:upto]) + COUNTER.count_messages(system)
+
+
+def mid_run(case: Case, upto: int) -> list[Any]:
+    """Planted instructions already in messages[:upto], except the latest user message."""
+    users = [i for i in case.users if i < upto]
+    latest = max(users) if users else -1
+    return [ins for i, ins in case.planted.items() if i < upto and i != latest]
+
+
+@dataclass(frozen=True, slots=True)
+class Trimmed:
+    payload: list[dict[str, Any]]
+    input_tokens: int
+    kept: list[int]  # indexes into the case's messages, in order
+
+
+def run_langchain(case: Case, upto: int, budget: int) -> Trimmed:
+    """LangChain's `trim_messages(strategy="last", include_system=True, start_on="human")` of
+    messages[:upto], same counter, given `budget - PRIMING` (it does not count the reply
+    priming we count)."""
+    msgs: list[BaseMessage] = convert_to_messages(case.messages[:upto])
+    counts = {str(i): c for i, c in enumerate(case.counts[:upto])}
+    for i, m in enumerate(msgs):
+        m.id = str(i)
+    if case.system:
+        msgs = [SystemMessage(case.system, id="system"), *msgs]
+        counts["system"] = COUNTER.count_message({"role": "system", "content": case.system})
+
+    def counter(batch: list[BaseMessage]) -> int:
+        return sum(counts[str(m.id)] for m in batch)
+
+    out = trim_messages(
+        msgs,
+        max_tokens=budget - PRIMING,
+        token_counter=counter,
+        strategy="last",
+        include_system=True,
+        start_on="human",
+    )
+    kept = [int(str(m.id)) for m in out if m.id != "system"]
+    payload = [{"role": "system", "content": case.system}] if case.system else []
+    payload += [case.messages[i] for i in kept]
+    return Trimmed(payload, counter(out) + PRIMING, kept)
+
 
 # --- identifiers of a step -------------------------------------------------------------------
 

@@ -525,9 +525,6 @@ class RawHttp:
         for key in list(self._streams):
             self._drop(key)
 
-    async def aclose(self) -> None:
-        self.close()
-
 
 def use_uvloop() -> None:
     """uvloop for this process's event loops, when installed (it comes with uvicorn[standard])."""

@@ -10,8 +10,10 @@ from typing import Any
 
 from bench.agent_loop import (
     BASELINES,
+    COUNTER,
     HALVES,
     NAIVE,
+    PRIMING,
     TRIM_MESSAGES,
     Call,
     Entry,
@@ -20,6 +22,7 @@ from bench.agent_loop import (
     Tally,
     Tokens,
     as_identifier,
+    call_points,
     call_results,
     grounded,
     half_of,
@@ -38,7 +41,6 @@ from bench.agent_loop import (
     write_misses,
 )
 from bench.context_quality import Case
-from bench.replay import COUNTER, PRIMING, call_points
 from tests.support.planted import INSTRUCTIONS
 
 SYSTEM = "You are a coding agent. Tools: open_file, run. Repository root: /repo."
