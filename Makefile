@@ -72,8 +72,6 @@ bench: $(STAMP)  ## the benchmarks of docs/measured.md, in order (~20 min; CONTE
 	$(BIN)/python bench/context_quality.py
 	$(BIN)/python bench/context_bench.py --repeat 40 --rounds 2
 	$(BIN)/python bench/compaction_bench.py --control
-	$(BIN)/python bench/identifiers_bench.py
-	$(BIN)/python bench/loop_stall.py
 	$(BIN)/python bench/claim_bench.py
 	$(BIN)/python bench/load.py --agents 10,50,200 --duration 20
 	$(BIN)/python bench/throughput.py --op append --workers 1,2 --clients 50 --duration 15 --pgbench-clients 10,50

@@ -3,7 +3,7 @@
     python bench/agent_loop.py [--budgets 8000,32000,128000] [--strategies a,b]
                                [--compaction off,on] [--limit N] [--long N]
                                [--long-max-tokens T] [--long-budgets 32000,128000]
-                               [--quick] [--anthropic]
+                               [--quick]
                                [--misses FILE] [--calls FILE]
                                [--database-url URL | --embedded]
 
@@ -12,7 +12,7 @@ For every dataset session (with `k` planted mid-run user instructions from
 model call) the messages since the previous call are appended to a contextd
 session (in-process app, throwaway PostgreSQL database) and the payload is
 asked for at each budget and strategy, echoing the previous payload's
-`prefix_id` (as `bench/cost_bench.py` does). Beside it, on the same calls:
+`prefix_id`. Beside it, on the same calls:
 
 - `trim_messages`: LangChain's `trim_messages(strategy="last",
   include_system=True, start_on="human")`, same counter;
@@ -28,60 +28,20 @@ the extractive summary. The bench waits for a compaction the call triggered to
 end before the next append, as the agent's model call would. The baselines
 never compact: their rows are the same in both tables.
 
-Measured on the *trimming calls* (the whole history with the system prompt
-does not fit the budget; the same calls for every method), per method:
-
-- grounding: the identifiers the trace's real next assistant message uses
-  (its text and its tool-call arguments: file paths, dotted and snake_case
-  names, ids and codes, numbers of 3+ digits; `identifiers()`) that only the
-  history could have told it (they occur in the history before the call and
-  not in the system prompt), and the share of them that occur in the
-  payload's text; identifiers contained in another one of the same step count
-  once, as the longer one;
-- recent / budget: tokens (as sent) of the newest contiguous run of the
-  history the payload holds, from the message just before the call backwards
-  to the first one it leaves out, as a share of the budget (a message sent as
-  a preview or cut counts as held, at its size in the payload);
-- stable: input tokens identical to the previous payload's prefix (leading
-  messages equal), measured by comparing payloads, on trimming calls and on
-  all calls; token prefix: the same plus the tokens at the head of the first
-  changed message that the message it replaced began with (what a prefix cache
-  of tokens, such as OpenAI's, reuses; Anthropic's breakpoints are per message);
-  cost: input cost relative to no caching, cached tokens at 0.1x;
-- instructions kept: planted instructions visible in the payload (not the one
-  that is the latest user message);
-- tool-group violations: payloads (of all calls) the API would reject;
-  latest user: payloads (of all calls) holding the latest user message.
-
-- grounding + recall@3: the same plus the missed identifiers the search endpoint
-  (`GET /sessions/{id}/search?q=…&limit=3`) finds in a message holding them among its
-  top 3 hits; misses masked / left out: where the history last said each missed one,
-  in a message the payload sent masked (a preview or a cut) or in one it left out;
-- re-reads (all calls): tool calls of the next step repeating an earlier call (same
-  name and arguments) none of whose earlier results the payload held whole.
-
-Every session is in one of two halves by the parity of the SHA-256 of its id: the
-tuning half, on which defaults are chosen, and the checking half, on which they are
-checked; each row is printed for both halves and the whole, and a last table sets the
-default strategy against the issue's targets.
-
-Rows are apart for agent traces, dialogues in English and in Chinese, every
-dataset session together, and long agent runs; a row with no trimming call is
-left out. The dialogues are short (none trims at 8,000 tokens), so they are
-also measured at `--dialogue-budgets`. Long runs (`--long N`) are the first N
-real coding-agent runs of `long-agent-runs.jsonl` (beside the dataset), taken from
-the two halves in turn, each cut at its first model call past `--long-max-tokens`
-tokens if given; they are measured at `--long-budgets` only.
-
-A table after each mode's gives recall@3 of the misses alone by language (`zh` when
-CJK characters are a fifth of a case's letters), budget, half and method, with the
-misses the log holds only inside longer tokens (`240` in `1240`: not an identifier
-there, so not what the search is to find) counted apart.
+Measured per method on the *trimming calls* (the whole history with the system prompt
+does not fit the budget; the same calls for every method), unless a column says all:
+grounding (the identifiers the trace's real next step uses that only the history
+could have told it, held in the payload), + recall@3 (those the search endpoint finds
+among its top 3 hits), misses masked / left out, re-reads, recent / budget, stable
+prefix and cost, planted instructions kept, tool-group violations, latest user. Each
+column, the rows (agent traces, dialogues, the dataset, long runs), the tuning and
+checking halves (parity of the SHA-256 of a session's id), the recall@3 table by
+language and the targets table: docs/agent-loop.md ("What it measures").
 
 `--misses FILE` writes each identifier a contextd payload lacks on a trimming call
 (with whether the search found it, its top hits and every earlier message holding it),
 `--calls FILE` each contextd payload: what it shared with the previous one and where
-it first differed, and its summary (JSON lines; docs/agent-loop.md reads them).
+it first differed, and its summary (JSON lines).
 """
 
 from __future__ import annotations
@@ -91,7 +51,6 @@ import asyncio
 import bisect
 import hashlib
 import json
-import os
 import re
 import sys
 import time
@@ -105,37 +64,93 @@ if __package__ in (None, ""):  # `python bench/agent_loop.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages, trim_messages
 
 from app.compaction.runner import CompactionRunner
-from app.context import available_strategies, formats
+from app.context import available_strategies
 from app.context.types import DEFAULT_STRATEGY
 from app.core.conversation import content_text
+from app.core.tokens import get_counter
 from app.db.models.job import ACTIVE
-from bench.anthropic_cache import Billed, Cache, Counter, marked, one_at
-from bench.anthropic_cache import blocks as cache_blocks
 from bench.common import (
     DATASET,
+    check,
+    database_options,
+    database_server,
     load_average,
     machine_info,
     markdown_table,
     throwaway_database,
 )
 from bench.context_quality import Case, plant, violations
-from bench.replay import (
-    CACHED_PRICE,
-    COUNTER,
-    MODEL,
-    PRIMING,
-    Trimmed,
-    call_points,
-    full_tokens,
-    mid_run,
-    run_langchain,
-)
 
 TRIM_MESSAGES = "trim_messages"
 NAIVE = "naive window"
 BASELINES = (TRIM_MESSAGES, NAIVE)
+
+# --- replaying a trace: its model calls, LangChain's payload of one ---------------------------
+
+MODEL = "gpt-4o"
+COUNTER = get_counter(MODEL)
+PRIMING = COUNTER.count_messages([])
+# Cache reads bill at a tenth of the input price (Anthropic; OpenAI bills 0.25-0.5x and
+# caches from 1,024 tokens in 128-token steps, which the bench ignores).
+CACHED_PRICE = 0.1
+
+
+def call_points(messages: Sequence[dict[str, Any]]) -> list[int]:
+    """Indexes i where the agent calls its model with messages[:i]: before each assistant."""
+    return [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
+
+
+def full_tokens(case: Case, upto: int) -> int:
+    """The whole history before call `upto` with the system prompt: what a call sends untrimmed."""
+    system = [{"role": "system", "content": case.system}] if case.system else []
+    return sum(case.counts[:upto]) + COUNTER.count_messages(system)
+
+
+def mid_run(case: Case, upto: int) -> list[Any]:
+    """Planted instructions already in messages[:upto], except the latest user message."""
+    users = [i for i in case.users if i < upto]
+    latest = max(users) if users else -1
+    return [ins for i, ins in case.planted.items() if i < upto and i != latest]
+
+
+@dataclass(frozen=True, slots=True)
+class Trimmed:
+    payload: list[dict[str, Any]]
+    input_tokens: int
+    kept: list[int]  # indexes into the case's messages, in order
+
+
+def run_langchain(case: Case, upto: int, budget: int) -> Trimmed:
+    """LangChain's `trim_messages(strategy="last", include_system=True, start_on="human")` of
+    messages[:upto], same counter, given `budget - PRIMING` (it does not count the reply
+    priming we count)."""
+    msgs: list[BaseMessage] = convert_to_messages(case.messages[:upto])
+    counts = {str(i): c for i, c in enumerate(case.counts[:upto])}
+    for i, m in enumerate(msgs):
+        m.id = str(i)
+    if case.system:
+        msgs = [SystemMessage(case.system, id="system"), *msgs]
+        counts["system"] = COUNTER.count_message({"role": "system", "content": case.system})
+
+    def counter(batch: list[BaseMessage]) -> int:
+        return sum(counts[str(m.id)] for m in batch)
+
+    out = trim_messages(
+        msgs,
+        max_tokens=budget - PRIMING,
+        token_counter=counter,
+        strategy="last",
+        include_system=True,
+        start_on="human",
+    )
+    kept = [int(str(m.id)) for m in out if m.id != "system"]
+    payload = [{"role": "system", "content": case.system}] if case.system else []
+    payload += [case.messages[i] for i in kept]
+    return Trimmed(payload, counter(out) + PRIMING, kept)
+
 
 # --- identifiers of a step -------------------------------------------------------------------
 
@@ -523,17 +538,6 @@ class Tally:
     trim_calls: int = 0
     trim_input: int = 0
     trim_stable: int = 0
-    trim_within: int = 0
-    # What OpenAI would bill as cached on trimming calls (openai_cached).
-    trim_openai: int = 0
-    # Anthropic's bill on trimming calls (bench/anthropic_cache.py): as contextd marks
-    # the payload, and with the one breakpoint it used to put at the stable prefix's end.
-    anthropic_read: int = 0
-    anthropic_written: int = 0
-    anthropic_uncached: int = 0
-    one_read: int = 0
-    one_written: int = 0
-    one_uncached: int = 0
     ids_needed: int = 0
     ids_held: int = 0
     # Of the identifiers missed: found by the search endpoint among the top 3 hits, and
@@ -582,8 +586,6 @@ class Stream:
     counts: list[int] = field(default_factory=list)
     prefix_id: str | None = None
     summary_through: int | None = None
-    anthropic: Cache = field(default_factory=Cache)
-    anthropic_one: Cache = field(default_factory=Cache)
 
 
 def shared(
@@ -601,43 +603,6 @@ def shared(
             return stable, i
         stable += n
     return stable, None if len(payload) >= len(previous) else len(payload)
-
-
-def within(previous: Mapping[str, Any], message: Mapping[str, Any]) -> int:
-    """Tokens at the head of `message` that `previous` (the message it replaced at the
-    same place) starts with: a prefix cache of tokens, such as OpenAI's, reuses them
-    where the first changed message only lost its tail (a preview keeps the head of
-    the output it replaced; a summary may keep its first sections)."""
-    fields = set(previous) | set(message)
-    if any(previous.get(k) != message.get(k) for k in fields - {"content", "tool_calls"}):
-        return 0
-    head = COUNTER.count_message(
-        {k: v for k, v in message.items() if k not in ("content", "tool_calls")}
-    )
-    a = content_text(previous)
-    if previous.get("content") == message.get("content"):
-        return head + COUNTER.count_text(a)
-    n = common_chars(a, content_text(message))
-    # The token that spans the first difference is not shared.
-    return head + max(0, COUNTER.count_text(a[:n]) - 1) if n else head
-
-
-def common_chars(a: str, b: str) -> int:
-    return next(
-        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
-    )
-
-
-OPENAI_MIN_CACHED = 1024
-OPENAI_CACHE_STEP = 128
-
-
-def openai_cached(prefix: int) -> int:
-    """The cached tokens OpenAI bills for a shared prefix of `prefix` tokens: none under
-    1,024, else 1,024 and then whole steps of 128 (its prompt-caching documentation)."""
-    if prefix < OPENAI_MIN_CACHED:
-        return 0
-    return prefix - (prefix - OPENAI_MIN_CACHED) % OPENAI_CACHE_STEP
 
 
 def measure(
@@ -672,12 +637,6 @@ def measure(
     t.trim_calls += 1
     t.trim_input += tokens
     t.trim_stable += stable
-    head = 0
-    if previous is not None and first_changed is not None and first_changed < len(payload):
-        if first_changed < len(previous):
-            head = within(previous[first_changed], payload[first_changed])
-    t.trim_within += head
-    t.trim_openai += openai_cached(stable + head)
     t.ids_needed += len(call.ids)
     t.ids_held += grounded(call.ids, payload)
     t.recent += recent_tokens(call.upto, held)
@@ -686,30 +645,6 @@ def measure(
     t.instructions += len(present)
     t.instructions_kept += sum(ins.visible_in(payload) for ins in present)
     return stable, first_changed
-
-
-BLOCK_TOKENS = Counter(COUNTER.count_text)
-
-
-def bill_anthropic(t: Tally, call: Call, got: Mapping[str, Any], stream: Stream) -> None:
-    """What Anthropic would bill for the payload in `format=anthropic`, rendered from the
-    answer as the server renders it, with contextd's breakpoints and with one at the
-    stable prefix's end; both streams' caches keep their entries."""
-    request = cache_blocks(formats.render(got, "anthropic"))
-    prepared = BLOCK_TOKENS.prepare(request)
-    usage = got["usage"].get("stable_prefix_messages") or 0
-    stable = usage if usage > 0 else formats.default_stable_prefix(got["messages"])
-    head = {"messages": got["messages"][:stable], "tools": got["tools"]}
-    stable_blocks = len(cache_blocks(formats.render(head, "anthropic", stable_prefix=0)))
-    marks = stream.anthropic.send(prepared, marked(request))
-    one = stream.anthropic_one.send(prepared, one_at(request, stable_blocks))
-    if call.trimming:
-        t.anthropic_read += marks.read
-        t.anthropic_written += marks.written
-        t.anthropic_uncached += marks.uncached
-        t.one_read += one.read
-        t.one_written += one.written
-        t.one_uncached += one.uncached
 
 
 def write_call(
@@ -887,14 +822,6 @@ def load_entries(args: argparse.Namespace) -> list[Entry]:
 Key = tuple[str, str, str, int, str]
 
 
-def check(r: httpx.Response, *statuses: int) -> Any:
-    if r.status_code not in statuses:
-        raise RuntimeError(
-            f"{r.request.method} {r.request.url.path}: HTTP {r.status_code} {r.text[:300]}"
-        )
-    return r.json()
-
-
 async def settle(c: httpx.AsyncClient, sid: str, runner: CompactionRunner) -> None:
     """Run the compaction jobs the appends queued until the session has none left.
 
@@ -1016,8 +943,6 @@ async def run_entry(
                         inside += not hit and not recall.held(case, upto, value)
                     t.ids_recalled += found
                     totals.recalled(key, entry.lang, len(missing), found, inside)
-                    if getattr(args, "anthropic", False):
-                        bill_anthropic(t, call, got, stream)
                     if args.calls is not None:
                         before = stream.summary_through
                         write_call(args.calls, key, call, counts, compared, got, before)
@@ -1048,10 +973,6 @@ async def run_entry(
                     inside += not hit and not recall.held(case, upto, value)
                 t.ids_recalled += found
                 totals.recalled(key, entry.lang, len(missing), found, inside)
-                if getattr(args, "anthropic", False):
-                    # Rendered as contextd renders a payload it has no previous one for.
-                    plain = {"messages": trimmed.payload, "tools": [], "usage": {}}
-                    bill_anthropic(t, call, plain, stream)
         totals.calls[entry.group] = totals.calls.get(entry.group, 0) + 1
         # The agent's model call runs now: a compaction the appends triggered ends before
         # the next step is appended.
@@ -1126,17 +1047,11 @@ def with_all(tallies: Mapping[Key, Tally], budgets: Sequence[int]) -> dict[Key, 
     return out
 
 
-def anthropic_cost(t: Tally) -> str:
-    now = Billed(t.anthropic_read, t.anthropic_written, t.anthropic_uncached)
-    one = Billed(t.one_read, t.one_written, t.one_uncached)
-    return f"{now.cost():.2f} ({one.cost():.2f})" if now.total else "–"
-
-
 def method_label(name: str) -> str:
     return f"{name} (default)" if name == DEFAULT_STRATEGY else name
 
 
-def row_of(t: Tally, *, anthropic: bool) -> list[object]:
+def row_of(t: Tally) -> list[object]:
     missed = t.ids_needed - t.ids_held
     cells: list[object] = [
         f"{t.calls:,} ({t.trim_calls:,})",
@@ -1148,10 +1063,6 @@ def row_of(t: Tally, *, anthropic: bool) -> list[object]:
         pct(t.trim_stable, t.trim_input),
         pct(t.stable_tokens, t.input_tokens),
         cost(t.trim_input, t.trim_stable),
-    ]
-    if anthropic:
-        cells.append(anthropic_cost(t))
-    cells += [
         f"{t.rereads:,} of {t.repeats:,}",
         f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
         t.violations,
@@ -1160,9 +1071,7 @@ def row_of(t: Tally, *, anthropic: bool) -> list[object]:
     return cells
 
 
-def table(
-    tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str], *, anthropic: bool = False
-) -> str:
+def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) -> str:
     headers = [
         "sessions",
         "half",
@@ -1177,10 +1086,11 @@ def table(
         "stable, trimming",
         "stable, all",
         "cost, trimming",
+        "re-reads (all)",
+        "instructions kept",
+        "tool-group violations",
+        "latest user",
     ]
-    if anthropic:
-        headers.append("Anthropic cost, trimming (one breakpoint)")
-    headers += ["re-reads (all)", "instructions kept", "tool-group violations", "latest user"]
     rows = []
     budgets = sorted({k[3] for k in tallies})
     for group in GROUPS:
@@ -1197,7 +1107,7 @@ def table(
                             half,
                             f"{budget:,}",
                             method_label(method),
-                            *row_of(t, anthropic=anthropic),
+                            *row_of(t),
                         ]
                     )
     return markdown_table(headers, rows)
@@ -1324,12 +1234,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "budgets 8000,32000 (dialogues 2000), two long runs (one per half) cut at 80,000 "
         "tokens, at 32000; the other options are ignored",
     )
-    p.add_argument(
-        "--anthropic", action="store_true", help="also bill each payload with Anthropic's cache"
-    )
     p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--long-dataset", type=Path, default=None, help="beside --dataset by default")
-    p.add_argument("--database-url", default=None)
+    database_options(p)
     p.add_argument(
         "--misses",
         type=argparse.FileType("w"),
@@ -1343,7 +1250,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="write each contextd payload's stable prefix, first changed message and summary "
         "(JSON lines)",
     )
-    p.add_argument("--embedded", action="store_true", help="a private embedded PostgreSQL")
     args = p.parse_args(argv)
     if args.quick:
         args.budgets, args.long_budgets, args.dialogue_budgets = "8000,32000", "32000", "2000"
@@ -1370,7 +1276,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     from app.db.engine import run_migrations
 
     entries = load_entries(args)
@@ -1408,7 +1314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"### {what}; trimming calls unless the column says all")
         print()
-        print(table(tallies, mode, args.strategies, anthropic=args.anthropic))
+        print(table(tallies, mode, args.strategies))
         print()
         print(f"Recall@3 of the identifiers each payload misses, by language, {what}:")
         print()

@@ -43,7 +43,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import DATASET, markdown_table, throwaway_database
+from bench.common import (
+    DATASET,
+    check,
+    database_options,
+    database_server,
+    markdown_table,
+    throwaway_database,
+)
 
 PROVIDERS = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5"}
 OPENAI_MIN, OPENAI_STEP = 1024, 128
@@ -90,14 +97,6 @@ class Figures:
     per_call_mismatches: int = 0
     full_history: int = 0
     records: list[dict[str, Any]] = field(default_factory=list)
-
-
-def check(r: httpx.Response, *statuses: int) -> Any:
-    if r.status_code not in statuses:
-        raise RuntimeError(
-            f"{r.request.method} {r.request.url.path}: {r.status_code} {r.text[:300]}"
-        )
-    return r.json()
 
 
 def load_traces(limit: int | None, long: int) -> list[dict[str, Any]]:
@@ -272,20 +271,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="auto-compaction on (context_limit = the budget; extractive summaries)",
     )
-    p.add_argument("--database-url", default=None)
-    p.add_argument("--embedded", action="store_true")
+    database_options(p)
     p.add_argument("--verbose", action="store_true", help="print each call that differs")
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    url = None if args.embedded else args.database_url
-    if url is None and not args.embedded:
-        raise SystemExit("give --database-url URL or --embedded")
     from app.db.engine import run_migrations
 
-    with throwaway_database(url, "contextd_bill") as db:
+    with throwaway_database(database_server(args), "contextd_bill") as db:
         run_migrations(db.url)
         figures = asyncio.run(run(args, db.url))
     print(

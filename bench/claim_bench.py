@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
-import os
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,8 @@ if __package__ in (None, ""):  # `python bench/claim_bench.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import (
+    database_options,
+    database_server,
     load_average,
     machine_info,
     markdown_table,
@@ -207,7 +208,7 @@ async def run(args: argparse.Namespace, url: str) -> tuple[list[list[object]], l
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("CONTEXTD_DATABASE_URL"))
+    database_options(parser)
     parser.add_argument(
         "--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 10000, 100000]
     )
@@ -219,7 +220,7 @@ def main() -> None:
 
     from app.db.engine import run_migrations
 
-    with throwaway_database(args.database_url) as db:
+    with throwaway_database(database_server(args)) as db:
         run_migrations(db.url)
         fair, cost = asyncio.run(run(args, db.url))
         version = asyncio.run(server_version(db.url))

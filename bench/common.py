@@ -7,6 +7,7 @@ drops it when it ends, even after an error.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import copy
@@ -109,6 +110,25 @@ def _cell(v: object) -> str:
     return str(v)
 
 
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def expect(r: httpx.Response, *statuses: int) -> None:
+    """A RuntimeError unless the answer has one of `statuses` (its body is not parsed:
+    timed code calls it)."""
+    if r.status_code not in statuses:
+        raise RuntimeError(
+            f"{r.request.method} {r.request.url.path}: HTTP {r.status_code} {r.text[:300]}"
+        )
+
+
+def check(r: httpx.Response, *statuses: int) -> Any:
+    """The answer's JSON, after `expect`."""
+    expect(r, *statuses)
+    return r.json()
+
+
 def load_average() -> str:
     with contextlib.suppress(OSError):
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -145,6 +165,19 @@ async def server_version(url: str) -> str:
         return str(await conn.fetchval("SHOW server_version"))
     finally:
         await conn.close()
+
+
+def database_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
+    p.add_argument("--embedded", action="store_true", help="an embedded PostgreSQL even if set")
+
+
+def database_server(args: argparse.Namespace) -> str | None:
+    """`--database-url`, else CONTEXTD_DATABASE_URL; None (an embedded server) with
+    `--embedded` or neither."""
+    if getattr(args, "embedded", False):
+        return None
+    return args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,29 +233,29 @@ async def contextd_server(
     database_url: str,
     timeout_s: float = 60,
     workers: int = 1,
-    module: str = "app.cli",
     env_extra: Mapping[str, str] | None = None,
-    root: Path = REPO_ROOT,
+    log_path: Path | None = None,
 ) -> AsyncIterator[str]:
-    """Run `contextd serve` (the same entry point users run) on a free loopback port.
-
-    `module` runs instead of `app.cli` (a bench's variant of the server, e.g.
-    bench/serve_variant.py), with `env_extra` in its environment; `root` is the
-    checkout whose code it runs (another one's, for an A/B of two checkouts). Yields
-    the base URL once /readyz answers 200; stops the process at the end.
+    """Run `contextd serve` (the same entry point users run) on a free loopback port,
+    with `env_extra` in its environment, its output in `log_path` (kept) or a temporary
+    file. Yields the base URL once /readyz answers 200; stops the process at the end.
     """
     port = free_port()
-    log = tempfile.NamedTemporaryFile(prefix="contextd-bench-server-", suffix=".log", delete=False)
+    kept = log_path is not None
+    if log_path is None:
+        log, name = tempfile.mkstemp(prefix="contextd-bench-", suffix=".log")
+        log_path = Path(name)
+    else:
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, "CONTEXTD_HOST": "127.0.0.1"}
     env.pop("CONTEXTD_API_KEYS", None)
     env.update(env_extra or {})
-    # The code of this checkout, not whatever `app` the interpreter has installed: from
-    # a git worktree sharing another checkout's venv (an editable install of that
-    # checkout), an A/B would otherwise time the same server twice.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    # The code of this checkout, not whatever `app` the interpreter has installed (a
+    # git worktree sharing another checkout's venv runs that checkout's otherwise).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        *("-m", module, "serve", "--host", "127.0.0.1", "--port", str(port)),
+        *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
         *("--workers", str(workers)),
         env=env,
         cwd=tempfile.gettempdir(),
@@ -236,14 +269,14 @@ async def contextd_server(
             while True:
                 if proc.returncode is not None:
                     raise RuntimeError(
-                        f"contextd serve exited with {proc.returncode}:\n{_tail(log.name)}"
+                        f"contextd serve exited with {proc.returncode}:\n{_tail(log_path)}"
                     )
                 with contextlib.suppress(httpx.TransportError):
                     if (await probe.get("/readyz")).status_code == 200:
                         break
                 if time.monotonic() > deadline:
                     raise RuntimeError(
-                        f"contextd serve not ready after {timeout_s}s:\n{_tail(log.name)}"
+                        f"contextd serve not ready after {timeout_s}s:\n{_tail(log_path)}"
                     )
                 await asyncio.sleep(0.1)
         yield base
@@ -255,14 +288,14 @@ async def contextd_server(
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
-        log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(log.name)
+        os.close(log)
+        if not kept:
+            log_path.unlink(missing_ok=True)
 
 
-def _tail(path: str, lines: int = 30) -> str:
+def _tail(path: Path, lines: int = 30) -> str:
     with contextlib.suppress(OSError):
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     return ""
 
 
@@ -491,9 +524,6 @@ class RawHttp:
     def close(self) -> None:
         for key in list(self._streams):
             self._drop(key)
-
-    async def aclose(self) -> None:
-        self.close()
 
 
 def use_uvloop() -> None:

@@ -3,8 +3,7 @@
     python bench/compaction_bench.py [--database-url URL] [--sessions N] [--quick]
                                      [--preserved-turns 2,4] [--control] [--max-seconds 900]
     python bench/compaction_bench.py --agent [--agent-sessions 4]   # agent runs (see below)
-    python bench/compaction_bench.py --gate [--sessions N] [--times 1,2,3,5]
-                                     # the quality gate per probe kind: bench/gate_bench.py
+    python bench/compaction_bench.py --gate ...  # the quality gate: bench/gate_bench.py
 
 Each dataset session gets three planted constraint turns early on (a user
 message "Constraint C<n>: never ..., and always ..." (Chinese for Chinese
@@ -66,7 +65,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import re
 import statistics
 import sys
@@ -97,10 +95,14 @@ from app.db.models import SessionRow
 from bench.common import (
     DATASET,
     Throwaway,
+    check,
+    database_options,
+    database_server,
     load_average,
     machine_info,
     markdown_table,
     percentile,
+    progress,
     server_version,
     throwaway_database,
 )
@@ -525,14 +527,6 @@ class Variant:
 Results = dict[Variant, list[Run]]
 
 
-def check(r: httpx.Response, *statuses: int) -> Any:
-    if r.status_code not in statuses:
-        raise RuntimeError(
-            f"{r.request.method} {r.request.url.path}: HTTP {r.status_code} {r.text[:300]}"
-        )
-    return r.json()
-
-
 def payload_text(ctx: dict[str, Any]) -> tuple[str, str]:
     """(all text of the payload, text of the summary message)."""
     parts: list[str] = []
@@ -702,44 +696,6 @@ def steps_at(runs: Sequence[Run], k: int) -> list[tuple[Run, Step]]:
     return [(r, s) for r in runs for s in r.steps if s.k == k and r.error is None]
 
 
-def arrow(a: float | None, b: float | None) -> str:
-    return "–" if a is None or b is None else f"{a:,.0f} → {b:,.0f}"
-
-
-def overview_table(results: Results) -> str:
-    ks = range(1, COMPACTIONS + 1)
-    headers = [
-        "configuration",
-        "sessions",
-        "constraints visible after 1 / 2 / 3 (%)",
-        "tokens before → after (mean of all compactions)",
-        "summary input tokens at 1 / 2 / 3 (mean)",
-        "compacted history at 1 / 2 / 3 (mean)",
-        "latency excl. model p50 / p95 ms",
-    ]
-    rows: list[list[object]] = []
-    for variant, runs in results.items():
-        ok = [r for r in runs if r.error is None]
-        steps = [s for r in ok for s in r.steps]
-        at = {k: [s for _, s in steps_at(ok, k)] for k in ks}
-        visible = [pct(sum(s.visible for s in at[k]), 3 * len(at[k])) for k in ks]
-        lat = [s.latency_s * 1000 for s in steps]
-        rows.append(
-            [
-                variant.label,
-                len(ok),
-                " / ".join("–" if v is None else f"{v:.1f}" for v in visible),
-                arrow(
-                    mean([s.tokens_before for s in steps]), mean([s.tokens_after for s in steps])
-                ),
-                " / ".join(f"{mean([s.input_tokens for s in at[k]]) or 0:,.0f}" for k in ks),
-                " / ".join(f"{mean([s.compacted_so_far for s in at[k]]) or 0:,.0f}" for k in ks),
-                f"{percentile(lat, 50):.0f} / {percentile(lat, 95):.0f}",
-            ]
-        )
-    return markdown_table(headers, rows)
-
-
 def retention_table(results: Results) -> str:
     headers = [
         "configuration",
@@ -897,8 +853,7 @@ def misses(results: Results, per_variant: int = 10) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    database_options(p)
     p.add_argument("--sessions", type=int, help="the N longest qualifying sessions (default: all)")
     p.add_argument(
         "--preserved-turns", default="2,4", help="min_preserved_turns values, comma-separated"
@@ -945,7 +900,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # No synthetic fallback here: the planted constraints need the real sessions.
         print(f"dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET)", file=sys.stderr)
         return 2
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     from app.db.engine import run_migrations
     from app.observability.logging import configure_logging
 
@@ -986,10 +941,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "POST /compact {wait, force} after each; context_limit leaves room for the whole "
         "session, so GET /context never trims: what is missing is missing from compaction"
     )
-    print()
-    print("Overview")
-    print()
-    print(overview_table(results))
     print()
     print("Planted constraints visible in GET /context after each compaction")
     print()
@@ -1311,7 +1262,7 @@ async def agent_run_all(url: str, sessions: int) -> list[str]:
 
 
 def agent_main(args: argparse.Namespace) -> int:
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     from app.db.engine import run_migrations
     from app.observability.logging import configure_logging
 
@@ -1330,10 +1281,6 @@ def agent_main(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     progress(f"done in {time.perf_counter() - started:.0f}s; database dropped")
     return 0
-
-
-def progress(text: str) -> None:
-    print(f"[compaction_bench] {text}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import sys
 import time
@@ -30,7 +29,14 @@ import httpx
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import Throwaway, markdown_table, percentile, throwaway_database
+from bench.common import (
+    Throwaway,
+    database_options,
+    database_server,
+    markdown_table,
+    percentile,
+    throwaway_database,
+)
 from bench.plans import literal, scans
 
 TENANT = "default"
@@ -39,7 +45,7 @@ BIG = "big-session"
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
+    database_options(p)
     p.add_argument("--sessions", type=int, default=10_000)
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--repeat", type=int, default=20, help="timed calls per row")
@@ -51,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from app.db.engine import run_migrations
 
-    server = args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     with throwaway_database(server, prefix="contextd_console") as db:
         run_migrations(db.url)
         timings, plans = asyncio.run(run(args, db))

@@ -45,7 +45,6 @@ import dataclasses
 import gc
 import json
 import math
-import os
 import sys
 import time
 import uuid
@@ -65,13 +64,17 @@ from bench.common import (
     Throwaway,
     contextd_server,
     cycled,
+    database_options,
+    database_server,
     dataset_warning,
+    expect,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
     percentile,
     plain_url,
+    progress,
     seed_session,
     server_version,
     throwaway_database,
@@ -110,8 +113,7 @@ class Figures:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    database_options(p)
     p.add_argument("--sizes", default="1000,10000,100000", help="log sizes, comma-separated")
     p.add_argument("--budget", type=int, default=32000, help="max_tokens of every context call")
     p.add_argument("--strategy", default=None, help="strategy (default: the session's own)")
@@ -160,7 +162,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     from app.db.engine import run_migrations
 
     started = time.perf_counter()
@@ -232,7 +234,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
             for size in args.sizes:
                 sid = f"ctx-{size}-{uuid.uuid4().hex[:8]}"
                 body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
-                check(await http.put(f"/sessions/{sid}", json=body), 201)
+                expect(await http.put(f"/sessions/{sid}", json=body), 201)
                 progress(f"N={size:,}: seeding {sid} over HTTP")
                 seconds = await seed_session(http, sid, size, messages, args.seed_batch)
                 figures.append(Figures(size, sid, size / seconds if seconds > 0 else math.nan))
@@ -241,7 +243,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
             # go to a small session of their own, not to the first size measured.
             spare = f"ctx-warmup-{uuid.uuid4().hex[:8]}"
             body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
-            check(await http.put(f"/sessions/{spare}", json=body), 201)
+            expect(await http.put(f"/sessions/{spare}", json=body), 201)
             await seed_session(http, spare, min(200, len(messages)), messages, args.seed_batch)
             await analyze(db.url)
 
@@ -257,7 +259,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
                 f.ours_sent = sum(1 for m in payload["messages"] if m["role"] != "system")
                 f.ours_tokens = payload["usage"]["input_tokens"]
                 resp = await http.get(f"/sessions/{f.sid}/context", params=query)
-                check(resp, 200)
+                expect(resp, 200)
                 if resp.json()["kept_seqs"] != payload["kept_seqs"]:
                     raise RuntimeError(f"N={f.size}: HTTP and in-process payloads differ")
                 progress(f"N={f.size:,}: first in-process call {f.first_ms:.1f} ms")
@@ -283,12 +285,12 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
                         f.cold_ms.append((await inproc(f.sid))[0])
                     for _ in range(WARMUP):
                         await inproc(f.sid)
-                        check(await http.get(f"/sessions/{f.sid}/context", params=query), 200)
+                        expect(await http.get(f"/sessions/{f.sid}/context", params=query), 200)
                     for _ in range(min(warm_per_round, args.repeat - len(f.warm_ms))):
                         f.warm_ms.append((await inproc(f.sid))[0])
                     for _ in range(min(warm_per_round, args.repeat - len(f.http_ms))):
                         start = time.perf_counter()
-                        check(await http.get(f"/sessions/{f.sid}/context", params=query), 200)
+                        expect(await http.get(f"/sessions/{f.sid}/context", params=query), 200)
                         f.http_ms.append((time.perf_counter() - start) * 1000)
                     lc_round(lc, f, lc_plan[f.size], args, r)
 
@@ -302,7 +304,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
                         messages[i % len(messages)], f"{f.sid}-{i // len(messages)}"
                     )
                     body = {"messages": [m]}
-                    check(await http.post(f"/sessions/{f.sid}/messages", json=body), 201)
+                    expect(await http.post(f"/sessions/{f.sid}/messages", json=body), 201)
                     f.append_ms.append((await inproc(f.sid))[0])
     for f in figures:
         f.lc_history = []
@@ -432,13 +434,6 @@ def lc_round(
 # --- output ----------------------------------------------------------------------------------
 
 
-def check(r: httpx.Response, status: int) -> None:
-    if r.status_code != status:
-        raise RuntimeError(
-            f"{r.request.method} {r.request.url.path}: HTTP {r.status_code} {r.text[:300]}"
-        )
-
-
 def _pair(values: Sequence[float]) -> str:
     return f"{percentile(values, 50):.2f} / {percentile(values, 99):.2f}"
 
@@ -499,10 +494,6 @@ def notes(rows: Sequence[Figures], args: argparse.Namespace) -> str:
         "Sent tokens are each side's own exact count of its payload, priming included."
     )
     return "\n".join(lines)
-
-
-def progress(text: str) -> None:
-    print(f"[context_bench] {text}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

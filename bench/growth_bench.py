@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 import uuid
@@ -50,10 +49,14 @@ from bench.common import (
     Throwaway,
     contextd_server,
     cycled,
+    database_options,
+    database_server,
+    expect,
     load_average,
     machine_info,
     markdown_table,
     percentile,
+    progress,
     server_version,
     set_statistics,
     throwaway_database,
@@ -77,8 +80,7 @@ class Size:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    database_options(p)
     p.add_argument("--sizes", default="1000,10000,100000", help="sizes reached, increasing")
     p.add_argument("--stats", default="none,analyze", help="statistics modes: none, analyze")
     p.add_argument("--measure", type=int, default=200, help="timed steps (append + context)")
@@ -102,7 +104,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     started = time.perf_counter()
     load_start = load_average()
     rows: list[Size] = []
@@ -141,7 +143,7 @@ async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size
         httpx.AsyncClient(base_url=base, timeout=httpx.Timeout(120.0)) as http,
     ):
         body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
-        _check(await http.put(f"/sessions/{sid}", json=body), 201)
+        expect(await http.put(f"/sessions/{sid}", json=body), 201)
         have = 0
         for size in args.sizes:
             figures = Size(stats, size)
@@ -149,9 +151,9 @@ async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size
             while have < size:
                 n = min(args.grow_batch, size - have)
                 batch = [next(stream) for _ in range(n)]
-                _check(await http.post(f"/sessions/{sid}/messages", json={"messages": batch}), 201)
+                expect(await http.post(f"/sessions/{sid}/messages", json={"messages": batch}), 201)
                 have += n
-                _check(await http.get(f"/sessions/{sid}/context", params=query), 200)
+                expect(await http.get(f"/sessions/{sid}/context", params=query), 200)
             figures.grow_s = time.perf_counter() - began
             if stats == "analyze":
                 await set_statistics(db.url, "analyze")
@@ -159,11 +161,11 @@ async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size
             for _ in range(args.measure):
                 step = [next(stream) for _ in range(STEP)]
                 t0 = time.perf_counter()
-                _check(await http.post(f"/sessions/{sid}/messages", json={"messages": step}), 201)
+                expect(await http.post(f"/sessions/{sid}/messages", json={"messages": step}), 201)
                 t1 = time.perf_counter()
                 r = await http.get(f"/sessions/{sid}/context", params=query)
                 t2 = time.perf_counter()
-                _check(r, 200)
+                expect(r, 200)
                 figures.append_ms.append((t1 - t0) * 1000)
                 figures.context_ms.append((t2 - t1) * 1000)
                 figures.kept = len(r.json()["kept_seqs"])
@@ -178,11 +180,6 @@ async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size
 def agent_stream() -> Iterator[dict[str, Any]]:
     """The dataset's agent messages cycled without end, tool-call ids unique per cycle."""
     return cycled(agent_messages(), 10**9, salt="g")
-
-
-def _check(r: httpx.Response, status: int) -> None:
-    if r.status_code != status:
-        raise RuntimeError(f"{r.request.method} {r.request.url}: HTTP {r.status_code}: {r.text}")
 
 
 def table(rows: Sequence[Size]) -> str:
@@ -214,10 +211,6 @@ def table(rows: Sequence[Size]) -> str:
             for r in rows
         ],
     )
-
-
-def progress(text: str) -> None:
-    print(f"[growth] {text}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,59 +1,18 @@
 """Load: many simulated agents against real `contextd serve` processes, then a checker.
 
     python bench/load.py [--agents 10,50,200] [--duration 20] [--servers 1|2] [--workers N]
-                         [--think-ms 0] [--tenants 0] [--database-url URL] [--max-turns 400]
-                         [--max-seconds 900] [--json results.json]
+                         [--database-url URL] [--max-turns 400] [--max-seconds 900]
 
-For each agent count the script creates a throwaway database (on `--database-url`,
-else `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL in a temporary folder),
-migrates it, starts a fake OpenAI-compatible model (`tests/fakellm.py`, in its
-own process) and 1 or 2 `contextd serve` processes on it, all on 127.0.0.1.
-
-`--tenants N` spreads the agents over N tenants (agent n in tenant n mod N), each
-with an API key of its own (`CONTEXTD_API_KEYS`): every request then authenticates,
-and compaction jobs are claimed round-robin across tenants. Without it no keys are
-configured and every agent is in the `default` tenant.
-
-Every agent owns one session with a small context window and `auto_compact`, so
-compactions (which call the fake model) run while the agents write. An agent
-loops like a tool-using LLM agent: ask for its context (`POST /context`), then
-append an assistant tool-call message and its tool results, sometimes followed
-by the assistant's answer and the next user message. Every message carries a
-client `id`; a request that fails with 503, 5xx or a transport error is retried
-with the same ids (appends are idempotent). With two servers, each request goes
-to either of them at random.
-
-`--think-ms` is the model's time per step, between `POST /context` and the append
-it leads to: drawn per step uniformly from 0.5x-1.5x the mean (its own seeded
-stream, so the messages are the same as without it), and each agent starts at a
-random point of its first think (no synchronised first burst). A think that would
-end after `--duration` ends the agent instead. The default, 0, is a closed loop
-with no think time: every agent sends its next request as soon as the previous is
-answered, so the figures are those of a saturated server (queueing), kept
-comparable with earlier runs. Real agents call a model between the two requests
-(0.5-10 s a step), so with a think time the rows say how many agents the machine
-serves at that model latency. Each row gives the offered request rate (agents x 2
-requests per step / mean think: what the agents would send if every answer were
-instant; unbounded at 0) and the achieved rate: achieved / offered near 1 means
-the server kept up, lower means the agents spent that share of their time
-waiting on it. It also gives the load generator's own CPU per request (process
-time of this process during the load / requests), which is taken from the same
-cores as the server's.
-
-Each payload served is checked against SPEC §3: tool groups whole, log order
-kept (the payload's messages map back to increasing seqs equal to `kept_seqs`),
-the latest user message present, `usage.input_tokens <= usage.budget` unless
-`over_budget`, the summary never moving backwards and no kept seq under it.
-
-When the time is up the agents stop, the remaining compaction jobs drain, and
-the checker reads every session's log page by page: every acknowledged id is
-present exactly once at its acknowledged seq with the content that was sent,
-seqs are gap-free 1..last_seq, nothing unknown is stored, and the compaction
-state is consistent (watermark below the current turn's user message, a summary
-exactly when the watermark is > 0, no job left pending or running).
-
-Bounded: `--duration` per agent count, `--max-turns` per agent, `--max-seconds`
-for the whole run, timeouts on every request. Loopback only.
+For each agent count: a throwaway database (bench/common.py), the fake model of
+`tests/fakellm.py` in its own process, 1 or 2 `contextd serve` on loopback; every agent
+owns a session that compacts as it writes, and loops like a tool-using agent (its
+payload, then a tool step, sometimes the answer and the next user message), retrying
+a 503, 5xx or transport error with the same message ids. A closed loop: no model time
+between requests, so the figures are a saturated server's. Every payload is checked
+against SPEC §3; after the run the compactions drain and a checker reads every log back
+(acknowledged ids stored once at their seqs, gap-free seqs, consistent compaction
+state) and the server logs are scanned for errors. The steps and checks in full:
+docs/reliability.md ("Load"). Exit status 1 when any check fails.
 """
 
 from __future__ import annotations
@@ -65,14 +24,12 @@ import contextlib
 import hashlib
 import json
 import math
-import os
 import random
 import re
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,13 +45,16 @@ from bench.common import (
     REPO_ROOT,
     HttpError,
     RawHttp,
-    free_port,
+    contextd_server,
+    database_options,
+    database_server,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
     percentile,
     plain_url,
+    progress,
     throwaway_database,
     use_uvloop,
 )
@@ -140,7 +100,6 @@ class Stats:
     contexts_with_summary: int = 0
     over_budget: int = 0
     abandoned_agents: int = 0
-    think_s: float = 0.0  # model time slept by all agents together
 
     def violation(self, agent: str, text: str) -> None:
         self.violations.append(f"{agent}: {text}")
@@ -166,8 +125,6 @@ def digest(m: dict[str, Any]) -> str:
 
 @dataclass
 class Reply:
-    """An answer, its body read whole."""
-
     status_code: int
     headers: dict[str, str]
     content: bytes
@@ -178,40 +135,6 @@ class Reply:
     @property
     def text(self) -> str:
         return self.content.decode("utf-8", "replace")
-
-
-def auth(key: str | None) -> dict[str, str] | None:
-    return {"Authorization": f"Bearer {key}"} if key else None
-
-
-class Http:
-    """One agent's keep-alive connections, one per server (bench/common.py's RawHttp).
-
-    The generator shares the cores with the server, so its CPU per request is taken
-    from the server's. One httpx client shared by all agents scanned every pooled
-    connection for every request (O(agents) per request); httpcore alone, one pool
-    per agent, still cost ~0.7 ms of CPU per request, a sixth of the machine at 50
-    agents in the closed loop.
-    """
-
-    def __init__(self, key: str | None = None) -> None:
-        self.raw = RawHttp(REQUEST_TIMEOUT_S, auth(key))
-
-    async def request(self, method: str, url: str, body: dict[str, Any] | None) -> Reply:
-        content = (
-            None
-            if body is None
-            else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        )
-        parts = urllib.parse.urlsplit(url)
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        status, headers, data = await self.raw.request(
-            method, parts.hostname or "127.0.0.1", parts.port or 80, path, content
-        )
-        return Reply(status, headers, data)
-
-    async def aclose(self) -> None:
-        await self.raw.aclose()
 
 
 # --- texts -------------------------------------------------------------------------------------
@@ -243,26 +166,21 @@ class Agent:
         self,
         n: int,
         run: str,
-        bases: Sequence[str],
-        http: Http,
+        ports: Sequence[int],
         texts: Texts,
         stats: Stats,
         seed: int,
-        think_ms: float = 0.0,
-        key: str | None = None,
     ) -> None:
         self.n = n
-        self.key = key  # its tenant's API key (None: no keys, the `default` tenant)
         self.name = f"a{n}"
         self.sid = f"load-{run}-a{n}"
-        self.bases = list(bases)
-        self.http = http
+        self.ports = list(ports)
+        # Its own keep-alive connections (bench/common.py's RawHttp): the generator shares
+        # the cores with the server, and httpx cost ~0.7 ms of CPU per request.
+        self.http = RawHttp(REQUEST_TIMEOUT_S)
         self.texts = texts
         self.stats = stats
         self.rng = random.Random(seed * 100_003 + n)
-        # Its own stream: with or without think time the agent sends the same messages.
-        self.think_rng = random.Random(f"think-{seed}-{n}")
-        self.think_mean_s = think_ms / 1000
         self.strategy = STRATEGIES[n % len(STRATEGIES)]
         self.sent: dict[str, Sent] = {}  # every id ever sent, acked or not
         self.acked: list[Sent] = []  # in acknowledgement order
@@ -282,10 +200,11 @@ class Agent:
         """The first 2xx answer, retrying 503/5xx/transport errors; None after giving up."""
         for attempt in range(MAX_ATTEMPTS):
             # Each request, retries included, to any of the servers: they must act as one.
-            base = self.rng.choice(self.bases) if len(self.bases) > 1 else self.bases[0]
+            port = self.rng.choice(self.ports) if len(self.ports) > 1 else self.ports[0]
+            content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
             start = time.perf_counter()
             try:
-                r = await self.http.request(method, base + path, body)
+                r = Reply(*await self.http.request(method, "127.0.0.1", port, path, content))
             except HttpError as exc:
                 self.stats.errors[f"{kind} {exc.cause}"] += 1
                 await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
@@ -471,33 +390,13 @@ class Agent:
         self.alive = bool(ok) and await self.append(messages)
         self.seeding = False
 
-    async def think(self, deadline: float) -> bool:
-        """The model call between a context and its append; False: it would outlast the run."""
-        if self.think_mean_s <= 0:
-            return True
-        seconds = self.think_rng.uniform(0.5, 1.5) * self.think_mean_s
-        if time.monotonic() + seconds >= deadline:
-            return False
-        self.stats.think_s += seconds
-        await asyncio.sleep(seconds)
-        return True
-
     async def run(self, deadline: float, max_turns: int) -> None:
         ok = self.alive
-        if ok and self.think_mean_s > 0:
-            # As if the agent were somewhere in its first model call when the run starts.
-            start_in = self.think_rng.uniform(0, self.think_mean_s)
-            await asyncio.sleep(max(0.0, min(start_in, deadline - time.monotonic())))
         turns = 0
         while ok and time.monotonic() < deadline and turns < max_turns:
-            ok = await self.context()
-            if ok and not await self.think(deadline):
-                break
-            ok = ok and await self.append(self.tool_step())
+            ok = await self.context() and await self.append(self.tool_step())
             if ok and self.rng.random() < 0.4:  # the model answers; the user says the next thing
                 ok = await self.context()
-                if ok and not await self.think(deadline):
-                    break
                 ok = ok and await self.append([self.assistant_text(), self.user_message()])
                 turns += 1
         if not ok:
@@ -520,15 +419,12 @@ class CheckResult:
 
 
 async def get_json(
-    client: httpx.AsyncClient,
-    url: str,
-    params: dict[str, Any] | None = None,
-    headers: dict[str, str] | None = None,
+    client: httpx.AsyncClient, url: str, params: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """GET with the retries any client needs (transport errors, 503), bounded."""
     for attempt in range(MAX_ATTEMPTS):
         try:
-            r = await client.get(url, params=params, headers=headers)
+            r = await client.get(url, params=params)
         except httpx.TransportError:
             await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
             continue
@@ -540,14 +436,12 @@ async def get_json(
     raise RuntimeError(f"GET {url} failed {MAX_ATTEMPTS} times")
 
 
-async def read_log(
-    client: httpx.AsyncClient, base: str, sid: str, headers: dict[str, str] | None = None
-) -> list[dict[str, Any]]:
+async def read_log(client: httpx.AsyncClient, base: str, sid: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     after = 0
     for _ in range(10_000):
         url = f"{base}/sessions/{sid}/messages"
-        page = await get_json(client, url, {"after_seq": after, "limit": 1000}, headers)
+        page = await get_json(client, url, {"after_seq": after, "limit": 1000})
         out.extend(page["messages"])
         if page["next_after_seq"] is None:
             return out
@@ -560,7 +454,7 @@ async def check_agent(
 ) -> None:
     bad = result.problems.append
     who = agent.name
-    log = await read_log(client, base, agent.sid, auth(agent.key))
+    log = await read_log(client, base, agent.sid)
     result.sessions += 1
     result.messages += len(log)
     seqs = [int(m["seq"]) for m in log]
@@ -585,9 +479,7 @@ async def check_agent(
     acked_seqs = [s.seq or 0 for s in agent.acked]
     if acked_seqs != sorted(acked_seqs):  # per agent: log order is acknowledgement order
         bad(f"{who}: acknowledgement order differs from log order")
-    state = await get_json(
-        client, f"{base}/sessions/{agent.sid}/compaction", headers=auth(agent.key)
-    )
+    state = await get_json(client, f"{base}/sessions/{agent.sid}/compaction")
     watermark = int(state["last_compaction_seq"] or 0)
     if why := tail_violation(log, watermark):
         bad(f"{who}: {why}")
@@ -687,66 +579,6 @@ async def serve_fake_llm() -> None:
         await loop.run_in_executor(None, sys.stdin.read)
 
 
-@dataclass
-class ServerProcess:
-    base: str
-    log_path: Path
-    proc: asyncio.subprocess.Process
-
-
-@contextlib.asynccontextmanager
-async def contextd_servers(
-    database_url: str, count: int, env: dict[str, str], timeout_s: float = 60, workers: int = 1
-) -> AsyncIterator[list[ServerProcess]]:
-    servers: list[ServerProcess] = []
-    inherited = {k: v for k, v in os.environ.items() if k != "CONTEXTD_API_KEYS"}
-    full_env = {**inherited, "CONTEXTD_DATABASE_URL": database_url, **env}
-    try:
-        for _ in range(count):
-            port = free_port()
-            log_path = Path(tempfile.gettempdir()) / f"contextd-load-{port}.log"
-            with log_path.open("wb") as log:
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
-                    *("--workers", str(workers)),
-                    env=full_env,
-                    cwd=REPO_ROOT,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            servers.append(ServerProcess(f"http://127.0.0.1:{port}", log_path, proc))
-        deadline = time.monotonic() + timeout_s
-        async with httpx.AsyncClient(timeout=2) as probe:
-            for s in servers:
-                while True:
-                    if s.proc.returncode is not None:
-                        raise RuntimeError(f"contextd serve exited: {tail(s.log_path)}")
-                    with contextlib.suppress(httpx.TransportError):
-                        if (await probe.get(s.base + "/readyz")).status_code == 200:
-                            break
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"contextd serve not ready: {tail(s.log_path)}")
-                    await asyncio.sleep(0.1)
-        yield servers
-    finally:
-        for s in servers:
-            if s.proc.returncode is None:
-                s.proc.terminate()
-        for s in servers:
-            try:
-                await asyncio.wait_for(s.proc.wait(), 15)
-            except TimeoutError:
-                s.proc.kill()
-                await s.proc.wait()
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    with contextlib.suppress(OSError):
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    return ""
-
-
 def server_log_problems(path: Path) -> list[str]:
     """What a JSON server log reports as a 500 or an error, one line per record.
 
@@ -780,7 +612,6 @@ def server_log_problems(path: Path) -> list[str]:
 class Level:
     agents: int
     servers: int
-    think_ms: float
     seconds: float
     generator_cpu_s: float
     stats: Stats
@@ -797,10 +628,7 @@ class Level:
         return [
             self.agents,
             self.servers,
-            self.think_ms,
-            self.offered_rate if self.think_ms > 0 else "closed loop",
             self.achieved_rate,
-            self.achieved_rate / self.offered_rate if self.think_ms > 0 else "–",
             self.generator_cpu_ms_per_request,
             s.acked_messages / self.seconds,
             s.append_requests / self.seconds,
@@ -826,11 +654,6 @@ class Level:
         return self.requests / self.seconds
 
     @property
-    def offered_rate(self) -> float:
-        """Requests/s if every answer were instant: 2 requests per step per mean think."""
-        return self.agents * 2 / (self.think_ms / 1000) if self.think_ms > 0 else math.inf
-
-    @property
     def generator_cpu_ms_per_request(self) -> float:
         return self.generator_cpu_s * 1000 / self.requests if self.requests else math.nan
 
@@ -838,10 +661,7 @@ class Level:
 HEADERS = [
     "agents",
     "servers",
-    "think ms",
-    "offered req/s",
     "achieved req/s",
-    "achieved / offered",
     "generator CPU ms/req",
     "appends/s (msgs)",
     "append req/s",
@@ -870,54 +690,48 @@ async def run_level(
             "CONTEXTD_LOG_FORMAT": "json",
             "CONTEXTD_DB_POOL_SIZE": str(args.pool_size),
         }
-        # Agent n belongs to tenant n mod --tenants, each with a key of its own; without
-        # --tenants no keys are configured and every agent is in `default`.
-        keys = [f"load-key-{t}" for t in range(args.tenants)]
-        if keys:
-            env["CONTEXTD_API_KEYS"] = ",".join(f"{k}:tenant-{t}" for t, k in enumerate(keys))
-        async with contextd_servers(url, args.servers, env, 180, args.workers) as servers:
-            bases = [s.base for s in servers]
-            async with contextlib.AsyncExitStack() as stack:
-                client = await stack.enter_async_context(
-                    httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S)
-                )  # the checker's
-                crew = []
-                for n in range(agents):
-                    key = keys[n % len(keys)] if keys else None
-                    http = Http(key)
-                    stack.push_async_callback(http.aclose)
-                    crew.append(
-                        Agent(n, run, bases, http, texts, stats, args.seed, args.think_ms, key)
-                    )
-                sem = asyncio.Semaphore(16)
+        tmp = Path(tempfile.gettempdir())
+        logs = [tmp / f"contextd-load-{run}-{i}.log" for i in range(args.servers)]
+        async with contextlib.AsyncExitStack() as stack:
+            bases = [
+                await stack.enter_async_context(
+                    contextd_server(url, 180, args.workers, env, log_path=log)
+                )
+                for log in logs
+            ]
+            client = await stack.enter_async_context(httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S))
+            ports = [int(b.rsplit(":", 1)[1]) for b in bases]
+            crew = [Agent(n, run, ports, texts, stats, args.seed) for n in range(agents)]
+            for a in crew:
+                stack.callback(a.http.close)
+            sem = asyncio.Semaphore(16)
 
-                async def seeded(a: Agent) -> None:
-                    async with sem:
-                        await a.seed()
+            async def seeded(a: Agent) -> None:
+                async with sem:
+                    await a.seed()
 
-                await asyncio.gather(*(seeded(a) for a in crew))
-                progress(f"  {agents} agents: sessions seeded; {args.duration:.0f}s of load")
-                start = time.monotonic()
-                cpu_start = time.process_time()
-                deadline = start + args.duration
-                await asyncio.gather(*(a.run(deadline, args.max_turns) for a in crew))
-                seconds = time.monotonic() - start
-                generator_cpu_s = time.process_time() - cpu_start
-                progress(f"  {agents} agents: load done in {seconds:.1f}s; draining compactions")
-                left_active = await drain_jobs(url, args.drain_seconds)
-                check = CheckResult()
+            await asyncio.gather(*(seeded(a) for a in crew))
+            progress(f"  {agents} agents: sessions seeded; {args.duration:.0f}s of load")
+            start = time.monotonic()
+            cpu_start = time.process_time()
+            deadline = start + args.duration
+            await asyncio.gather(*(a.run(deadline, args.max_turns) for a in crew))
+            seconds = time.monotonic() - start
+            generator_cpu_s = time.process_time() - cpu_start
+            progress(f"  {agents} agents: load done in {seconds:.1f}s; draining compactions")
+            left_active = await drain_jobs(url, args.drain_seconds)
+            check = CheckResult()
 
-                async def checked(a: Agent) -> None:
-                    async with sem:
-                        await check_agent(client, bases[a.n % len(bases)], a, check)
+            async def checked(a: Agent) -> None:
+                async with sem:
+                    await check_agent(client, bases[a.n % len(bases)], a, check)
 
-                await asyncio.gather(*(checked(a) for a in crew))
+            await asyncio.gather(*(checked(a) for a in crew))
             jobs, job_problems = await job_counts(url)
-        log_problems = [p for s in servers for p in server_log_problems(s.log_path)]
+        log_problems = [p for log in logs for p in server_log_problems(log)]
     return Level(
         agents,
         args.servers,
-        args.think_ms,
         seconds,
         generator_cpu_s,
         stats,
@@ -932,36 +746,18 @@ async def run_level(
 # --- main --------------------------------------------------------------------------------------
 
 
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--agents", default="10,50,200", help="agent counts, comma-separated")
     p.add_argument("--duration", type=float, default=20, help="seconds of load per agent count")
     p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="contextd servers")
     p.add_argument("--workers", type=int, default=1, help="`serve --workers` of each server")
-    p.add_argument(
-        "--think-ms",
-        type=float,
-        default=0,
-        help="mean model time per step, between a context and its append (0: closed loop)",
-    )
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    database_options(p)
     p.add_argument("--max-turns", type=int, default=400, help="turns per agent at most")
     p.add_argument("--drain-seconds", type=float, default=60, help="wait for compactions after")
     p.add_argument("--pool-size", type=int, default=10, help="CONTEXTD_DB_POOL_SIZE per server")
-    p.add_argument(
-        "--tenants",
-        type=int,
-        default=0,
-        help="spread the agents over this many tenants, each with an API key (0: no keys)",
-    )
     p.add_argument("--seed", type=int, default=1, help="random seed of the agents")
     p.add_argument("--max-seconds", type=float, default=1800, help="give up after this long")
-    p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--serve-fake-llm", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -974,7 +770,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app.db.engine import run_migrations
 
     use_uvloop()  # the generator's own loop: it shares the cores with the server
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     texts = Texts.from_dataset()
     levels: list[Level] = []
     budget_end = time.monotonic() + args.max_seconds
@@ -994,17 +790,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         report_level(level)
     print()
     print(f"machine: {machine_info()}; load average after: {load_average()}")
-    tenants = f"{args.tenants} tenants, a key each" if args.tenants else "no API keys (default)"
     print(
         f"duration {args.duration:.0f}s per row; {args.servers} contextd server(s),"
-        f" serve --workers {args.workers} each; think {args.think_ms:.0f} ms"
-        f" (uniform 0.5x-1.5x per step{'' if args.think_ms > 0 else ': closed loop'});"
-        f" {tenants}"
+        f" serve --workers {args.workers} each; closed loop"
     )
     print()
     print(markdown_table(HEADERS, [lv.row() for lv in levels]))
-    if args.json:
-        args.json.write_text(json.dumps([_as_json(lv) for lv in levels], indent=2))
     failed = any(not lv.check.ok or lv.stats.violations or lv.log_problems for lv in levels)
     return 1 if failed else 0
 
@@ -1028,24 +819,6 @@ def report_level(level: Level) -> None:
         progress(f"    ! server log, {n}x: {text}")
     for text in level.job_problems:
         progress(f"    ~ {text[:600]}")
-
-
-def _as_json(level: Level) -> dict[str, Any]:
-    return {
-        **dict(zip(HEADERS, level.row(), strict=True)),
-        "seconds": level.seconds,
-        "requests": level.requests,
-        "generator_cpu_s": level.generator_cpu_s,
-        "think_s": level.stats.think_s,
-        "acked_messages": level.stats.acked_messages,
-        "contexts": level.stats.contexts,
-        "over_budget_payloads": level.stats.over_budget,
-        "violations": level.stats.violations[:100],
-        "checker_problems": level.check.problems[:100],
-        "server_log_problems": dict(collections.Counter(level.log_problems)),
-        "job_problems": level.job_problems,
-        "jobs": level.jobs,
-    }
 
 
 if __name__ == "__main__":

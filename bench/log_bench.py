@@ -35,7 +35,6 @@ import argparse
 import asyncio
 import contextlib
 import math
-import os
 import signal
 import sys
 import threading
@@ -56,12 +55,16 @@ from bench.common import (
     Throwaway,
     clone_session,
     contextd_server,
+    database_options,
+    database_server,
     dataset_warning,
+    expect,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
     percentile,
+    progress,
     seed_session,
     server_version,
     set_statistics,
@@ -119,8 +122,7 @@ class Target:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    database_options(p)
     p.add_argument("--sizes", default="1000,10000,100000", help="log sizes, comma-separated")
     p.add_argument("--appends", type=int, default=300, help="measured requests per figure")
     p.add_argument(
@@ -166,7 +168,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = None if args.embedded else args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     with _sigterm_unwinds():
         return _main(args, server)
 
@@ -237,7 +239,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
         targets: list[Target] = []
         for size in args.sizes:
             sid = f"bench-{size}-{uuid.uuid4().hex[:8]}"
-            check(await seeder.put(f"/sessions/{sid}", json={"auto_compact": False}), 201)
+            expect(await seeder.put(f"/sessions/{sid}", json={"auto_compact": False}), 201)
             progress(f"N={size:,}: seeding {sid} via {seeder_name}")
             seconds = await seed_session(seeder, sid, size, messages, args.seed_batch)
             seed_rate = size / seconds if size and seconds > 0 else math.nan
@@ -409,7 +411,7 @@ async def timed(request: Awaitable[httpx.Response], status: int) -> float:
     start = time.perf_counter()
     response = await request
     elapsed = (time.perf_counter() - start) * 1000
-    check(response, status)
+    expect(response, status)
     return elapsed
 
 
@@ -426,13 +428,6 @@ async def rate(
     start = time.perf_counter()
     await asyncio.gather(*(worker(i) for i in range(workers)))
     return per * workers, time.perf_counter() - start
-
-
-def check(r: httpx.Response, status: int) -> None:
-    if r.status_code != status:
-        raise RuntimeError(
-            f"{r.request.method} {r.request.url.path}: HTTP {r.status_code} {r.text[:300]}"
-        )
 
 
 def table(rows: Sequence[Figures], n_clients: int) -> str:
@@ -488,10 +483,6 @@ def flatness(rows: Sequence[Figures]) -> str:
             f"append x{a:.2f}, tool group x{c:.2f}, budget x{b:.2f}"
         )
     return "\n".join(lines)
-
-
-def progress(text: str) -> None:
-    print(f"[log_bench] {text}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -90,10 +90,14 @@ from app.core.tokens import get_counter
 from bench.artifacts_bench import call_paths, reused_numbers
 from bench.common import (
     DATASET,
+    check,
+    database_options,
+    database_server,
     free_port,
     load_average,
     machine_info,
     markdown_table,
+    progress,
     throwaway_database,
 )
 from tests.unit.compaction_helpers import log_of
@@ -108,10 +112,6 @@ SESSION_COMPACTION = {
     "reserved_output_tokens": 0,
     "safety_margin_tokens": 0,
 }
-
-
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # --- the model server ---------------------------------------------------------------------------
@@ -312,14 +312,6 @@ class Run:
     source: str
     steps: list[Step] = field(default_factory=list)
     error: str | None = None
-
-
-def check(r: httpx.Response, *ok: int) -> Any:
-    if r.status_code not in ok:
-        raise RuntimeError(
-            f"{r.request.method} {r.request.url.path}: {r.status_code} {r.text[:300]}"
-        )
-    return r.json()
 
 
 def context_text(ctx: dict[str, Any]) -> str:
@@ -602,7 +594,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=240.0, help="compact_timeout_s")
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--database-url", default=os.environ.get("CONTEXTD_DATABASE_URL"))
+    database_options(p)
     p.add_argument("--dump", help="write each run's measurements here (JSON), after each session")
     p.add_argument("--report-from", help="print the report of a --dump file; run nothing")
     args = p.parse_args(argv)
@@ -624,7 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if (parts := chunks(s["messages"], args.compactions, args.chunk_tokens))]  # fmt: skip
     work = work[: args.sessions]
     started, load_start = time.perf_counter(), load_average()
-    with throwaway_database(args.database_url) as db:
+    with throwaway_database(database_server(args)) as db:
         run_migrations(db.url)
         configure_logging("json", "WARNING")
 

@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import datetime as dt
 import json
-import os
 import re
 import sys
 import uuid
@@ -45,7 +44,14 @@ import httpx
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import Throwaway, markdown_table, plain_url, throwaway_database
+from bench.common import (
+    Throwaway,
+    database_options,
+    database_server,
+    markdown_table,
+    plain_url,
+    throwaway_database,
+)
 from bench.growth_bench import agent_stream
 
 QUERY: dict[str, str | int] = {"max_tokens": 8000, "strategy": "key_messages"}
@@ -54,7 +60,7 @@ Captured = dict[str, tuple[Any, ...]]  # SQL text -> the parameters of its last 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
+    database_options(p)
     p.add_argument("--small", type=int, default=1000, help="messages when plans are cached")
     p.add_argument("--large", type=int, default=100_000, help="messages when plans are run")
     p.add_argument("--show", default="", help="print the full plans of statements containing this")
@@ -65,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from app.db.engine import run_migrations
 
-    server = args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     with throwaway_database(server, prefix="contextd_plans") as db:
         run_migrations(db.url)
         rows = asyncio.run(run(args, db))

@@ -1,8 +1,7 @@
-"""Recall: search latency at scale, the index's cost to appends, and recall@3.
+"""Recall: search latency at scale, and recall@3.
 
-    python bench/recall_bench.py [--parts latency,append,recall] [--database-url URL]
+    python bench/recall_bench.py [--parts latency,recall] [--database-url URL]
         [--messages 1000000] [--big 100000] [--before REV] [--keep]
-        [--rounds 3] [--round-s 8] [--clients 20]
         [--budget 8000] [--zh-budgets 300,500,1000,2000] [--pad 0] [--statistics analyze|none]
 
 Each part runs in a throwaway database (on `--database-url`, else
@@ -28,14 +27,7 @@ by query, and says how often both found the same messages.
    tool's limit, a code searched before and a question naming one, with how often the
    message holding the code still comes first. p50/p99/max in ms per kind, over every
    call.
-2. append: bench/search_append.py's in-process A/B (`--via process --messages plain`;
-   that bench also measures through HTTP and reports CPU per append): concurrent
-   appends (one dataset message each, `--clients` sessions) through
-   `app.messages.service.append` with its group commit, A with the search index
-   (lexemes made and stored, GIN maintained) against B without (no lexemes, index
-   dropped), alternated A B A B … `--rounds` times for `--round-s` seconds each.
-   appends/s per round, and A/B.
-3. recall: the dataset's sessions by language (English: each alone, after `--pad`
+2. recall: the dataset's sessions by language (English: each alone, after `--pad`
    messages of the dataset when given; Chinese: the short dialogues one after
    another as one conversation), replayed message by message. Before each
    assistant message (Chinese: each message, a user's too) whose log exceeds
@@ -55,7 +47,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import re
 import statistics
 import sys
@@ -74,6 +65,8 @@ import httpx
 from bench.common import (
     DATASET,
     admin,
+    database_options,
+    database_server,
     dataset_warning,
     load_average,
     load_messages,
@@ -81,16 +74,13 @@ from bench.common import (
     markdown_table,
     percentile,
     plain_url,
+    progress,
     set_statistics,
     throwaway_database,
     with_database,
 )
 
 TENANT = "default"
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 @asynccontextmanager
@@ -517,33 +507,7 @@ async def time_kinds(
             )
 
 
-# --- 2. append ---------------------------------------------------------------------------
-
-
-async def appends(url: str, args: argparse.Namespace) -> list[list[object]]:
-    """bench/search_append.py's in-process A/B, on the dataset's plain messages."""
-    from bench.search_append import measure
-
-    ab = argparse.Namespace(
-        variants=["A", "B"], rounds=args.rounds, round_s=args.round_s, warmup_s=1.0,
-        messages="plain", workers=1,
-    )  # fmt: skip
-    conn = await asyncpg.connect(plain_url(url))
-    try:
-        results = await measure(url, "process", args.clients, ab, conn)
-    finally:
-        await conn.close()
-    rows: list[list[object]] = []
-    rates = {v: [r[0] for r in results[v]] for v in ("A", "B")}
-    for r in range(args.rounds):
-        a, b = rates["A"][r], rates["B"][r]
-        rows.append([r + 1, round(a), round(b), f"{a / b:.0%}"])
-    a, b = statistics.median(rates["A"]), statistics.median(rates["B"])
-    rows.append(["median", round(a), round(b), f"{a / b:.0%}"])
-    return rows
-
-
-# --- 3. recall@3 -------------------------------------------------------------------------
+# --- 2. recall@3 -------------------------------------------------------------------------
 
 
 def conversations() -> dict[str, list[list[dict[str, Any]]]]:
@@ -721,13 +685,10 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--parts", default="latency,append,recall")
-    p.add_argument("--database-url", help="PostgreSQL server for the throwaway databases")
+    p.add_argument("--parts", default="latency,recall")
+    database_options(p)
     p.add_argument("--messages", type=int, default=1_000_000)
     p.add_argument("--big", type=int, default=100_000)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--round-s", type=float, default=8.0)
-    p.add_argument("--clients", type=int, default=20)
     p.add_argument("--budget", type=int, default=8000)
     # The Chinese dialogues are short: at 8,000 tokens few identifiers are ever left out.
     p.add_argument(
@@ -754,7 +715,7 @@ def main() -> int:
     p.add_argument("--statistics", choices=("analyze", "none"), default="analyze")
     args = p.parse_args()
     parts = set(args.parts.split(","))
-    server = args.database_url or os.environ.get("CONTEXTD_DATABASE_URL")
+    server = database_server(args)
     print(f"# recall_bench {' '.join(sys.argv[1:])}\n\n{machine_info()}{dataset_warning()}")
     print(f"load average before: {load_average()}\n")
     if "latency" in parts:
@@ -769,15 +730,6 @@ def main() -> int:
             rows = [[r[0], *r[2:7]] for r in rows]
         print(markdown_table(headers, rows))
         print("".join(f"\n{n}" for n in notes))
-    if "append" in parts:
-        with throwaway_database(server, prefix="contextd_recall") as db:
-            from app.db.engine import run_migrations
-
-            run_migrations(db.url)
-            rows = asyncio.run(appends(db.url, args))
-        print(f"\n## appends/s, {args.clients} clients, A with the search index, B without "
-              f"(alternated, {args.round_s:.0f} s each)\n")  # fmt: skip
-        print(markdown_table(["round", "A: index", "B: none", "A/B"], rows))
     if "recall" in parts:
         with throwaway_database(server, prefix="contextd_recall") as db:
             from app.db.engine import run_migrations

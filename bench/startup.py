@@ -38,6 +38,8 @@ import httpx
 from app.db.engine import run_migrations
 from bench.common import (
     REPO_ROOT,
+    database_options,
+    database_server,
     free_port,
     load_average,
     machine_info,
@@ -147,7 +149,7 @@ async def run(roots: dict[str, Path], database_url: str, rounds: int) -> list[li
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--database-url", default=os.environ.get("CONTEXTD_DATABASE_URL"))
+    database_options(p)
     p.add_argument("--compare", type=Path, help="another checkout, started alternately")
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args(argv)
@@ -155,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.compare is not None:
         roots[f"--compare {args.compare.name}"] = args.compare.resolve()
     load = load_average()
-    with throwaway_database(args.database_url, prefix="contextd_startup") as db:
+    with throwaway_database(database_server(args), prefix="contextd_startup") as db:
         run_migrations(db.url)
         rows = asyncio.run(run(roots, db.url, args.rounds))
     print(f"contextd startup bench: {machine_info()}; {db.server}; {args.rounds} rounds")

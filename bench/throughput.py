@@ -57,11 +57,14 @@ if __package__ in (None, ""):  # `python bench/throughput.py` from anywhere
 from bench.common import (
     RawHttp,
     contextd_server,
+    database_options,
+    database_server,
     load_average,
     machine_info,
     markdown_table,
     percentile,
     plain_url,
+    progress,
     throwaway_database,
     use_uvloop,
 )
@@ -145,10 +148,6 @@ def cpu_probe_s() -> float:
     for i in range(5_000_000):
         total += i
     return time.process_time() - start
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 class Http:
@@ -433,8 +432,7 @@ async def measure_context(
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="use the embedded server even if set")
+    database_options(p)
     p.add_argument("--workers", default="1,2", help="`serve --workers` counts, comma-separated")
     p.add_argument("--clients", type=int, default=50, help="concurrent appending clients")
     p.add_argument(
@@ -451,9 +449,7 @@ def main() -> int:
     args = p.parse_args()
     args.workers = [int(x) for x in args.workers.split(",") if x]
     args.pgbench_clients = [int(x) for x in args.pgbench_clients.split(",") if x]
-    server = (
-        None if args.embedded else (args.database_url or os.environ.get("CONTEXTD_DATABASE_URL"))
-    )
+    server = database_server(args)
     rows: list[list[object]] = []
     bad = 0
     load_before = load_average()

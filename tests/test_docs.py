@@ -100,3 +100,84 @@ def test_no_tracked_file_names_a_path_of_a_build_machine() -> None:
         if MACHINE_PATH in path.read_text(errors="replace"):
             named.append(name.decode())
     assert not named, named
+
+
+# A bench that a page, the Makefile or a source file names either exists, with every
+# option given to it there, or is marked in the same section (a Markdown heading's
+# span; a whole file otherwise) as a past measurement: "`bench/<name>.py` (since
+# removed, last at <commit>)", where <commit> still holds it. An option a bench no
+# longer has is marked the same way: "`--<option>` (since removed, last at <commit>)".
+_BENCH = re.compile(r"bench/(\w+\.(?:py|sh))")
+_OPTION = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+_REMOVED = r"`?,? \(?since removed, last at ([0-9a-f]{7,40})"
+
+
+def _bench_citing_files() -> list[Path]:
+    sources = [ROOT / "Makefile", *PAGES]
+    for folder in ("app", "bench", "tests", "deploy"):
+        sources += sorted((ROOT / folder).rglob("*.py"))
+    return [p for p in sources if p.name != "test_docs.py"]
+
+
+def _sections(path: Path) -> list[str]:
+    """A Markdown page cut at its headings (not at a `#` line inside a fenced block)."""
+    if path.suffix != ".md":
+        return [path.read_text()]
+    sections: list[list[str]] = [[]]
+    fenced = False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            sections.append([])
+        sections[-1].append(line)
+    return ["\n".join(s) for s in sections]
+
+
+def _command_tail(section: str, end: int, prose: bool) -> str:
+    """What follows a bench's name in its command: in Markdown prose, to the closing
+    backtick; elsewhere (a fenced block, a source file) to the end of its line and of
+    the lines a backslash continues, or to a backtick before."""
+    if prose and not section.count("```", 0, end) % 2:
+        closing = section.find("`", end)
+        return section[end:closing] if 0 <= closing - end <= 300 else ""
+    tail, _, rest = section[end:].partition("\n")
+    while tail.rstrip().endswith("\\") and rest:
+        line, _, rest = rest.partition("\n")
+        tail += " " + line
+    return tail.partition("`")[0]
+
+
+def _holds(commit: str, path: str) -> bool:
+    shallow = subprocess.run(
+        ["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    if shallow != "false":  # a shallow clone may not have the commit: nothing to check
+        return True
+    found = subprocess.run(["git", "cat-file", "-e", f"{commit}:{path}"], cwd=ROOT)
+    return found.returncode == 0
+
+
+def test_every_bench_named_exists_or_is_marked_as_past() -> None:
+    wrong = []
+    for path in _bench_citing_files():
+        for section in _sections(path):
+            flat = " ".join(re.sub(r"^\s*#+", " ", section, flags=re.M).split())  # comments
+            for m in _BENCH.finditer(section):
+                where = f"{path.relative_to(ROOT)}: bench/{m.group(1)}"
+                script = ROOT / "bench" / m.group(1)
+                if not script.exists():
+                    marked = re.search(rf"bench/{re.escape(m.group(1))}{_REMOVED}", flat)
+                    if marked is None or not _holds(marked.group(1), f"bench/{m.group(1)}"):
+                        wrong.append(f"{where} is gone and not marked as past")
+                    continue
+                source = script.read_text()
+                if "database_options(" in source:  # its options come from bench/common.py
+                    source += (ROOT / "bench" / "common.py").read_text()
+                prose = path.suffix == ".md"
+                for option in _OPTION.findall(_command_tail(section, m.end(), prose)):
+                    if f'"{option}"' in source:
+                        continue
+                    if not re.search(rf"{re.escape(option)}{_REMOVED}", flat):
+                        wrong.append(f"{where} has no {option}, and it is not marked as past")
+    assert not wrong, "\n".join(sorted(set(wrong)))

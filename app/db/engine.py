@@ -78,7 +78,8 @@ def create_engine(
         # connections coming back in one loop iteration found the pool's queue full and
         # were closed, and the next burst opened them again; one new connection per ~50
         # appends at 50 clients, each a PostgreSQL backend start, the dialect's setup
-        # queries and every statement prepared again (bench/append_cpu.py counts them).
+        # queries and every statement prepared again (counted by bench/append_cpu.py,
+        # since removed, last at 3a1b9bd).
         pool_size=2 * pool_size,
         # Waiters served in arrival order (app/db/pool.py): a saturated server queues for
         # connections, and SQLAlchemy's own queue let newcomers take them first.

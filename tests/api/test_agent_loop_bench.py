@@ -10,8 +10,10 @@ from typing import Any
 
 from bench.agent_loop import (
     BASELINES,
+    COUNTER,
     HALVES,
     NAIVE,
+    PRIMING,
     TRIM_MESSAGES,
     Call,
     Entry,
@@ -20,8 +22,8 @@ from bench.agent_loop import (
     Tally,
     Tokens,
     as_identifier,
+    call_points,
     call_results,
-    common_chars,
     grounded,
     half_of,
     held_by_seq,
@@ -31,17 +33,14 @@ from bench.agent_loop import (
     measure,
     naive_window,
     needed,
-    openai_cached,
     recent_tokens,
     repeats_of,
     run,
     shared,
-    within,
     without_nul,
     write_misses,
 )
 from bench.context_quality import Case
-from bench.replay import COUNTER, PRIMING, call_points
 from tests.support.planted import INSTRUCTIONS
 
 SYSTEM = "You are a coding agent. Tools: open_file, run. Repository root: /repo."
@@ -217,25 +216,6 @@ def test_shared_counts_the_leading_messages_and_names_the_first_that_differs() -
     assert shared([a, b], [a, b, c], [3, 4, 5]) == (7, None)  # it only grew
     assert shared([a, b], [a, c], [3, 5]) == (3, 1)
     assert shared([a, b, c], [a, b], [3, 4]) == (7, 2)  # its third message left
-
-
-def test_within_counts_the_head_a_changed_message_kept() -> None:
-    text = "Facts:\n- the API is at /v2\n- tests pass\n(messages up to #10)"
-    old = {"role": "system", "content": text}
-    new = {"role": "system", "content": text.replace("#10", "#20")}
-    head = COUNTER.count_message({"role": "system"})
-    kept = within(old, new)
-    assert head < kept < COUNTER.count_message(new)
-    assert kept == head + COUNTER.count_text(text[: text.index("10)")]) - 1
-    assert within(old, old) == COUNTER.count_message(old)
-    assert within(old, {"role": "user", "content": text}) == 0  # another message
-    assert common_chars("abc", "abd") == 2 and common_chars("ab", "abc") == 2
-
-
-def test_openai_bills_a_prefix_from_1024_tokens_in_steps_of_128() -> None:
-    assert [openai_cached(n) for n in (0, 1023, 1024, 1151, 1152, 5000)] == [
-        0, 0, 1024, 1024, 1152, 4992,
-    ]  # fmt: skip
 
 
 def test_held_by_seq_refuses_a_payload_that_does_not_line_up() -> None:

@@ -1,6 +1,5 @@
 """`extract_identifiers` as it was before needles: every pattern over the whole text and
-the pairwise containment test. The reference the tests and `bench/identifiers_bench.py`
-hold the shipped function to."""
+the pairwise containment test. The reference the tests hold the shipped function to."""
 
 from __future__ import annotations
 

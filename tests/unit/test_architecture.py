@@ -102,7 +102,9 @@ def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
 def test_no_modules_import_each_other_in_a_loop_even_for_type_checking() -> None:
     """A loop of imports under TYPE_CHECKING is still two modules that cannot be read
     apart; a protocol where the types meet breaks it (app/context/references.py `Unit`)."""
-    assert _cycles(grimp.build_graph("app", exclude_type_checking_imports=False, cache_dir=None)) == []
+    assert (
+        _cycles(grimp.build_graph("app", exclude_type_checking_imports=False, cache_dir=None)) == []
+    )
 
 
 def test_a_loop_of_imports_would_be_found() -> None:

@@ -20,7 +20,7 @@ handlers' `dict[str, Any]` return annotation stays their response model, so answ
 go through the same pydantic-core serialisation as before and nothing is validated
 against these models per request. (Not `response_model=None` either: FastAPI then
 falls back to the pure-Python `jsonable_encoder`, measurably slower on
-`/context` — bench/api_overhead.py.)
+`/context`: bench/api_overhead.py, since removed, last at 92f0995.)
 """
 
 from __future__ import annotations
