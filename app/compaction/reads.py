@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core import conversation
 from app.core.conversation import LoggedMessage
 from app.db.models import MessageRow
+from app.db.scope import of_session
 
 
 async def history_after(
@@ -19,8 +20,7 @@ async def history_after(
     stmt = (
         select(MessageRow)
         .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
+            of_session(MessageRow, tenant, sid),
             MessageRow.seq > watermark,
         )
         .order_by(MessageRow.seq)
@@ -40,8 +40,7 @@ async def anchor_below(
     stmt = (
         select(MessageRow)
         .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
+            of_session(MessageRow, tenant, sid),
             MessageRow.role == literal_column("'user'"),
             MessageRow.seq <= watermark,
         )
@@ -60,8 +59,7 @@ async def tool_turns_before(
     stmt = (
         select(MessageRow)
         .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
+            of_session(MessageRow, tenant, sid),
             MessageRow.seq <= watermark,
             MessageRow.role.in_(("tool", "assistant")),
         )

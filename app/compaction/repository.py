@@ -14,6 +14,7 @@ from app.compaction import revert_repository
 from app.db.database import Driver
 from app.db.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
 from app.db.models.job import ACTIVE
+from app.db.scope import of_session
 from app.leases.fencing import store_admits
 
 Job = CompactionJobRow
@@ -23,7 +24,7 @@ JOBS_CHANNEL = "contextd_compaction_jobs"
 
 
 def _job_key(job: Job) -> tuple[ColumnElement[bool], ...]:
-    return (Job.tenant_id == job.tenant_id, Job.session_id == job.session_id, Job.id == job.id)
+    return (of_session(Job, job.tenant_id, job.session_id), Job.id == job.id)
 
 
 async def request_job(
@@ -65,7 +66,7 @@ async def request_job(
         await db.execute(text("SELECT pg_notify(:channel, '')"), {"channel": JOBS_CHANNEL})
         return created, True
     active = await db.scalar(
-        select(Job).where(Job.tenant_id == tenant, Job.session_id == sid, Job.status.in_(ACTIVE))
+        select(Job).where(of_session(Job, tenant, sid), Job.status.in_(ACTIVE))
     )
     if active is None:  # finished between our insert and this read: ask again
         return await request_job(
@@ -194,7 +195,7 @@ async def claim_next(
         return None
     stmt = (
         update(Job)
-        .where(Job.tenant_id == key[0], Job.session_id == key[1], Job.id == key[2])
+        .where(of_session(Job, key[0], key[1]), Job.id == key[2])
         .values(
             status="running",
             worker=worker,
@@ -261,7 +262,7 @@ async def hold_session(db: AsyncSession, job: Job) -> bool:
     """
     stmt = (
         select(SessionRow.id)
-        .where(SessionRow.tenant_id == job.tenant_id, SessionRow.id == job.session_id)
+        .where(of_session(SessionRow, job.tenant_id, job.session_id))
         .with_for_update(read=True, key_share=True)
     )
     return (await db.execute(stmt)).first() is not None
@@ -319,8 +320,7 @@ async def store_summary(
     through = (
         select(MessageRow.context_tokens_through)
         .where(
-            MessageRow.tenant_id == job.tenant_id,
-            MessageRow.session_id == job.session_id,
+            of_session(MessageRow, job.tenant_id, job.session_id),
             MessageRow.seq == new_watermark,
         )
         .scalar_subquery()
@@ -336,8 +336,7 @@ async def store_summary(
         user_after = (
             select(MessageRow.seq)
             .where(
-                MessageRow.tenant_id == job.tenant_id,
-                MessageRow.session_id == job.session_id,
+                of_session(MessageRow, job.tenant_id, job.session_id),
                 MessageRow.role == literal_column("'user'"),
                 MessageRow.seq > new_watermark,
             )
@@ -347,8 +346,7 @@ async def store_summary(
     stmt = (
         update(SessionRow)
         .where(
-            SessionRow.tenant_id == job.tenant_id,
-            SessionRow.id == job.session_id,
+            of_session(SessionRow, job.tenant_id, job.session_id),
             SessionRow.last_compaction_seq < new_watermark,
             SessionRow.generation == generation,
             store_admits(job.lock_token),
@@ -370,10 +368,7 @@ async def store_summary(
 
 async def recent_jobs(db: AsyncSession, tenant: str, sid: str, limit: int = 20) -> list[Job]:
     stmt = (
-        select(Job)
-        .where(Job.tenant_id == tenant, Job.session_id == sid)
-        .order_by(Job.created_at.desc())
-        .limit(limit)
+        select(Job).where(of_session(Job, tenant, sid)).order_by(Job.created_at.desc()).limit(limit)
     )
     return list(await db.scalars(stmt))
 

@@ -15,6 +15,7 @@ from app.compaction.repository import WORKER_STALE_S
 from app.core.budget import as_budgeted, budget_of
 from app.core.settings import Settings
 from app.db.models import CompactionJobRow, MessageRow, SessionRow
+from app.db.scope import of_session, of_tenant, same_session
 
 # Outcomes that moved the watermark.
 STORED = ("success", "degraded")
@@ -54,7 +55,7 @@ async def session_page(
     prefix: str | None,
     limit: int,
 ) -> list[SessionRow]:
-    stmt = select(SessionRow).where(SessionRow.tenant_id == tenant)
+    stmt = select(SessionRow).where(of_tenant(SessionRow, tenant))
     if prefix:
         # A filter on the primary-key walk (LIKE would need escaping, and neither uses
         # the index outside the C collation): cheap at 10,000 sessions per tenant.
@@ -82,7 +83,7 @@ async def last_jobs(db: AsyncSession, tenant: str, ids: list[str]) -> dict[str, 
     J = CompactionJobRow
     stmt = (
         select(J.session_id, J.status, J.reason, J.created_at, J.finished_at)
-        .where(J.tenant_id == tenant, J.session_id.in_(ids))
+        .where(of_tenant(J, tenant), J.session_id.in_(ids))
         .order_by(J.session_id, J.created_at.desc())
         .ext(distinct_on(J.session_id))
     )
@@ -177,8 +178,7 @@ async def _compactions(db: AsyncSession, row: SessionRow) -> list[dict[str, Any]
     through = (
         select(MessageRow.context_tokens_through)
         .where(
-            MessageRow.tenant_id == J.tenant_id,
-            MessageRow.session_id == J.session_id,
+            same_session(MessageRow, J),
             MessageRow.seq <= J.watermark_after,
         )
         .order_by(MessageRow.seq.desc())
@@ -186,7 +186,7 @@ async def _compactions(db: AsyncSession, row: SessionRow) -> list[dict[str, Any]
         .scalar_subquery()
     )
     # Each job with the log's tokens through its watermark (a probe each).
-    mine = select(J, through).where(J.tenant_id == row.tenant_id, J.session_id == row.id)
+    mine = select(J, through).where(of_session(J, row.tenant_id, row.id))
     newest = mine.order_by(J.created_at.desc()).limit(MAX_JOBS)
     stored = newest.where(
         J.status.in_(STORED), J.watermark_after.is_not(None), J.reverted_at.is_(None)

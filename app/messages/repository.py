@@ -11,12 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.database import Driver
 from app.db.models import MessageRow
+from app.db.scope import of_session
 from app.leases.fencing import lease_live
-
-
-def in_session(tenant: str, sid: str) -> tuple[Any, ...]:
-    return (MessageRow.tenant_id == tenant, MessageRow.session_id == sid)
-
 
 # --- the append path, on the asyncpg connection itself (Database.driver) -------------------
 # Fixed SQL texts: asyncpg prepares each once per connection and runs it by name.
@@ -337,7 +333,7 @@ async def page(
     Both directions walk the primary key, so reading the tail of a long log
     costs the page, never the log.
     """
-    stmt = select(MessageRow).where(*in_session(tenant, sid), MessageRow.seq > after_seq)
+    stmt = select(MessageRow).where(of_session(MessageRow, tenant, sid), MessageRow.seq > after_seq)
     if before_seq is not None:
         stmt = stmt.where(MessageRow.seq < before_seq)
     order = MessageRow.seq.desc() if descending else MessageRow.seq
@@ -352,7 +348,7 @@ async def tail(db: AsyncSession, tenant: str, sid: str, from_seq: int) -> list[M
     """Every message with `seq >= from_seq`, in log order."""
     stmt = (
         select(MessageRow)
-        .where(*in_session(tenant, sid), MessageRow.seq >= from_seq)
+        .where(of_session(MessageRow, tenant, sid), MessageRow.seq >= from_seq)
         .order_by(MessageRow.seq)
     )
     return list((await db.execute(stmt)).scalars())
@@ -363,6 +359,6 @@ async def context_tokens_through(db: AsyncSession, tenant: str, sid: str, seq: i
     if seq <= 0:
         return 0
     stmt = select(MessageRow.context_tokens_through).where(
-        *in_session(tenant, sid), MessageRow.seq == seq
+        of_session(MessageRow, tenant, sid), MessageRow.seq == seq
     )
     return int(await db.scalar(stmt) or 0)

@@ -21,6 +21,7 @@ from sqlalchemy import insert, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import EventRow, SessionRow
+from app.db.scope import of_session
 from app.observability.metrics import EVENTS_DEFERRED
 
 if TYPE_CHECKING:
@@ -40,9 +41,7 @@ async def record_event(
 async def page(
     db: AsyncSession, tenant: str, sid: str, after_id: int, limit: int, type_prefix: str | None
 ) -> list[EventRow]:
-    stmt = select(EventRow).where(
-        EventRow.tenant_id == tenant, EventRow.session_id == sid, EventRow.id > after_id
-    )
+    stmt = select(EventRow).where(of_session(EventRow, tenant, sid), EventRow.id > after_id)
     if type_prefix:
         stmt = stmt.where(EventRow.type.startswith(type_prefix, autoescape=True))
     stmt = stmt.order_by(EventRow.id).limit(limit)

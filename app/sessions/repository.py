@@ -9,6 +9,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import SessionRow
+from app.db.scope import of_session, of_tenant
 from app.leases.fencing import lease_live
 
 
@@ -28,7 +29,7 @@ async def get_for_update(db: AsyncSession, tenant: str, sid: str) -> tuple[Sessi
     live = lease_live().label("lease_live")
     stmt = (
         select(SessionRow, live)
-        .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
+        .where(of_session(SessionRow, tenant, sid))
         .with_for_update(key_share=True)
         .execution_options(populate_existing=True)
     )
@@ -48,7 +49,7 @@ async def insert_if_missing(db: AsyncSession, values: dict[str, Any]) -> bool:
 
 
 async def page(db: AsyncSession, tenant: str, after_id: str | None, limit: int) -> list[SessionRow]:
-    stmt = select(SessionRow).where(SessionRow.tenant_id == tenant)
+    stmt = select(SessionRow).where(of_tenant(SessionRow, tenant))
     if after_id is not None:
         stmt = stmt.where(SessionRow.id > after_id)
     stmt = stmt.order_by(SessionRow.id).limit(limit)
@@ -56,18 +57,14 @@ async def page(db: AsyncSession, tenant: str, after_id: str | None, limit: int) 
 
 
 async def remove(db: AsyncSession, tenant: str, sid: str) -> bool:
-    stmt = (
-        delete(SessionRow)
-        .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
-        .returning(SessionRow.id)
-    )
+    stmt = delete(SessionRow).where(of_session(SessionRow, tenant, sid)).returning(SessionRow.id)
     return (await db.execute(stmt)).first() is not None
 
 
 async def set_values(db: AsyncSession, tenant: str, sid: str, values: dict[str, Any]) -> None:
     await db.execute(
         update(SessionRow)
-        .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
+        .where(of_session(SessionRow, tenant, sid))
         .values(**values)
         .execution_options(synchronize_session=False)
     )
