@@ -14,7 +14,7 @@ from app.compaction import revert_repository
 from app.db.database import Driver
 from app.db.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
 from app.db.models.job import ACTIVE
-from app.db.scope import of_session
+from app.db.scope import of_session, session_sql
 from app.leases.fencing import store_admits
 
 Job = CompactionJobRow
@@ -81,7 +81,7 @@ async def request_job(
 _HAS_ACTIVE = f"""
 SELECT EXISTS (
     SELECT 1 FROM compaction_jobs
-    WHERE tenant_id = $1 AND session_id = $2 AND status IN {ACTIVE!r}
+    WHERE {session_sql()} AND status IN {ACTIVE!r}
 )
 """
 

@@ -15,7 +15,7 @@ from app.compaction.repository import WORKER_STALE_S
 from app.core.budget import as_budgeted, budget_of
 from app.core.settings import Settings
 from app.db.models import CompactionJobRow, MessageRow, SessionRow
-from app.db.scope import of_session, of_tenant, same_session
+from app.db.scope import of_session, of_tenant, same_session, session_sql, tenant_sql
 
 # Outcomes that moved the watermark.
 STORED = ("success", "degraded")
@@ -99,12 +99,12 @@ async def last_jobs(db: AsyncSession, tenant: str, ids: list[str]) -> dict[str, 
 
 
 SAMPLES = text(
-    """
+    f"""
     SELECT m.seq, m.context_tokens_through AS through, m.created_at
     FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint), CAST(:step AS bigint)) AS g(s)
     CROSS JOIN LATERAL (
         SELECT seq, context_tokens_through, created_at FROM messages
-        WHERE tenant_id = :tenant AND session_id = :sid AND seq >= g.s AND seq <= :hi
+        WHERE {session_sql(tenant=":tenant", sid=":sid")} AND seq >= g.s AND seq <= :hi
         ORDER BY seq LIMIT 1
     ) AS m
     """
@@ -278,26 +278,26 @@ def _job_point(j: CompactionJobRow, through: int | None, summary: int | None) ->
 
 
 QUEUE = text(
-    """
+    f"""
     SELECT status, count(*) AS n, min(created_at) AS oldest
     FROM compaction_jobs
-    WHERE tenant_id = :tenant AND status IN ('pending', 'running')
+    WHERE {tenant_sql(tenant=":tenant")} AND status IN ('pending', 'running')
     GROUP BY status
     """
 )
 
 FINISHED = text(
-    """
+    f"""
     SELECT status, count(*) AS n FROM compaction_jobs
-    WHERE tenant_id = :tenant AND finished_at > now() - interval '1 hour'
+    WHERE {tenant_sql(tenant=":tenant")} AND finished_at > now() - interval '1 hour'
     GROUP BY status
     """
 )
 
 EVENTS = text(
-    """
+    f"""
     SELECT id, session_id, type, data, created_at FROM events
-    WHERE tenant_id = :tenant
+    WHERE {tenant_sql(tenant=":tenant")}
       AND (type = 'context.compressed' OR type LIKE 'compaction.%')
     ORDER BY id DESC LIMIT :limit
     """
