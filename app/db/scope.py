@@ -11,8 +11,8 @@ Two forms, one rule:
   tenant's listings, `same_session(a, b)` for a join of two tables on the key;
 - raw SQL texts (asyncpg's `$n`, `text()`'s `:name`): `session_sql("m")` is
   `m.tenant_id = $1 AND m.session_id = $2`, assembled into the statement when its module
-  is imported. The text is the one written by hand before: prepared statements and their
-  generic plans are cached by text.
+  is imported: a statement's text never varies, and prepared statements and their generic
+  plans are cached by text.
 """
 
 from __future__ import annotations
