@@ -13,6 +13,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.db.models import ApiKeyRow
+from app.db.scope import of_tenant
 
 KEY_PREFIX = "ctxd_"
 # Revocations and new keys take effect within this many seconds on every server.
@@ -79,7 +80,7 @@ async def forget_all_keys(db: AsyncSession) -> tuple[int, int]:
 async def list_keys(db: AsyncSession, tenant: str | None = None) -> list[ApiKeyRow]:
     stmt = select(ApiKeyRow).order_by(ApiKeyRow.tenant_id, ApiKeyRow.created_at)
     if tenant:
-        stmt = stmt.where(ApiKeyRow.tenant_id == tenant)
+        stmt = stmt.where(of_tenant(ApiKeyRow, tenant))
     return list(await db.scalars(stmt))
 
 

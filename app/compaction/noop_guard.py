@@ -10,6 +10,7 @@ from app.compaction.summary import summary_token_cap
 from app.core.budget import session_compaction
 from app.core.settings import Settings
 from app.db.models import CompactionJobRow, SessionRow
+from app.db.scope import of_session
 
 
 def _regrown(row: SessionRow, settings: Settings) -> bool:
@@ -68,13 +69,13 @@ async def _after_noop(db: AsyncSession, row: SessionRow, settings: Settings) -> 
     Read from the session's latest noop job and latest revert (primary key prefix).
     """
     J = CompactionJobRow
-    mine = (J.tenant_id == row.tenant_id, J.session_id == row.id)
+    mine = of_session(J, row.tenant_id, row.id)
     last_noop = await db.scalar(
-        select(J.result).where(*mine, J.status == "noop").order_by(J.finished_at.desc()).limit(1)
+        select(J.result).where(mine, J.status == "noop").order_by(J.finished_at.desc()).limit(1)
     )
     last_revert = await db.scalar(
         select(J.revert_state)
-        .where(*mine, J.reverted_at.is_not(None))
+        .where(mine, J.reverted_at.is_not(None))
         .order_by(J.reverted_at.desc())
         .limit(1)
     )

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.conversation import LoggedMessage
 from app.db.models import MessageRow
+from app.db.scope import of_session
 
 
 async def history_after(
@@ -18,8 +19,7 @@ async def history_after(
     stmt = (
         select(MessageRow)
         .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
+            of_session(MessageRow, tenant, sid),
             MessageRow.seq > watermark,
         )
         .order_by(MessageRow.seq)
@@ -39,8 +39,7 @@ async def anchor_below(
     stmt = (
         select(MessageRow)
         .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
+            of_session(MessageRow, tenant, sid),
             MessageRow.role == literal_column("'user'"),
             MessageRow.seq <= watermark,
         )
@@ -59,8 +58,7 @@ async def tool_turns_before(
     stmt = (
         select(MessageRow)
         .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
+            of_session(MessageRow, tenant, sid),
             MessageRow.seq <= watermark,
             MessageRow.role.in_(("tool", "assistant")),
         )

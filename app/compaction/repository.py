@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.compaction import revert_repository
 from app.db.models import CompactionJobRow, CompactionWorkerRow, MessageRow, SessionRow
 from app.db.models.job import ACTIVE
+from app.db.scope import of_session
 from app.sessions.lease_rule import store_admits
 
 Job = CompactionJobRow
@@ -22,7 +23,7 @@ JOBS_CHANNEL = "contextd_compaction_jobs"
 
 
 def _job_key(job: Job) -> tuple[ColumnElement[bool], ...]:
-    return (Job.tenant_id == job.tenant_id, Job.session_id == job.session_id, Job.id == job.id)
+    return (of_session(Job, job.tenant_id, job.session_id), Job.id == job.id)
 
 
 async def request_job(
@@ -64,7 +65,7 @@ async def request_job(
         await db.execute(text("SELECT pg_notify(:channel, '')"), {"channel": JOBS_CHANNEL})
         return created, True
     active = await db.scalar(
-        select(Job).where(Job.tenant_id == tenant, Job.session_id == sid, Job.status.in_(ACTIVE))
+        select(Job).where(of_session(Job, tenant, sid), Job.status.in_(ACTIVE))
     )
     if active is None:  # finished between our insert and this read: ask again
         return await request_job(
@@ -180,7 +181,7 @@ async def claim_next(
         return None
     stmt = (
         update(Job)
-        .where(Job.tenant_id == key[0], Job.session_id == key[1], Job.id == key[2])
+        .where(of_session(Job, key[0], key[1]), Job.id == key[2])
         .values(
             status="running",
             worker=worker,
@@ -247,7 +248,7 @@ async def hold_session(db: AsyncSession, job: Job) -> bool:
     """
     stmt = (
         select(SessionRow.id)
-        .where(SessionRow.tenant_id == job.tenant_id, SessionRow.id == job.session_id)
+        .where(of_session(SessionRow, job.tenant_id, job.session_id))
         .with_for_update(read=True, key_share=True)
     )
     return (await db.execute(stmt)).first() is not None
@@ -305,8 +306,7 @@ async def store_summary(
     through = (
         select(MessageRow.context_tokens_through)
         .where(
-            MessageRow.tenant_id == job.tenant_id,
-            MessageRow.session_id == job.session_id,
+            of_session(MessageRow, job.tenant_id, job.session_id),
             MessageRow.seq == new_watermark,
         )
         .scalar_subquery()
@@ -322,8 +322,7 @@ async def store_summary(
         user_after = (
             select(MessageRow.seq)
             .where(
-                MessageRow.tenant_id == job.tenant_id,
-                MessageRow.session_id == job.session_id,
+                of_session(MessageRow, job.tenant_id, job.session_id),
                 MessageRow.role == literal_column("'user'"),
                 MessageRow.seq > new_watermark,
             )
@@ -333,8 +332,7 @@ async def store_summary(
     stmt = (
         update(SessionRow)
         .where(
-            SessionRow.tenant_id == job.tenant_id,
-            SessionRow.id == job.session_id,
+            of_session(SessionRow, job.tenant_id, job.session_id),
             SessionRow.last_compaction_seq < new_watermark,
             SessionRow.generation == generation,
             store_admits(job.lock_token),
@@ -356,10 +354,7 @@ async def store_summary(
 
 async def recent_jobs(db: AsyncSession, tenant: str, sid: str, limit: int = 20) -> list[Job]:
     stmt = (
-        select(Job)
-        .where(Job.tenant_id == tenant, Job.session_id == sid)
-        .order_by(Job.created_at.desc())
-        .limit(limit)
+        select(Job).where(of_session(Job, tenant, sid)).order_by(Job.created_at.desc()).limit(limit)
     )
     return list(await db.scalars(stmt))
 

@@ -15,6 +15,7 @@ from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import CompactionJobRow, SessionRow
+from app.db.scope import of_session
 
 Job = CompactionJobRow
 
@@ -36,8 +37,8 @@ STATE_COLUMNS = (
 STORED = ("success", "degraded")
 
 
-def _session_key(job: Job) -> tuple[ColumnElement[bool], ...]:
-    return (SessionRow.tenant_id == job.tenant_id, SessionRow.id == job.session_id)
+def _session_key(job: Job) -> ColumnElement[bool]:
+    return of_session(SessionRow, job.tenant_id, job.session_id)
 
 
 async def state_before_store(db: AsyncSession, job: Job) -> dict[str, Any] | None:
@@ -45,7 +46,7 @@ async def state_before_store(db: AsyncSession, job: Job) -> dict[str, Any] | Non
     that it is exactly the state the store then replaces. None: the session is gone."""
     stmt = (
         select(*(getattr(SessionRow, c) for c in STATE_COLUMNS), SessionRow.tokenizer)
-        .where(*_session_key(job))
+        .where(_session_key(job))
         .with_for_update(key_share=True)
     )
     row = (await db.execute(stmt)).first()
@@ -57,7 +58,7 @@ async def keep_replaced(db: AsyncSession, job: Job, replaced: dict[str, Any]) ->
     """Record on the job what its store replaced (in the store's transaction)."""
     await db.execute(
         update(Job)
-        .where(Job.tenant_id == job.tenant_id, Job.session_id == job.session_id, Job.id == job.id)
+        .where(of_session(Job, job.tenant_id, job.session_id), Job.id == job.id)
         .values(replaced=replaced, watermark_before=replaced["last_compaction_seq"])
         .execution_options(synchronize_session=False)
     )
@@ -69,8 +70,7 @@ async def latest_stored(db: AsyncSession, tenant: str, sid: str) -> Job | None:
     stmt = (
         select(Job)
         .where(
-            Job.tenant_id == tenant,
-            Job.session_id == sid,
+            of_session(Job, tenant, sid),
             Job.status.in_(STORED),
             Job.watermark_after.is_not(None),
             Job.reverted_at.is_(None),
@@ -88,9 +88,7 @@ async def cancel_active(db: AsyncSession, tenant: str, sid: str, reason: str) ->
     its job closed and writes nothing (its store also fails the generation fence)."""
     stmt = (
         update(Job)
-        .where(
-            Job.tenant_id == tenant, Job.session_id == sid, Job.status.in_(("pending", "running"))
-        )
+        .where(of_session(Job, tenant, sid), Job.status.in_(("pending", "running")))
         .values(
             status="failed",
             reason=reason,

@@ -15,6 +15,7 @@ from app.compaction.repository import WORKER_STALE_S
 from app.core.budget import as_budgeted, budget_of
 from app.core.settings import Settings
 from app.db.models import CompactionJobRow, MessageRow, SessionRow
+from app.db.scope import of_session, of_tenant, same_session, session_sql, tenant_sql
 
 # Outcomes that moved the watermark.
 STORED = ("success", "degraded")
@@ -54,7 +55,7 @@ async def session_page(
     prefix: str | None,
     limit: int,
 ) -> list[SessionRow]:
-    stmt = select(SessionRow).where(SessionRow.tenant_id == tenant)
+    stmt = select(SessionRow).where(of_tenant(SessionRow, tenant))
     if prefix:
         # A filter on the primary-key walk (LIKE would need escaping, and neither uses
         # the index outside the C collation): cheap at 10,000 sessions per tenant.
@@ -82,7 +83,7 @@ async def last_jobs(db: AsyncSession, tenant: str, ids: list[str]) -> dict[str, 
     J = CompactionJobRow
     stmt = (
         select(J.session_id, J.status, J.reason, J.created_at, J.finished_at)
-        .where(J.tenant_id == tenant, J.session_id.in_(ids))
+        .where(of_tenant(J, tenant), J.session_id.in_(ids))
         .order_by(J.session_id, J.created_at.desc())
         .ext(distinct_on(J.session_id))
     )
@@ -98,12 +99,12 @@ async def last_jobs(db: AsyncSession, tenant: str, ids: list[str]) -> dict[str, 
 
 
 SAMPLES = text(
-    """
+    f"""
     SELECT m.seq, m.context_tokens_through AS through, m.created_at
     FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint), CAST(:step AS bigint)) AS g(s)
     CROSS JOIN LATERAL (
         SELECT seq, context_tokens_through, created_at FROM messages
-        WHERE tenant_id = :tenant AND session_id = :sid AND seq >= g.s AND seq <= :hi
+        WHERE {session_sql(tenant=":tenant", sid=":sid")} AND seq >= g.s AND seq <= :hi
         ORDER BY seq LIMIT 1
     ) AS m
     """
@@ -177,8 +178,7 @@ async def _compactions(db: AsyncSession, row: SessionRow) -> list[dict[str, Any]
     through = (
         select(MessageRow.context_tokens_through)
         .where(
-            MessageRow.tenant_id == J.tenant_id,
-            MessageRow.session_id == J.session_id,
+            same_session(MessageRow, J),
             MessageRow.seq <= J.watermark_after,
         )
         .order_by(MessageRow.seq.desc())
@@ -186,7 +186,7 @@ async def _compactions(db: AsyncSession, row: SessionRow) -> list[dict[str, Any]
         .scalar_subquery()
     )
     # Each job with the log's tokens through its watermark (a probe each).
-    mine = select(J, through).where(J.tenant_id == row.tenant_id, J.session_id == row.id)
+    mine = select(J, through).where(of_session(J, row.tenant_id, row.id))
     newest = mine.order_by(J.created_at.desc()).limit(MAX_JOBS)
     stored = newest.where(
         J.status.in_(STORED), J.watermark_after.is_not(None), J.reverted_at.is_(None)
@@ -278,26 +278,26 @@ def _job_point(j: CompactionJobRow, through: int | None, summary: int | None) ->
 
 
 QUEUE = text(
-    """
+    f"""
     SELECT status, count(*) AS n, min(created_at) AS oldest
     FROM compaction_jobs
-    WHERE tenant_id = :tenant AND status IN ('pending', 'running')
+    WHERE {tenant_sql(tenant=":tenant")} AND status IN ('pending', 'running')
     GROUP BY status
     """
 )
 
 FINISHED = text(
-    """
+    f"""
     SELECT status, count(*) AS n FROM compaction_jobs
-    WHERE tenant_id = :tenant AND finished_at > now() - interval '1 hour'
+    WHERE {tenant_sql(tenant=":tenant")} AND finished_at > now() - interval '1 hour'
     GROUP BY status
     """
 )
 
 EVENTS = text(
-    """
+    f"""
     SELECT id, session_id, type, data, created_at FROM events
-    WHERE tenant_id = :tenant
+    WHERE {tenant_sql(tenant=":tenant")}
       AND (type = 'context.compressed' OR type LIKE 'compaction.%')
     ORDER BY id DESC LIMIT :limit
     """

@@ -22,6 +22,7 @@ from app.db.database import Driver
 from app.db.engine import Compiled
 from app.db.models import CompactionJobRow, ContextLayoutRow, SessionRow
 from app.db.models.job import ACTIVE
+from app.db.scope import of_session
 
 # Compaction's JSON (the structured summary, up to 20 flush candidates of 2 KB) is
 # never part of a payload: not sent, not decoded. Raising, should assembly need it.
@@ -36,7 +37,7 @@ _SESSION_KEYS = tuple(
 _PAYLOAD_SESSION = Compiled(
     select(*(getattr(SessionRow, k) for k in _SESSION_KEYS), *layouts.STREAM_COLUMNS)
     .outerjoin(ContextLayoutRow, layouts.STREAM_JOIN)
-    .where(SessionRow.tenant_id == bindparam("tenant"), SessionRow.id == bindparam("sid"))
+    .where(of_session(SessionRow, bindparam("tenant"), bindparam("sid")))
 )
 
 
@@ -83,8 +84,7 @@ async def payload_session(
 _LAST_FINISHED_JOB = Compiled(
     select(CompactionJobRow.status, CompactionJobRow.reason)
     .where(
-        CompactionJobRow.tenant_id == bindparam("tenant"),
-        CompactionJobRow.session_id == bindparam("sid"),
+        of_session(CompactionJobRow, bindparam("tenant"), bindparam("sid")),
         # Literals, not an expanding IN: the statement stays one prepared statement.
         *(CompactionJobRow.status != literal_column(f"'{s}'") for s in ACTIVE),
     )

@@ -26,6 +26,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, array
 from app.db.database import Driver
 from app.db.engine import Compiled
 from app.db.models import MessageRow, ToolCallRow
+from app.db.scope import of_session, same_session
 
 # --- running fixed statements on the driver ---------------------------------------------------
 # The reads of a payload are fixed Core statements run on every call. Through
@@ -65,7 +66,7 @@ EARLIER_USERS = 64
 _EARLIER_USERS: ColumnElement[int] = literal_column(str(EARLIER_USERS))
 
 
-_IN_SESSION = (_MSG.tenant_id == bindparam("tenant"), _MSG.session_id == bindparam("sid"))
+_IN_SESSION = of_session(_MSG, bindparam("tenant"), bindparam("sid"))
 
 
 _SEQS = ARRAY(BigInteger)
@@ -121,7 +122,7 @@ _COLUMNS = (
 _BOUNDARY = (
     select(_MSG.seq)
     .where(
-        *_IN_SESSION,
+        _IN_SESSION,
         _MSG.seq > bindparam("read_floor"),
         _MSG.context_tokens_through <= bindparam("threshold"),
     )
@@ -155,10 +156,10 @@ _TOOL: ColumnElement[str] = literal_column("'tool'")
 _LEAD_IN_CTE = select(
     case(
         (
-            select(_MSG.role).where(*_IN_SESSION, _MSG.seq == _START).scalar_subquery() == _TOOL,
+            select(_MSG.role).where(_IN_SESSION, _MSG.seq == _START).scalar_subquery() == _TOOL,
             func.coalesce(
                 select(_MSG.seq)
-                .where(*_IN_SESSION, *_READ_BEFORE, _MSG.role != _TOOL)
+                .where(_IN_SESSION, *_READ_BEFORE, _MSG.role != _TOOL)
                 .order_by(_MSG.seq.desc())
                 .limit(_ONE)
                 .scalar_subquery(),
@@ -187,7 +188,7 @@ _WINDOW = union_all(
     # table. A closed range with an unknown end is estimated at 0.5% of them, so
     # the primary key is walked whatever the session's share of the table.
     select(*_COLUMNS, _part(_RECENT)).where(
-        *_IN_SESSION, _MSG.seq >= _START, _MSG.seq <= bindparam("last_seq")
+        _IN_SESSION, _MSG.seq >= _START, _MSG.seq <= bindparam("last_seq")
     ),
     # The user messages before the window, newest first (the first opens its oldest
     # turn): a strategy keeps a user's short mid-run instruction ahead of any tool
@@ -195,19 +196,19 @@ _WINDOW = union_all(
     # Bounded: `EARLIER_USERS` rows of the partial index on users.
     select(*_COLUMNS, _part(_OPENER))
     # A literal, not a parameter: the partial index on users holds for generic plans too.
-    .where(*_IN_SESSION, _MSG.role == literal_column("'user'"), *_BEFORE)
+    .where(_IN_SESSION, _MSG.role == literal_column("'user'"), *_BEFORE)
     .order_by(_MSG.seq.desc())
     .limit(_EARLIER_USERS)
     .subquery()
     .select(),
-    select(*_COLUMNS, _part(_PINNED)).where(*_IN_SESSION, _MSG.pinned, *_BEFORE),
-    select(*_COLUMNS, _part(_LEAD)).where(*_IN_SESSION, _MSG.seq >= _LEAD_IN, _MSG.seq < _START),
+    select(*_COLUMNS, _part(_PINNED)).where(_IN_SESSION, _MSG.pinned, *_BEFORE),
+    select(*_COLUMNS, _part(_LEAD)).where(_IN_SESSION, _MSG.seq >= _LEAD_IN, _MSG.seq < _START),
     # The turn anchor (SPEC §5): the session's latest user message, whatever the floor.
     # A compaction may move the watermark inside the current turn, past the message
     # that opens it; that message stays in the effective history verbatim. Above the
     # floor it is one of the rows above already (read once: rows are kept by seq).
     select(*_COLUMNS, _part(_ANCHOR))
-    .where(*_IN_SESSION, _MSG.role == literal_column("'user'"))
+    .where(_IN_SESSION, _MSG.role == literal_column("'user'"))
     .order_by(_MSG.seq.desc())
     .limit(_ONE)
     .subquery()
@@ -223,14 +224,12 @@ _MEMBERS = (
         _MSG,
         ToolCallRow,
         and_(
-            ToolCallRow.tenant_id == _MSG.tenant_id,
-            ToolCallRow.session_id == _MSG.session_id,
+            same_session(ToolCallRow, _MSG),
             _MSG.seq == any_(array([ToolCallRow.seq, ToolCallRow.answered_seq])),
         ),
     )
     .where(
-        ToolCallRow.tenant_id == bindparam("tenant"),
-        ToolCallRow.session_id == bindparam("sid"),
+        of_session(ToolCallRow, bindparam("tenant"), bindparam("sid")),
         ToolCallRow.call_id == any_(bindparam("ids", type_=ARRAY(Text))),
         _MSG.seq > bindparam("read_floor"),
         _MSG.seq != all_(bindparam("have", type_=_SEQS)),
@@ -239,7 +238,7 @@ _MEMBERS = (
 
 
 _BODIES = select(_MSG.seq, _MSG.body).where(
-    *_IN_SESSION, _MSG.seq == any_(bindparam("seqs", type_=_SEQS))
+    _IN_SESSION, _MSG.seq == any_(bindparam("seqs", type_=_SEQS))
 )
 
 
@@ -271,7 +270,7 @@ def _seq_runs(n: int) -> Compiled:
         columns = tuple(_UNKNOWN_BODY if c is _BODY else c for c in _COLUMNS)
         parts = [
             select(*columns).where(
-                *_IN_SESSION,
+                _IN_SESSION,
                 _MSG.seq >= bindparam(f"lo{i}", type_=BigInteger),
                 _MSG.seq <= bindparam(f"hi{i}", type_=BigInteger),
                 _MSG.seq == any_(bindparam(f"in{i}", type_=_SEQS)),

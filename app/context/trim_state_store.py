@@ -7,12 +7,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, tuple_
+from sqlalchemy import bindparam, tuple_
 from sqlalchemy.dialects.postgresql import insert
 
 from app.context.trim_state import Layout
 from app.db.engine import Compiled
 from app.db.models import ContextLayoutRow, SessionRow
+from app.db.scope import same_session
 
 # Every stored stream of a session, read along with its row (app/context/repository.py
 # `payload_session`, a LEFT JOIN: one row per stream, usually one): params_key, then
@@ -26,10 +27,7 @@ STREAM_COLUMNS = (
     ContextLayoutRow.kept,
     ContextLayoutRow.replaced,
 )
-STREAM_JOIN = and_(
-    ContextLayoutRow.tenant_id == SessionRow.tenant_id,
-    ContextLayoutRow.session_id == SessionRow.id,
-)
+STREAM_JOIN = same_session(ContextLayoutRow, SessionRow)
 
 
 def stored(streams: Mapping[str, Sequence[Any]], key: str) -> tuple[Layout | None, Layout | None]:

@@ -10,11 +10,12 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, func, update
+from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Conflict, NotFound
 from app.db.models import SessionRow
+from app.db.scope import of_session
 from app.sessions.lease_rule import no_live_lease
 
 
@@ -26,16 +27,12 @@ class Lease:
     owner: str
 
 
-def _key(tenant: str, sid: str) -> tuple[ColumnElement[bool], ...]:
-    return (SessionRow.tenant_id == tenant, SessionRow.id == sid)
-
-
 async def claim(db: AsyncSession, tenant: str, sid: str, owner: str, ttl_s: float) -> Lease:
     token = secrets.token_urlsafe(24)
     stmt = (
         update(SessionRow)
         .where(
-            *_key(tenant, sid),
+            of_session(SessionRow, tenant, sid),
             no_live_lease(),
         )
         .values(
@@ -59,7 +56,7 @@ async def renew(db: AsyncSession, tenant: str, sid: str, token: str, ttl_s: floa
     # token is still the latest, so no other writer can be overtaken.
     stmt = (
         update(SessionRow)
-        .where(*_key(tenant, sid), SessionRow.lease_token == token)
+        .where(of_session(SessionRow, tenant, sid), SessionRow.lease_token == token)
         .values(lease_expires_at=func.now() + timedelta(seconds=ttl_s))
         .returning(SessionRow.fencing_token, SessionRow.lease_expires_at, SessionRow.lease_owner)
         .execution_options(synchronize_session=False)
@@ -74,7 +71,7 @@ async def renew(db: AsyncSession, tenant: str, sid: str, token: str, ttl_s: floa
 async def release(db: AsyncSession, tenant: str, sid: str, token: str) -> None:
     stmt = (
         update(SessionRow)
-        .where(*_key(tenant, sid), SessionRow.lease_token == token)
+        .where(of_session(SessionRow, tenant, sid), SessionRow.lease_token == token)
         .values(lease_token=None, lease_owner=None, lease_expires_at=None)
         .returning(SessionRow.id)
         .execution_options(synchronize_session=False)

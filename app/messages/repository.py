@@ -11,12 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.database import Driver
 from app.db.models import MessageRow
+from app.db.scope import of_session, session_row_sql, session_sql
 from app.sessions.lease_rule import lease_live
-
-
-def in_session(tenant: str, sid: str) -> tuple[Any, ...]:
-    return (MessageRow.tenant_id == tenant, MessageRow.session_id == sid)
-
 
 # --- the append path, on the asyncpg connection itself (Database.driver) -------------------
 # Fixed SQL texts: asyncpg prepares each once per connection and runs it by name.
@@ -38,7 +34,7 @@ _HEAD = f"""model, context_limit, nullif(compaction, '{{}}') AS compaction,
 
 # FOR NO KEY UPDATE, not FOR UPDATE: see app/sessions/repository.get_for_update.
 LOCK_SESSION = f"""
-SELECT {_HEAD} FROM sessions WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
+SELECT {_HEAD} FROM sessions WHERE {session_row_sql()} FOR NO KEY UPDATE
 """
 
 CREATE_SESSION = """
@@ -56,24 +52,27 @@ ON CONFLICT (tenant_id, id) DO NOTHING
 # answer were in a payload the model saw before it made this call: committed before
 # this statement began, so its snapshot holds them. `{k}` makes the count per append
 # of a group.
-_RE_READS = """
-    SELECT {k} count(*) AS n
-    FROM {keys}
-    JOIN sessions h ON h.tenant_id = {tenant} AND h.id = {sid}
+# This and `_GIVE_BACK` are f-strings first, for their key filters (app/db/scope.py), then
+# `format` templates: `{{...}}` are format's fields, `_KEY` those the filters compare to.
+_KEY = ("{tenant}", "{sid}")
+_RE_READS = f"""
+    SELECT {{k}} count(*) AS n
+    FROM {{keys}}
+    JOIN sessions h ON {session_row_sql("h", *_KEY)}
     CROSS JOIN LATERAL (
         SELECT t.answered_seq FROM tool_calls t
-        WHERE t.tenant_id = {tenant} AND t.session_id = {sid} AND t.call_key = n.key
+        WHERE {session_sql("t", *_KEY)} AND t.call_key = n.key
         ORDER BY t.seq DESC LIMIT 1
     ) AS p
-    JOIN messages res ON res.tenant_id = {tenant} AND res.session_id = {sid}
+    JOIN messages res ON {session_sql("res", *_KEY)}
         AND res.seq = p.answered_seq
     LEFT JOIN LATERAL (
         SELECT l.generation, l.watermark, l.through_seq, l.kept FROM context_layouts l
-        WHERE l.tenant_id = {tenant} AND l.session_id = {sid}
+        WHERE {session_sql("l", *_KEY)}
         ORDER BY l.updated_at DESC LIMIT 1
     ) AS lay ON true
     WHERE res.seq <= h.last_compaction_seq
-        OR res.token_count > {preview}
+        OR res.token_count > {{preview}}
         OR (lay.generation = h.generation AND lay.watermark = h.last_compaction_seq
             AND res.seq <= lay.through_seq
             AND NOT EXISTS (
@@ -102,9 +101,9 @@ _RE_READS_GROUP = _RE_READS.format(
 # committed while the append waited is the one read); the CASE runs the probe (one row
 # of the messages' primary key) only for a batch with a user message. Setting it when
 # nothing was kept below changes nothing: it is that total already.
-_GIVE_BACK = """CASE WHEN {n_user} > 0 AND last_compaction_seq > 0 THEN coalesce((
+_GIVE_BACK = f"""CASE WHEN {{n_user}} > 0 AND last_compaction_seq > 0 THEN coalesce((
             SELECT w.context_tokens_through FROM messages w
-            WHERE w.tenant_id = {tenant} AND w.session_id = {sid}
+            WHERE {session_sql("w", *_KEY)}
                 AND w.seq = sessions.last_compaction_seq
         ), watermark_context_tokens) ELSE watermark_context_tokens END"""
 _GIVE_BACK_ONE = _GIVE_BACK.format(n_user="$6", tenant="$1", sid="$2")
@@ -136,7 +135,7 @@ WITH rr AS (
         count_tool = count_tool + $8,
         watermark_context_tokens = {_GIVE_BACK_ONE},
         updated_at = now()
-    WHERE tenant_id = $1 AND id = $2
+    WHERE {session_row_sql()}
     RETURNING last_seq - $3 AS base_seq, context_tokens - $4 AS base_tokens, {_HEAD}
 ), m AS (
     INSERT INTO messages (tenant_id, session_id, seq, message_id, role, body, token_count,
@@ -193,8 +192,7 @@ WITH r AS MATERIALIZED (
                          $6::int[], $7::int[], $8::int[]) WITH ORDINALITY
         AS r(tenant_id, session_id, n, added, n_system, n_user, n_assistant, n_tool, k)
 ), locked AS MATERIALIZED (
-    SELECT r.k FROM sessions JOIN r ON sessions.tenant_id = r.tenant_id
-        AND sessions.id = r.session_id
+    SELECT r.k FROM sessions JOIN r ON {session_row_sql("sessions", "r.tenant_id", "r.session_id")}
     ORDER BY sessions.tenant_id, sessions.id
     FOR NO KEY UPDATE OF sessions
 ), rr AS (
@@ -212,7 +210,7 @@ WITH r AS MATERIALIZED (
         watermark_context_tokens = {_GIVE_BACK_GROUP},
         updated_at = now()
     FROM locked JOIN r ON r.k = locked.k
-    WHERE sessions.tenant_id = r.tenant_id AND sessions.id = r.session_id
+    WHERE {session_row_sql("sessions", "r.tenant_id", "r.session_id")}
     RETURNING r.k, sessions.tenant_id, sessions.id AS session_id,
         last_seq - r.n AS base_seq, context_tokens - r.added AS base_tokens, {_HEAD}
 ), m AS (
@@ -249,11 +247,11 @@ WITH r AS MATERIALIZED (
     RETURNING t.tenant_id, t.session_id, t.seq
 )
 SELECT s.*,
-    (SELECT count(*) FROM m WHERE m.tenant_id = s.tenant_id AND m.session_id = s.session_id)
+    (SELECT count(*) FROM m WHERE {session_sql("m", "s.tenant_id", "s.session_id")})
         AS messages_in,
-    (SELECT count(*) FROM c WHERE c.tenant_id = s.tenant_id AND c.session_id = s.session_id)
+    (SELECT count(*) FROM c WHERE {session_sql("c", "s.tenant_id", "s.session_id")})
         AS calls_in,
-    (SELECT count(*) FROM a WHERE a.tenant_id = s.tenant_id AND a.session_id = s.session_id
+    (SELECT count(*) FROM a WHERE {session_sql("a", "s.tenant_id", "s.session_id")}
         AND a.seq > 0) AS answers_in,
     coalesce((SELECT rr.n FROM rr WHERE rr.k = s.k), 0) AS re_reads_in
 FROM s
@@ -278,12 +276,12 @@ INSERT INTO events (tenant_id, session_id, type, data) VALUES ($1, $2, $3, $4)
 # (tenant_id, session_id) prefix as cheap as the unique key (both "one row") and
 # walked the whole session to find the ids: 13 ms at 5k messages, growing with
 # the log. An equality on every column of a unique key is one row by construction.
-MESSAGES_BY_ID = """
+MESSAGES_BY_ID = f"""
 SELECT m.message_id, m.seq, m.role, m.body, m.token_count
 FROM unnest($3::text[]) AS c(message_id)
 CROSS JOIN LATERAL (
     SELECT * FROM messages m
-    WHERE m.message_id = c.message_id AND m.tenant_id = $1 AND m.session_id = $2
+    WHERE m.message_id = c.message_id AND {session_sql("m")}
     OFFSET 0
 ) AS m
 """
@@ -292,12 +290,12 @@ CROSS JOIN LATERAL (
 # over a table never analysed (a new deployment, a restore) plans as a scan of the
 # session's calls filtered afterwards: 44 ms at 100k messages instead of 0.03.
 # OFFSET 0 keeps PostgreSQL from flattening the lateral subquery into that plan.
-CALLS_BY_ID = """
+CALLS_BY_ID = f"""
 SELECT t.call_id, t.seq, t.answered_seq
 FROM unnest($3::text[]) AS c(call_id)
 CROSS JOIN LATERAL (
     SELECT * FROM tool_calls t
-    WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.call_id = c.call_id
+    WHERE {session_sql("t")} AND t.call_id = c.call_id
     OFFSET 0
 ) AS t
 """
@@ -337,7 +335,7 @@ async def page(
     Both directions walk the primary key, so reading the tail of a long log
     costs the page, never the log.
     """
-    stmt = select(MessageRow).where(*in_session(tenant, sid), MessageRow.seq > after_seq)
+    stmt = select(MessageRow).where(of_session(MessageRow, tenant, sid), MessageRow.seq > after_seq)
     if before_seq is not None:
         stmt = stmt.where(MessageRow.seq < before_seq)
     order = MessageRow.seq.desc() if descending else MessageRow.seq
@@ -352,7 +350,7 @@ async def tail(db: AsyncSession, tenant: str, sid: str, from_seq: int) -> list[M
     """Every message with `seq >= from_seq`, in log order."""
     stmt = (
         select(MessageRow)
-        .where(*in_session(tenant, sid), MessageRow.seq >= from_seq)
+        .where(of_session(MessageRow, tenant, sid), MessageRow.seq >= from_seq)
         .order_by(MessageRow.seq)
     )
     return list((await db.execute(stmt)).scalars())

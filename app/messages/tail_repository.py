@@ -8,7 +8,7 @@ from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MessageRow, ToolCallRow
-from app.messages.repository import in_session
+from app.db.scope import of_session
 
 
 async def delete_from(
@@ -26,30 +26,30 @@ async def delete_from(
     messages answered: a call made earlier is open again. Both go by the
     `tool_calls` primary key, so the cost follows the tail, not the log.
     """
-    calls = (ToolCallRow.tenant_id == tenant, ToolCallRow.session_id == sid)
+    calls = of_session(ToolCallRow, tenant, sid)
     if made:
         await db.execute(
             delete(ToolCallRow).where(
-                *calls, ToolCallRow.call_id.in_(sorted(set(made))), ToolCallRow.seq >= from_seq
+                calls, ToolCallRow.call_id.in_(sorted(set(made))), ToolCallRow.seq >= from_seq
             )
         )
     if answered:
         await db.execute(
             update(ToolCallRow)
             .where(
-                *calls,
+                calls,
                 ToolCallRow.call_id.in_(sorted(set(answered))),
                 ToolCallRow.answered_seq >= from_seq,
             )
             .values(answered_seq=None)
             .execution_options(synchronize_session=False)
         )
-    await db.execute(delete(MessageRow).where(*in_session(tenant, sid), MessageRow.seq >= from_seq))
+    await db.execute(
+        delete(MessageRow).where(of_session(MessageRow, tenant, sid), MessageRow.seq >= from_seq)
+    )
 
 
 async def delete_all(db: AsyncSession, tenant: str, sid: str) -> None:
     """Delete the whole log of a session and its tool-call bookkeeping."""
-    await db.execute(
-        delete(ToolCallRow).where(ToolCallRow.tenant_id == tenant, ToolCallRow.session_id == sid)
-    )
-    await db.execute(delete(MessageRow).where(*in_session(tenant, sid)))
+    await db.execute(delete(ToolCallRow).where(of_session(ToolCallRow, tenant, sid)))
+    await db.execute(delete(MessageRow).where(of_session(MessageRow, tenant, sid)))

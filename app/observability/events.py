@@ -21,6 +21,7 @@ from sqlalchemy import insert, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import EventRow, SessionRow
+from app.db.scope import of_session, session_row_sql
 from app.observability.metrics import EVENTS_DEFERRED
 
 if TYPE_CHECKING:
@@ -40,9 +41,7 @@ async def record_event(
 async def page(
     db: AsyncSession, tenant: str, sid: str, after_id: int, limit: int, type_prefix: str | None
 ) -> list[EventRow]:
-    stmt = select(EventRow).where(
-        EventRow.tenant_id == tenant, EventRow.session_id == sid, EventRow.id > after_id
-    )
+    stmt = select(EventRow).where(of_session(EventRow, tenant, sid), EventRow.id > after_id)
     if type_prefix:
         stmt = stmt.where(EventRow.type.startswith(type_prefix, autoescape=True))
     stmt = stmt.order_by(EventRow.id).limit(limit)
@@ -68,7 +67,7 @@ class PendingBill:
 # flushes (and group appends, which lock the same way) never deadlock, and each
 # statement names its session, so a table distributed by session routes it to one
 # shard (a join with an unnest of every session's key touched them all).
-_ADD_BILL = text("""
+_ADD_BILL = text(f"""
 UPDATE sessions SET
     bill_calls = bill_calls + :calls,
     bill_input_tokens = bill_input_tokens + :input,
@@ -77,7 +76,7 @@ UPDATE sessions SET
     bill_last_call_at = GREATEST(bill_last_call_at, CAST(:at AS timestamptz)),
     bill_summariser_input_seen = GREATEST(bill_summariser_input_seen, :sin),
     bill_summariser_output_seen = GREATEST(bill_summariser_output_seen, :sout)
-WHERE tenant_id = :tenant AND id = :sid
+WHERE {session_row_sql(tenant=":tenant", sid=":sid")}
 """)
 
 

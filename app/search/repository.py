@@ -23,10 +23,11 @@ from typing import Any
 
 from app.core.recall_tool import NAME as RECALL
 from app.db.database import Driver
+from app.db.scope import session_row_sql, session_sql
 from app.index.lexemes import POSITIONS_CUT
 
-SESSION = """
-SELECT last_seq, last_compaction_seq FROM sessions WHERE tenant_id = $1 AND id = $2
+SESSION = f"""
+SELECT last_seq, last_compaction_seq FROM sessions WHERE {session_row_sql()}
 """
 
 _ROLES = "($5::text[] IS NULL OR m.role = ANY($5::text[]))"
@@ -91,11 +92,11 @@ def _matches_sql(terms: int, spread: bool = False, checked: frozenset[int] = fro
     bits = " | ".join(f"({match(i)}::int::bigint << {i})" for i in range(terms))
     messages = (
         "SELECT m.seq, m.search, m.body FROM unnest($3::bigint[]) AS s(seq)"
-        " JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = s.seq"
+        f" JOIN messages m ON {session_sql('m')} AND m.seq = s.seq"
         f" WHERE $4::bigint IS NULL AND {_ROLES}"
         if spread
         else "SELECT m.seq, m.search, m.body FROM messages m"
-        " WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq BETWEEN $3 AND $4"
+        f" WHERE {session_sql('m')} AND m.seq BETWEEN $3 AND $4"
         f" AND {_ROLES}"
     )
     # Each OFFSET 0 keeps a level apart: the window read by primary key only (a tsquery
@@ -132,7 +133,7 @@ SELECT seq FROM (
         SELECT m.tenant_id, m.session_id, m.seq, m.role, m.search, m.body FROM messages m
         WHERE m.search @@ $3::tsquery OFFSET 0
     ) AS m
-    WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
+    WHERE {session_sql("m")} AND m.seq < $4 AND {_ROLES}
     ORDER BY seq DESC
     OFFSET 0
 ) AS k
@@ -165,14 +166,14 @@ def _literal_bonus(literals: str, weight: str, tokens: str) -> str:
 
 # The recall tool's own traffic: an assistant message calling the tool named `$11`, or
 # the tool message answering such a call (through `tool_calls`, one probe).
-_RECALL_TRAFFIC = """(
+_RECALL_TRAFFIC = f"""(
     (m.role = 'assistant'
      AND m.body -> 'tool_calls' @> jsonb_build_array(jsonb_build_object(
          'function', jsonb_build_object('name', $11::text))))
     OR (m.role = 'tool' AND EXISTS (
         SELECT 1 FROM tool_calls t
-        JOIN messages a ON a.tenant_id = $1 AND a.session_id = $2 AND a.seq = t.seq
-        WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.call_id = m.body ->> 'tool_call_id'
+        JOIN messages a ON {session_sql("a")} AND a.seq = t.seq
+        WHERE {session_sql("t")} AND t.call_id = m.body ->> 'tool_call_id'
           AND a.body -> 'tool_calls' @> jsonb_build_array(jsonb_build_object(
               'id', t.call_id, 'function', jsonb_build_object('name', $11::text)))
     ))
@@ -194,7 +195,7 @@ SELECT m.seq, m.role, m.body, coalesce(c.base, (
     WHERE {_checked("v.v", "t.q", "t.s", "t.l", "t.n", "m.body")}
 )) + {_literal_bonus("$6", "$7", "$8")} AS score, coalesce({_RECALL_TRAFFIC}, false) AS echo
 FROM unnest($3::bigint[], $10::float8[]) AS c(seq, base)
-JOIN messages m ON m.tenant_id = $1 AND m.session_id = $2 AND m.seq = c.seq
+JOIN messages m ON {session_sql("m")} AND m.seq = c.seq
 CROSS JOIN LATERAL (
     SELECT CASE WHEN c.base IS NULL THEN setweight(m.search, 'D') END AS v OFFSET 0
 ) AS v
@@ -222,7 +223,7 @@ CROSS JOIN LATERAL (
             FROM messages m
             WHERE m.search @@ g.q OFFSET 0
         ) AS m
-        WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.seq < $4 AND {_ROLES}
+        WHERE {session_sql("m")} AND m.seq < $4 AND {_ROLES}
         OFFSET 0
     ) AS k
     WHERE g.n IS NULL OR k.v @@ g.s OR (k.v @@ {_CUT} AND {_confirmed("g.l", "g.n", "k.body")})
@@ -239,11 +240,11 @@ TERM_MATCHES_NEWEST = TERM_MATCHES.replace(
 assert TERM_MATCHES_NEWEST.count("ORDER BY") == 2
 
 # The function name behind each answered call id: the tool name of a tool message.
-CALL_NAMES = """
+CALL_NAMES = f"""
 SELECT t.call_id, a.body -> 'tool_calls' AS calls
 FROM unnest($3::text[]) AS c(call_id)
-JOIN tool_calls t ON t.tenant_id = $1 AND t.session_id = $2 AND t.call_id = c.call_id
-JOIN messages a ON a.tenant_id = $1 AND a.session_id = $2 AND a.seq = t.seq
+JOIN tool_calls t ON {session_sql("t")} AND t.call_id = c.call_id
+JOIN messages a ON {session_sql("a")} AND a.seq = t.seq
 """
 
 

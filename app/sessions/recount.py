@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.conversation import counts_in_context, summary_message
 from app.core.tokens import TokenCounter
 from app.db.models import MessageRow, SessionRow
+from app.db.scope import of_session
 
 PAGE = 2000
 
@@ -66,8 +67,7 @@ async def _recount_log(db: AsyncSession, row: SessionRow, counter: TokenCounter)
                 MessageRow.context_tokens_through,
             )
             .where(
-                MessageRow.tenant_id == row.tenant_id,
-                MessageRow.session_id == row.id,
+                of_session(MessageRow, row.tenant_id, row.id),
                 MessageRow.seq > after,
             )
             .order_by(MessageRow.seq)

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.database import Driver
 from app.db.models import SessionRow
 from app.db.models.job import ACTIVE
+from app.db.scope import of_session, of_tenant, session_sql
 from app.sessions.lease_rule import lease_live
 
 
@@ -30,7 +31,7 @@ async def get_for_update(db: AsyncSession, tenant: str, sid: str) -> tuple[Sessi
     live = lease_live().label("lease_live")
     stmt = (
         select(SessionRow, live)
-        .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
+        .where(of_session(SessionRow, tenant, sid))
         .with_for_update(key_share=True)
         .execution_options(populate_existing=True)
     )
@@ -50,7 +51,7 @@ async def insert_if_missing(db: AsyncSession, values: dict[str, Any]) -> bool:
 
 
 async def page(db: AsyncSession, tenant: str, after_id: str | None, limit: int) -> list[SessionRow]:
-    stmt = select(SessionRow).where(SessionRow.tenant_id == tenant)
+    stmt = select(SessionRow).where(of_tenant(SessionRow, tenant))
     if after_id is not None:
         stmt = stmt.where(SessionRow.id > after_id)
     stmt = stmt.order_by(SessionRow.id).limit(limit)
@@ -58,18 +59,14 @@ async def page(db: AsyncSession, tenant: str, after_id: str | None, limit: int) 
 
 
 async def remove(db: AsyncSession, tenant: str, sid: str) -> bool:
-    stmt = (
-        delete(SessionRow)
-        .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
-        .returning(SessionRow.id)
-    )
+    stmt = delete(SessionRow).where(of_session(SessionRow, tenant, sid)).returning(SessionRow.id)
     return (await db.execute(stmt)).first() is not None
 
 
 async def set_values(db: AsyncSession, tenant: str, sid: str, values: dict[str, Any]) -> None:
     await db.execute(
         update(SessionRow)
-        .where(SessionRow.tenant_id == tenant, SessionRow.id == sid)
+        .where(of_session(SessionRow, tenant, sid))
         .values(**values)
         .execution_options(synchronize_session=False)
     )
@@ -81,7 +78,7 @@ async def set_values(db: AsyncSession, tenant: str, sid: str, values: dict[str, 
 _HAS_ACTIVE = f"""
 SELECT EXISTS (
     SELECT 1 FROM compaction_jobs
-    WHERE tenant_id = $1 AND session_id = $2 AND status IN {ACTIVE!r}
+    WHERE {session_sql()} AND status IN {ACTIVE!r}
 )
 """
 

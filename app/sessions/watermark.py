@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.conversation import counts_in_context
 from app.db.models import MessageRow
+from app.db.scope import of_session
 
 
 async def context_tokens_through(db: AsyncSession, tenant: str, sid: str, seq: int) -> int:
@@ -16,7 +17,7 @@ async def context_tokens_through(db: AsyncSession, tenant: str, sid: str, seq: i
     if seq <= 0:
         return 0
     stmt = select(MessageRow.context_tokens_through).where(
-        MessageRow.tenant_id == tenant, MessageRow.session_id == sid, MessageRow.seq == seq
+        of_session(MessageRow, tenant, sid), MessageRow.seq == seq
     )
     return int(await db.scalar(stmt) or 0)
 
@@ -36,8 +37,7 @@ async def anchor_tokens_below(
             MessageRow.seq,
         )
         .where(
-            MessageRow.tenant_id == tenant,
-            MessageRow.session_id == sid,
+            of_session(MessageRow, tenant, sid),
             MessageRow.role == "user",
         )
         .order_by(MessageRow.seq.desc())

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel, TypeAdapter
 
 from app.api.models import compaction as compaction_answers
+from app.api.models import problem as problem_model
 from app.api.models import requests as schemas
 from app.api.models import responses as answers
 from app.core.settings import load_settings
@@ -147,10 +148,10 @@ async def test_real_answers_fit_their_models(runner_client: httpx.AsyncClient, s
     _fits(answers.TokenCount, count.json())
     missing = await client.get("/sessions/no-such-session")
     assert missing.status_code == 404
-    _fits(answers.Problem, missing.json())
+    _fits(problem_model.Problem, missing.json())
     bad = await client.post(f"{base}/messages", json={"messages": [{"role": "robot"}]})
     assert bad.status_code == 422
-    problem = answers.Problem.model_validate(bad.json())
+    problem = problem_model.Problem.model_validate(bad.json())
     assert problem.errors and problem.errors[0].loc == "messages[0].role"
 
 
