@@ -36,8 +36,8 @@ from app.core.settings import Settings
 from app.core.tokens import get_counter
 from app.db import engine as database
 from app.db.database import Database
-from app.messages.group_write import write_group
-from app.messages.groups import Groups
+from app.messages.group_commit import GroupCommit
+from app.messages.group_transaction import write_group
 from app.observability.events import EventWriter
 from app.observability.middleware import BodyLimit, RequestContext
 
@@ -77,7 +77,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
             plan_cache_mode=database.PAYLOAD_PLAN_CACHE_MODE,
         )
         app.state.database = Database(database.session_factory(engine), payloads)
-        groups = Groups(
+        groups = GroupCommit(
             functools.partial(write_group, app.state.database),
             max_size=settings.append_group_size,
         )

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from app.context.caches import Caches
     from app.core.settings import Settings
     from app.db.database import Database
-    from app.messages.groups import Groups
+    from app.messages.group_commit import GroupCommit
     from app.messages.write import AppendResult, Pending
     from app.observability.events import EventWriter
 
@@ -63,7 +63,7 @@ class Services:
     settings: Settings
     database: Database
     events: EventWriter
-    append_groups: Groups[Pending, AppendResult] | None
+    append_groups: GroupCommit[Pending, AppendResult] | None
     compactions: CompactionRunner | None
     # Assembly's results kept between payloads (app/context/caches.py), one per process.
     caches: Caches

@@ -179,7 +179,7 @@ SELECT s.*, (SELECT count(*) FROM m) AS messages_in, (SELECT count(*) FROM c) AS
 FROM s
 """
 
-# WRITE_BATCH for the appends of several sessions at once (app/messages/groups.py):
+# WRITE_BATCH for the appends of several sessions at once (app/messages/group_commit.py):
 # one transaction, one statement, however many sessions. `$1..$8` are one entry per
 # append (its session and totals), the message, call and answer arrays carry the
 # 1-based entry `k` each row belongs to, and `ord` its ordinal within that append.

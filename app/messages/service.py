@@ -18,7 +18,8 @@ statement; that path names every problem and answers replays with their original
 seqs.
 
 Here: the request (`append_request`) and the append; the transaction is in
-write.py, the careful way in careful.py, group commit in group_write.py.
+write.py, the careful way in locked_append.py, group commit in group_commit.py (the
+queue) and group_transaction.py (a group's transaction).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from app.core.settings import Settings
 from app.core.tokens import TokenCounter, get_counter
 from app.db.models import MessageRow, SessionRow
 from app.messages import repository as repo
-from app.messages.careful import _careful
+from app.messages.locked_append import _careful
 from app.messages.validation import Incoming, parse_batch
 from app.messages.write import (
     _MODEL_HINTS,
@@ -55,7 +56,7 @@ from app.sessions.recount import recount_session
 
 if TYPE_CHECKING:
     from app.db.database import Database
-    from app.messages.groups import Groups
+    from app.messages.group_commit import GroupCommit
 
 
 class CompactionTrigger(Protocol):
@@ -67,7 +68,7 @@ class CompactionTrigger(Protocol):
 async def append_request(
     database: Database,
     settings: Settings,
-    groups: Groups[Pending, AppendResult] | None,
+    groups: GroupCommit[Pending, AppendResult] | None,
     compactions: CompactionTrigger | None,
     tenant: str,
     sid: str,
@@ -106,7 +107,7 @@ async def append(
     raw: Any,
     lock_token: str | None,
     settings: Settings,
-    groups: Groups[Pending, AppendResult] | None = None,
+    groups: GroupCommit[Pending, AppendResult] | None = None,
 ) -> AppendResult:
     """Append a batch: in a group with other sessions' appends when `groups` is given
     and the batch is consistent in itself, else (or when the group did not take it) in

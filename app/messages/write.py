@@ -160,7 +160,7 @@ def _admit(result: Any, p: Pending) -> tuple[SessionHead, list[dict[str, Any]]]:
 
 @dataclass(slots=True)
 class Pending:
-    """An append counted and not yet written: in a group (app/messages/groups.py) or in a
+    """An append counted and not yet written: in a group (app/messages/group_commit.py) or in a
     transaction of its own."""
 
     tenant: str

@@ -1,6 +1,6 @@
-"""Group commit: appends of different sessions written in one transaction.
+"""A group's transaction: appends of different sessions written in one transaction.
 
-app/messages/groups.py queues them. A group is BEGIN, one statement
+app/messages/group_commit.py queues them. A group is BEGIN, one statement
 (repository.WRITE_GROUP) and COMMIT. An append that must not stand is left out,
 the group rolled back and the rest written again; the one left out is appended
 alone, which names its problem (docs/architecture.md).
@@ -41,7 +41,7 @@ class _Alone(Exception):
 
 
 async def write_group(database: Database, items: list[Pending]) -> list[AppendResult | None]:
-    """Write the appends of several sessions in one transaction (app/messages/groups.py).
+    """Write the appends of several sessions in one transaction (app/messages/group_commit.py).
 
     None for an append the group did not take: its caller appends it alone, the way
     that names every problem (a refused lease, a replay, a first append that creates
