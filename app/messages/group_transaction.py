@@ -17,11 +17,11 @@ from app.messages.write import (
     AppendResult,
     Pending,
     SessionHead,
-    _admit,
-    _finish,
-    _transaction,
-    _write_args,
-    _write_batch,
+    admit,
+    finish_append,
+    transaction,
+    write_args,
+    write_batch,
 )
 from app.observability import metrics
 
@@ -83,11 +83,11 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
     alone = len(items) == 1
     async with (
         database.driver() as conn,
-        _transaction(conn, repo.BEGIN_GENERIC if alone else "BEGIN"),
+        transaction(conn, repo.BEGIN_GENERIC if alone else "BEGIN"),
     ):
         try:
             if alone:
-                by_k = {1: await _write_batch(conn, items[0])}
+                by_k = {1: await write_batch(conn, items[0])}
             else:
                 rows = await conn.fetch(repo.WRITE_GROUP, *_group_args(items))
                 by_k = {row["k"]: row for row in rows}
@@ -103,7 +103,7 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
                 admitted.append(None)
                 continue
             try:
-                head, acks = _admit(row, p)
+                head, acks = admit(row, p)
             except Exception:
                 refused.append(k - 1)
                 continue
@@ -118,7 +118,9 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
                 continue
             p, head, acks = entry
             results.append(
-                await _finish(conn, p.tenant, p.sid, head, p.batch, p.counts, acks, p.settings)
+                await finish_append(
+                    conn, p.tenant, p.sid, head, p.batch, p.counts, acks, p.settings
+                )
             )
         return results
 
@@ -127,7 +129,7 @@ def _group_args(items: Sequence[Pending]) -> list[Any]:
     """WRITE_GROUP's parameters: each append's WRITE_BATCH arguments, tagged with its k."""
     columns: list[list[Any]] = [[] for _ in range(32)]
     for k, p in enumerate(items, 1):
-        args = _write_args(p.batch, p.counts, p.ids, p.search, p.settings.tool_preview_tokens)
+        args = write_args(p.batch, p.counts, p.ids, p.search, p.settings.tool_preview_tokens)
         columns[0].append(p.tenant)
         columns[1].append(p.sid)
         for col, value in enumerate(args[:6], 2):  # n, tokens, then the four role counts
