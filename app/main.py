@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -36,8 +35,7 @@ from app.core.settings import Settings
 from app.core.tokens import get_counter
 from app.db import engine as database
 from app.db.database import Database
-from app.messages.group_write import write_group
-from app.messages.groups import Groups
+from app.messages.service import append_groups
 from app.observability.events import EventWriter
 from app.observability.middleware import BodyLimit, RequestContext
 
@@ -77,10 +75,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
             plan_cache_mode=database.PAYLOAD_PLAN_CACHE_MODE,
         )
         app.state.database = Database(database.session_factory(engine), payloads)
-        groups = Groups(
-            functools.partial(write_group, app.state.database),
-            max_size=settings.append_group_size,
-        )
+        groups = append_groups(app.state.database, settings.append_group_size)
         app.state.append_groups = groups
         app.state.events = EventWriter(app.state.database)
         app.state.events.start()

@@ -45,8 +45,7 @@ if TYPE_CHECKING:
     from app.context.caches import Caches
     from app.core.settings import Settings
     from app.db.database import Database
-    from app.messages.groups import Groups
-    from app.messages.write import AppendResult, Pending
+    from app.messages.service import AppendGroups
     from app.observability.events import EventWriter
 
 _JSON = re.compile(rb"application/(?:[!#$%&'*.^_`|~0-9a-z-]+\+)?json")
@@ -63,7 +62,7 @@ class Services:
     settings: Settings
     database: Database
     events: EventWriter
-    append_groups: Groups[Pending, AppendResult] | None
+    append_groups: AppendGroups | None
     compactions: CompactionRunner | None
     # Assembly's results kept between payloads (app/context/caches.py), one per process.
     caches: Caches

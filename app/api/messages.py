@@ -1,3 +1,10 @@
+"""The log's routes: a page of it, one message, the tail deleted, the log cleared.
+
+`POST /sessions/{id}/messages`, the append, is here only as the OpenAPI description
+shows it: its lane (app/api/append_lane.py) answers every append ahead of the router,
+with app/messages/service.py's `append_request`; this route is never called.
+"""
+
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal

@@ -55,7 +55,7 @@ def noop_state(row: SessionRow) -> dict[str, int]:
     }
 
 
-async def _after_noop(db: AsyncSession, row: SessionRow, settings: Settings) -> bool:
+async def grown_since_noop_or_revert(db: AsyncSession, row: SessionRow, settings: Settings) -> bool:
     """False while the session is in the state (or barely past it) its last noop, or its
     last revert, left it in.
 

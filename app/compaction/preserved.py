@@ -66,7 +66,7 @@ def preserved_tail(
     return Tail(min(soft, hard), limited_by, tokens, len(steps), len(kept), opens)
 
 
-def _cut(units: Sequence[Unit], tail_start: int) -> int:
+def clean_cut(units: Sequence[Unit], tail_start: int) -> int:
     """The latest clean cut at or before `tail_start` that does not end on a user message."""
     candidates = [u for u in units if u.start <= tail_start]
     for k in range(len(candidates) - 1, -1, -1):

@@ -35,7 +35,7 @@ from app.compaction.metrics import (
     count_gate,
 )
 from app.compaction.model_client import ChatModelClient
-from app.compaction.noop_guard import _after_noop, could_free, noop_state
+from app.compaction.noop_guard import could_free, grown_since_noop_or_revert, noop_state
 from app.compaction.service import plan_session
 from app.compaction.stored import summary_values
 from app.compaction.summary import StructuredSummary
@@ -117,7 +117,7 @@ class CompactionRunner:
                 row = await db.get(SessionRow, (tenant, sid), with_for_update=True)
                 if row is None or not row.auto_compact:
                     return
-                if not could_free(row, self.settings) or not await _after_noop(
+                if not could_free(row, self.settings) or not await grown_since_noop_or_revert(
                     db, row, self.settings
                 ):
                     AUTO_SKIPPED.inc()

@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.compaction.preserved import Tail, _cut, preserved_tail
+from app.compaction.preserved import Tail, clean_cut, preserved_tail
 from app.compaction.summary import summary_token_cap
 from app.compaction.why_noop import NoopCode, thrash_guard, why_empty
 from app.core.conversation import LoggedMessage, Unit, split_steps
@@ -189,7 +189,7 @@ def plan_range(
         min_preserved_steps=min_preserved_steps,
         keep_recent_tokens=keep_recent_tokens,
     )
-    cut = _cut(units, tail.start)
+    cut = clean_cut(units, tail.start)
     span = _Range.at(messages, units, cut)
     explanation = _explain(messages, tail, cut, keep_recent_tokens)
     if cut == 0 or span.folded == 0:

@@ -17,13 +17,13 @@ from typing import Any
 from app.context.caches import NOTHING_KNOWN, KnownRows
 from app.context.lru import LRU
 from app.context.statements import (
-    _BODIES_SQL,
-    _LEAD,
-    _MEMBERS_SQL,
-    _RECENT,
-    _WINDOW_SQL,
-    _fetch,
-    _seq_runs,
+    BODIES_SQL,
+    LEAD,
+    MEMBERS_SQL,
+    RECENT,
+    WINDOW_SQL,
+    fetch,
+    seq_runs,
 )
 from app.core import conversation
 from app.core.conversation import LoggedMessage
@@ -119,7 +119,7 @@ class _Reader:
             return []
         params = {**self.params, "seqs": list(self.missing)}
         out = []
-        for seq, body in await _fetch(db, _BODIES_SQL, params):
+        for seq, body in await fetch(db, BODIES_SQL, params):
             r = self.missing.pop(seq)
             added = self.add((*r[:3], body, *r[4:]))
             if added is not None:
@@ -190,7 +190,7 @@ class LogRead:
         }
         for i, run in enumerate(runs):
             params[f"lo{i}"], params[f"hi{i}"], params[f"in{i}"] = run[0], run[-1], run
-        for r in await _fetch(db, _seq_runs(len(runs)), params):
+        for r in await fetch(db, seq_runs(len(runs)), params):
             reader.add(r)
         await reader.fetch_missing(db)
 
@@ -223,12 +223,12 @@ async def _read_window(
     }
     lead_in: list[Sequence[Any]] = []
     start: int | None = None
-    for r in await _fetch(db, _WINDOW_SQL, window_params):
+    for r in await fetch(db, WINDOW_SQL, window_params):
         part = r[-1]
-        if part == _LEAD:
+        if part == LEAD:
             lead_in.append(r)
             continue
-        if part == _RECENT and (start is None or r[0] < start):
+        if part == RECENT and (start is None or r[0] < start):
             start = r[0]
         reader.add(r)
     reader.start = start
@@ -271,7 +271,7 @@ async def _complete_groups(
     while open_ids:
         asked |= open_ids
         params = {**reader.params, "ids": sorted(open_ids), "have": list(reader.rows)}
-        fetched = [m for r in await _fetch(db, _MEMBERS_SQL, params) if (m := reader.add(r))]
+        fetched = [m for r in await fetch(db, MEMBERS_SQL, params) if (m := reader.add(r))]
         fetched += await reader.fetch_missing(db)
         conversation.call_ids(fetched, made, answered)
         open_ids = (made ^ answered) - asked - in_flight

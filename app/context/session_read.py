@@ -16,7 +16,7 @@ from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm.attributes import instance_state
 
 from app.context import trim_state_store as layouts
-from app.context.statements import _ONE, _fetch
+from app.context.statements import ONE, fetch
 from app.core.errors import NotFound
 from app.db.database import Driver
 from app.db.engine import Compiled
@@ -73,7 +73,7 @@ async def payload_session(
 ) -> tuple[SessionRow, dict[str, Sequence[Any]]]:
     """The session's row and its stored payload streams (params_key -> the rest of
     `layouts.STREAM_COLUMNS`), in one round trip; NotFound if there is no such session."""
-    rows = await _fetch(db, _PAYLOAD_SESSION, {"tenant": tenant, "sid": sid})
+    rows = await fetch(db, _PAYLOAD_SESSION, {"tenant": tenant, "sid": sid})
     if not rows:
         raise NotFound(f"session {sid!r} does not exist")
     n = len(_SESSION_KEYS)
@@ -89,13 +89,13 @@ _LAST_FINISHED_JOB = Compiled(
         *(CompactionJobRow.status != literal_column(f"'{s}'") for s in ACTIVE),
     )
     .order_by(CompactionJobRow.finished_at.desc())
-    .limit(_ONE)
+    .limit(ONE)
 )
 
 
 async def last_compaction_failure(db: Driver, tenant: str, sid: str) -> str | None:
     """The reason of the session's latest finished compaction job, if that job failed."""
-    rows = await _fetch(db, _LAST_FINISHED_JOB, {"tenant": tenant, "sid": sid})
+    rows = await fetch(db, _LAST_FINISHED_JOB, {"tenant": tenant, "sid": sid})
     if not rows or rows[0][0] != "failed":
         return None
     return str(rows[0][1] or "failed")

@@ -46,7 +46,8 @@ from app.db.scope import of_session, same_session
 # statement stays one prepared statement on the server.
 
 
-async def _fetch(db: Driver, stmt: Compiled, params: dict[str, Any]) -> list[Any]:
+async def fetch(db: Driver, stmt: Compiled, params: dict[str, Any]) -> list[Any]:
+    """The rows of one of these statements, run on the driver."""
     rows: list[Any] = await db.fetch(stmt.sql, *stmt.args(params))
     return rows
 
@@ -57,7 +58,7 @@ _MSG = MessageRow
 # LIMIT 1 written out, not a bound parameter: with an unknown count a generic plan
 # assumes a tenth of the rows, costs itself above the custom plans and PostgreSQL
 # then plans the statement again on every execution (~0.7 ms here).
-_ONE: ColumnElement[int] = literal_column("1")
+ONE: ColumnElement[int] = literal_column("1")
 
 
 EARLIER_USERS = 64
@@ -127,7 +128,7 @@ _BOUNDARY = (
         _MSG.context_tokens_through <= bindparam("threshold"),
     )
     .order_by(_MSG.seq.desc())
-    .limit(_ONE)
+    .limit(ONE)
     .scalar_subquery()
 )
 
@@ -161,7 +162,7 @@ _LEAD_IN_CTE = select(
                 select(_MSG.seq)
                 .where(_IN_SESSION, *_READ_BEFORE, _MSG.role != _TOOL)
                 .order_by(_MSG.seq.desc())
-                .limit(_ONE)
+                .limit(ONE)
                 .scalar_subquery(),
                 _START,
             ),
@@ -178,7 +179,8 @@ def _part(n: int) -> Any:
     return literal_column(str(n)).label("part")
 
 
-_RECENT, _OPENER, _PINNED, _LEAD, _ANCHOR = 1, 2, 3, 4, 5
+# Which part of the window read a row came from (its `part` column), for its reader.
+RECENT, OPENER, PINNED, LEAD, ANCHOR = 1, 2, 3, 4, 5
 
 
 _WINDOW = union_all(
@@ -187,30 +189,30 @@ _WINDOW = union_all(
     # session's rows, enough for a sequential scan of a session that fills the
     # table. A closed range with an unknown end is estimated at 0.5% of them, so
     # the primary key is walked whatever the session's share of the table.
-    select(*_COLUMNS, _part(_RECENT)).where(
+    select(*_COLUMNS, _part(RECENT)).where(
         _IN_SESSION, _MSG.seq >= _START, _MSG.seq <= bindparam("last_seq")
     ),
     # The user messages before the window, newest first (the first opens its oldest
     # turn): a strategy keeps a user's short mid-run instruction ahead of any tool
     # output (SPEC §3), so it must be offered ones older than the budget reaches.
     # Bounded: `EARLIER_USERS` rows of the partial index on users.
-    select(*_COLUMNS, _part(_OPENER))
+    select(*_COLUMNS, _part(OPENER))
     # A literal, not a parameter: the partial index on users holds for generic plans too.
     .where(_IN_SESSION, _MSG.role == literal_column("'user'"), *_BEFORE)
     .order_by(_MSG.seq.desc())
     .limit(_EARLIER_USERS)
     .subquery()
     .select(),
-    select(*_COLUMNS, _part(_PINNED)).where(_IN_SESSION, _MSG.pinned, *_BEFORE),
-    select(*_COLUMNS, _part(_LEAD)).where(_IN_SESSION, _MSG.seq >= _LEAD_IN, _MSG.seq < _START),
+    select(*_COLUMNS, _part(PINNED)).where(_IN_SESSION, _MSG.pinned, *_BEFORE),
+    select(*_COLUMNS, _part(LEAD)).where(_IN_SESSION, _MSG.seq >= _LEAD_IN, _MSG.seq < _START),
     # The turn anchor (SPEC §5): the session's latest user message, whatever the floor.
     # A compaction may move the watermark inside the current turn, past the message
     # that opens it; that message stays in the effective history verbatim. Above the
     # floor it is one of the rows above already (read once: rows are kept by seq).
-    select(*_COLUMNS, _part(_ANCHOR))
+    select(*_COLUMNS, _part(ANCHOR))
     .where(_IN_SESSION, _MSG.role == literal_column("'user'"))
     .order_by(_MSG.seq.desc())
-    .limit(_ONE)
+    .limit(ONE)
     .subquery()
     .select(),
 )
@@ -242,13 +244,13 @@ _BODIES = select(_MSG.seq, _MSG.body).where(
 )
 
 
-_WINDOW_SQL = Compiled(_WINDOW)
+WINDOW_SQL = Compiled(_WINDOW)
 
 
-_MEMBERS_SQL = Compiled(_MEMBERS)
+MEMBERS_SQL = Compiled(_MEMBERS)
 
 
-_BODIES_SQL = Compiled(_BODIES)
+BODIES_SQL = Compiled(_BODIES)
 
 
 # One bounded primary-key range per run of nearby seqs, each a UNION part with constant
@@ -264,7 +266,8 @@ _SEQ_RUNS: dict[int, Compiled] = {}
 _UNKNOWN_BODY = case((_MSG.seq == any_(bindparam("unknown", type_=_SEQS)), _MSG.body), else_=null())
 
 
-def _seq_runs(n: int) -> Compiled:
+def seq_runs(n: int) -> Compiled:
+    """The read of the rows of `n` runs of nearby seqs (the lo/hi/in parameters of each)."""
     stmt = _SEQ_RUNS.get(n)
     if stmt is None:
         columns = tuple(_UNKNOWN_BODY if c is _BODY else c for c in _COLUMNS)

@@ -147,7 +147,7 @@ class Settings(BaseSettings):
     # down to this share of its budget, so the calls after it append again.
     trim_target_ratio: float = Field(0.7, gt=0, le=1)
 
-    # Group commit (app/messages/groups.py): at most this many appends of different
+    # Group commit (app/messages/group_commit.py): at most this many appends of different
     # sessions share one transaction. 1 writes each append in a transaction of its
     # own, touching one session, as a database distributed by session (Citus) wants.
     append_group_size: int = Field(64, ge=1, le=1000)

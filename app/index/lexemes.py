@@ -10,7 +10,7 @@ hands PostgreSQL a ready `tsvector`:
   conversation mixes languages, and a stemmer of one language mangles the rest;
 - an identifier (`src/app/models.py`, `snake_case_name`, `getUserName`,
   `HXDUBJ`) is indexed whole and as its parts at consecutive positions, so it
-  is found whole, and by any run of its parts (`app/models.py`, `case_name`,
+  is found whole, and by any run of its parts (`app/db/models.py`, `case_name`,
   `UserName`): through the index by the AND of the parts, wherever the message
   holds them, then checked against the message's text (`Term.needle`);
 - a run of CJK characters (no spaces between words) is indexed as overlapping
@@ -35,7 +35,7 @@ from app.index.tsvector_budget import within_budget
 
 # A chunk: word characters, joined by single punctuation marks that are part of
 # identifiers and paths when a word character follows (`a.b`, `x/y`, `k-v`, `a:b`).
-_CHUNK = re.compile(r"\w+(?:[./\\\-:@#+~=]\w+)*")
+CHUNK = re.compile(r"\w+(?:[./\\\-:@#+~=]\w+)*")
 # Parts of an identifier: letters-and-digits runs, split at camelCase boundaries.
 _PART = re.compile(r"[^\W_]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -118,21 +118,21 @@ class Term:
         )
 
 
-def _segments(text: str) -> list[tuple[str, str]]:
+def segments(text: str) -> list[tuple[str, str]]:
     """(kind, piece) in text order: "cjk" runs and "word" chunks."""
     out: list[tuple[str, str]] = []
-    for chunk in _CHUNK.finditer(text):
+    for chunk in CHUNK.finditer(text):
         s = chunk.group()
         pos = 0
         for cjk in _CJK.finditer(s):
             if cjk.start() > pos:
-                out.extend(("word", m.group()) for m in _CHUNK.finditer(s[pos : cjk.start()]))
+                out.extend(("word", m.group()) for m in CHUNK.finditer(s[pos : cjk.start()]))
             out.append(("cjk", cjk.group()))
             pos = cjk.end()
         if pos == 0:
             out.append(("word", s))
         elif pos < len(s):
-            out.extend(("word", m.group()) for m in _CHUNK.finditer(s[pos:]))
+            out.extend(("word", m.group()) for m in CHUNK.finditer(s[pos:]))
     return out
 
 
@@ -146,7 +146,8 @@ _SPLITS_MAX = 50_000
 _SPLIT_CACHED_CHARS = 64
 
 
-def _split(chunk: str) -> _Split:
+def split_chunk(chunk: str) -> _Split:
+    """A word or identifier chunk's lexemes, as above, without the cache."""
     parts = _parts(chunk)
     if not parts:
         return (), 0
@@ -161,7 +162,7 @@ def _split(chunk: str) -> _Split:
 def _split_of(chunk: str) -> _Split:
     split = _SPLITS.get(chunk)
     if split is None:
-        split = _split(chunk)
+        split = split_chunk(chunk)
         if len(chunk) <= _SPLIT_CACHED_CHARS:
             if len(_SPLITS) >= _SPLITS_MAX:
                 _SPLITS.clear()
@@ -169,7 +170,8 @@ def _split_of(chunk: str) -> _Split:
     return split
 
 
-def _cjk_split(run: str) -> _Split:
+def split_cjk(run: str) -> _Split:
+    """A CJK run's lexemes (its bigrams, or the one character), as `split_chunk` gives them."""
     grams = _bigrams(run)
     return tuple((g, i, len(g.encode()) + 8) for i, g in enumerate(grams)), len(grams)
 
@@ -195,12 +197,12 @@ def lexemes_and_cut(text: str) -> tuple[dict[str, list[int]], bool]:
     pos = 1
     if _CJK.search(text):
         splits = [
-            _cjk_split(piece) if kind == "cjk" else _split_of(piece)
-            for kind, piece in _segments(text)
+            split_cjk(piece) if kind == "cjk" else _split_of(piece)
+            for kind, piece in segments(text)
         ]
     else:  # every chunk is a word: no need to look for runs inside each
         cached = _SPLITS.get
-        splits = [cached(chunk) or _split_of(chunk) for chunk in _CHUNK.findall(text)]
+        splits = [cached(chunk) or _split_of(chunk) for chunk in CHUNK.findall(text)]
     for terms, width in splits:
         for lexeme, offset, cost in terms:
             where = out.get(lexeme)
@@ -292,7 +294,7 @@ def query_terms(q: str) -> list[Term]:
     q = unicodedata.normalize("NFC", q)
     terms: list[Term] = []
     seen: set[str] = set()
-    for kind, piece in _segments(q):
+    for kind, piece in segments(q):
         groups: list[Term] = []
         if kind == "cjk":
             grams = _bigrams(piece)

@@ -32,22 +32,20 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
 
 from app.index.lexemes import (
-    _CHUNK,
+    CHUNK,
     MAX_LEXEME_CHARS,
     MAX_POSITION,
     POSITIONS_CUT,
-    _cjk_split,
-    _segments,
-    _split,
+    segments,
+    split_chunk,
+    split_cjk,
 )
 from app.index.searchable import searchable_text
 from app.index.tsvector_budget import within_budget
 
 # ASCII characters that no chunk can hold (neither word characters nor the joiners of
-# `_CHUNK`) become spaces; every other byte stays, those of multi-byte characters too.
-_SPACES = bytes(
-    b if b >= 0x80 or _CHUNK.fullmatch("a" + chr(b) + "a") else 0x20 for b in range(256)
-)
+# `CHUNK`) become spaces; every other byte stays, those of multi-byte characters too.
+_SPACES = bytes(b if b >= 0x80 or CHUNK.fullmatch("a" + chr(b) + "a") else 0x20 for b in range(256))
 # PostgreSQL keeps this many positions per lexeme (MAXNUMPOS), as lexemes() does.
 MAX_POSITIONS = 256
 # Up to this many bytes of text, lexemes()'s byte budget cannot bind (its worst case,
@@ -115,11 +113,11 @@ def _split_token(token: bytes) -> _Split:
         terms: list[tuple[bytes, int]] = []
         width = 0
         if token.isascii():  # no CJK run to look for
-            pieces = [("word", chunk) for chunk in _CHUNK.findall(token.decode())]
+            pieces = [("word", chunk) for chunk in CHUNK.findall(token.decode())]
         else:
-            pieces = _segments(token.decode("utf-8", "surrogatepass"))
+            pieces = segments(token.decode("utf-8", "surrogatepass"))
         for kind, piece in pieces:
-            split, n = _cjk_split(piece) if kind == "cjk" else _split(piece)
+            split, n = split_cjk(piece) if kind == "cjk" else split_chunk(piece)
             terms.extend((lexeme.encode() + b"\0", width + at) for lexeme, at, _ in split)
             width += n
         found = terms[0][0] if width == 1 and len(terms) == 1 else (tuple(terms), width)

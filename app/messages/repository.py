@@ -117,7 +117,7 @@ _GIVE_BACK_GROUP = _GIVE_BACK.format(n_user="r.n_user", tenant="r.tenant_id", si
 # whatever committed meanwhile. Stored message ids and used call ids are skipped
 # (ON CONFLICT DO NOTHING) and an answer only lands on an open call: the counts
 # returned say whether the batch went in whole; when not, the caller rolls back and
-# appends again the careful way, which names the problem. Each message's search
+# appends again the locked way, which names the problem. Each message's search
 # vector (`search`, app/index/vector.py: made before the transaction, as the token
 # counts are, and sent as a binary tsvector, which PostgreSQL reads without parsing)
 # goes in with it: a search never misses an acknowledged message.
@@ -178,7 +178,7 @@ SELECT s.*, (SELECT count(*) FROM m) AS messages_in, (SELECT count(*) FROM c) AS
 FROM s
 """
 
-# WRITE_BATCH for the appends of several sessions at once (app/messages/groups.py):
+# WRITE_BATCH for the appends of several sessions at once (app/messages/group_commit.py):
 # one transaction, one statement, however many sessions. `$1..$8` are one entry per
 # append (its session and totals), the message, call and answer arrays carry the
 # 1-based entry `k` each row belongs to, and `ord` its ordinal within that append.

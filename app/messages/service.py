@@ -13,20 +13,25 @@ tokenizer (counted with the wrong one: roll back and count again), the budget
 transition event, and at compact_needed whether a compaction job is active (one
 more round trip; the append then only joins it). A batch that did not go in whole
 (a replayed message id, a call id used before, an answer to no open call) is rolled
-back and appended again the careful way: lock, look up, check, then the same
+back and appended again the locked way: lock, look up, check, then the same
 statement; that path names every problem and answers replays with their original
 seqs.
 
-Here: the request (`append_request`) and the append; the transaction is in
-write.py, the careful way in careful.py, group commit in group_write.py.
+This module is the append's front, what the rest of the app imports of it: the
+request (`append_request`), the append, its group commit (`append_groups`), a batch
+counted and not stored (`count_batch_for`), and a logged message as clients read it.
+The parts behind it: the batch counted before the transaction in counting.py, the
+transaction in write.py, the locked way in locked_append.py, group commit in
+group_commit.py (the queue) and group_transaction.py (a group's transaction).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from app.core.budget import effective_model
 from app.core.conversation import content_text
@@ -36,26 +41,36 @@ from app.core.settings import Settings
 from app.core.tokens import TokenCounter, get_counter
 from app.db.models import MessageRow, SessionRow
 from app.messages import repository as repo
-from app.messages.careful import _careful
+from app.messages.counting import count_tokens, in_context, measure, model_hint
+from app.messages.group_commit import GroupCommit
+from app.messages.group_transaction import write_group
+from app.messages.locked_append import append_locked
 from app.messages.validation import Incoming, parse_batch
 from app.messages.write import (
-    _MODEL_HINTS,
     AppendResult,
+    LockedAppendNeeded,
     Pending,
-    _Careful,
-    _count,
-    _in_context,
-    _measure,
-    _optimistic,
-    _Recount,
-    _transaction,
+    RecountNeeded,
+    admit,
+    finish_append,
+    transaction,
+    write_batch,
 )
+from app.observability import metrics
 from app.sessions import repository as sessions
 from app.sessions.recount import recount_session
 
 if TYPE_CHECKING:
-    from app.db.database import Database
-    from app.messages.groups import Groups
+    from app.db.database import Database, Driver
+
+# What groups a process's appends: made by `append_groups`, taken by `append`.
+AppendGroups: TypeAlias = GroupCommit[Pending, AppendResult]
+
+
+def append_groups(database: Database, max_size: int) -> AppendGroups:
+    """Group commit for this process's appends (app/messages/group_commit.py), each group
+    written in one transaction (app/messages/group_transaction.py)."""
+    return GroupCommit(functools.partial(write_group, database), max_size=max_size)
 
 
 class CompactionTrigger(Protocol):
@@ -67,7 +82,7 @@ class CompactionTrigger(Protocol):
 async def append_request(
     database: Database,
     settings: Settings,
-    groups: Groups[Pending, AppendResult] | None,
+    groups: AppendGroups | None,
     compactions: CompactionTrigger | None,
     tenant: str,
     sid: str,
@@ -106,7 +121,7 @@ async def append(
     raw: Any,
     lock_token: str | None,
     settings: Settings,
-    groups: Groups[Pending, AppendResult] | None = None,
+    groups: AppendGroups | None = None,
 ) -> AppendResult:
     """Append a batch: in a group with other sessions' appends when `groups` is given
     and the batch is consistent in itself, else (or when the group did not take it) in
@@ -116,27 +131,27 @@ async def append(
         max_messages=settings.max_messages_per_append,
         max_message_bytes=settings.max_message_bytes,
     )
-    counter = get_counter(_MODEL_HINTS.get((tenant, sid), settings.default_model))
-    counts, search = await _measure(counter, batch, tenant, sid)
-    careful = not _fits_alone(batch)
+    counter = get_counter(model_hint(tenant, sid, settings.default_model))
+    counts, search = await measure(counter, batch, tenant, sid)
+    locked = not _fits_alone(batch)
     # Ids are made once: a write that does not stand stores none of them.
     ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
     pending = Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids, search)
-    if groups is not None and not careful:
+    if groups is not None and not locked:
         grouped = await groups.submit((tenant, sid), pending)
         if grouped is not None:
             return grouped
     for _ in range(3):
         try:
             async with database.driver() as conn:
-                if not careful:
+                if not locked:
                     try:
-                        async with _transaction(conn, repo.BEGIN_GENERIC):
+                        async with transaction(conn, repo.BEGIN_GENERIC):
                             return await _optimistic(conn, pending)
-                    except _Careful:
-                        careful = True
-                async with _transaction(conn, "BEGIN"):
-                    return await _careful(
+                    except LockedAppendNeeded:
+                        locked = True
+                async with transaction(conn, "BEGIN"):
+                    return await append_locked(
                         conn,
                         tenant,
                         sid,
@@ -147,15 +162,23 @@ async def append(
                         lock_token,
                         settings,
                     )
-        except _Recount as need:
+        except RecountNeeded as need:
             await _recount(database, tenant, sid, need.counter)
-            pending.counter, pending.counts = need.counter, await _count(need.counter, batch)
+            pending.counter, pending.counts = need.counter, await count_tokens(need.counter, batch)
     raise RuntimeError(f"session {sid!r}: its tokenizer kept changing during the append")
+
+
+async def _optimistic(conn: Driver, p: Pending) -> AppendResult:
+    """The whole batch in one statement; raises `LockedAppendNeeded` when it did not fit."""
+    result = await write_batch(conn, p)
+    before, acks = admit(result, p)
+    metrics.RE_READS.inc(result["re_reads_in"])
+    return await finish_append(conn, p.tenant, p.sid, before, p.batch, p.counts, acks, p.settings)
 
 
 def _fits_alone(batch: Sequence[Incoming]) -> bool:
     """Whether the batch's tool calls are consistent among themselves (then only the
-    log can refuse it); the careful path names the problem of a batch that is not."""
+    log can refuse it); the locked way names the problem of a batch that is not."""
     made: set[str] = set()
     answered: set[str] = set()
     for m in batch:
@@ -187,8 +210,8 @@ async def count_batch_for(row: SessionRow, raw: Any, settings: Settings) -> int:
         max_messages=settings.max_messages_per_append,
         max_message_bytes=settings.max_message_bytes,
     )
-    counts = await _count(get_counter(effective_model(row, settings)), batch)
-    return sum(n for m, n in zip(batch, counts, strict=True) if _in_context(m))
+    counts = await count_tokens(get_counter(effective_model(row, settings)), batch)
+    return sum(n for m, n in zip(batch, counts, strict=True) if in_context(m))
 
 
 def message_view(m: MessageRow) -> dict[str, Any]:

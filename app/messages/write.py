@@ -2,42 +2,28 @@
 
 What needs the locked row is decided on what the statement returns, before COMMIT:
 the lease, the tokenizer, the budget transition and, at compact_needed, whether a
-compaction job is active (app/messages/service.py's docstring tells the whole path)."""
+compaction job is active (app/messages/service.py's docstring tells the whole path).
+Every way an append is written (alone, locked, in a group) uses what is here."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.core.budget import Budget, budget_of, effective_model
-from app.core.conversation import counts_in_context
 from app.core.settings import Settings
 from app.core.tokens import TokenCounter, get_counter
 from app.db.database import Driver
-from app.index.lexemes import session_lexeme
-from app.index.vector import message_vector
 from app.messages import repository as repo
 from app.messages import rereads
+from app.messages.counting import in_context, remember_model
 from app.messages.validation import Incoming
 from app.observability import metrics
 from app.sessions import repository as sessions
 from app.sessions.lease_rule import check_write
-
-if TYPE_CHECKING:
-    pass
-
-
-# The model each session was last seen with, so that the next append counts with
-# the right tokenizer before it reads the row. Only a guess: the write checks it
-# against the row it locked. Bounded; forgotten wholesale when full.
-_MODEL_HINTS: dict[tuple[str, str], str | None] = {}
-
-
-_MODEL_HINTS_MAX = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +36,7 @@ class AppendResult:
     # append at compact_needed queues nothing, and need not ask the runner.
     auto_compact: bool = True
     # At compact_needed and auto_compact: whether the session had a compaction job
-    # pending or running, which this append then only joins (see `_finish`).
+    # pending or running, which this append then only joins (see `finish_append`).
     job_active: bool = False
 
 
@@ -86,11 +72,12 @@ class SessionHead:
 _HEAD_FIELDS = tuple(SessionHead.__dataclass_fields__)
 
 
-class _Careful(Exception):
-    """The optimistic write did not fit: roll back and append the careful way."""
+class LockedAppendNeeded(Exception):
+    """The optimistic write did not fit: roll back and append the locked way
+    (app/messages/locked_append.py)."""
 
 
-class _Recount(Exception):
+class RecountNeeded(Exception):
     """The session's stored counts are of another tokenizer: recount, then append."""
 
     def __init__(self, counter: TokenCounter) -> None:
@@ -98,7 +85,7 @@ class _Recount(Exception):
 
 
 @asynccontextmanager
-async def _transaction(conn: Driver, begin: str) -> AsyncIterator[None]:
+async def transaction(conn: Driver, begin: str) -> AsyncIterator[None]:
     """BEGIN (and what rides along with it in the same round trip), COMMIT or ROLLBACK.
     A rollback that fails leaves the connection in a transaction: Database.driver
     then closes it instead of pooling it."""
@@ -112,55 +99,47 @@ async def _transaction(conn: Driver, begin: str) -> AsyncIterator[None]:
     await conn.execute("COMMIT")
 
 
-async def _optimistic(conn: Driver, p: Pending) -> AppendResult:
-    """The whole batch in one statement; raises `_Careful` when it did not fit."""
-    result = await _write_batch(conn, p)
-    before, acks = _admit(result, p)
-    metrics.RE_READS.inc(result["re_reads_in"])
-    return await _finish(conn, p.tenant, p.sid, before, p.batch, p.counts, acks, p.settings)
-
-
-async def _write_batch(conn: Driver, p: Pending) -> Any:
+async def write_batch(conn: Driver, p: Pending) -> Any:
     """WRITE_BATCH's row for the append: its session as it was, and what went in."""
     return await conn.fetchrow(
         repo.WRITE_BATCH,
         p.tenant,
         p.sid,
-        *_write_args(p.batch, p.counts, p.ids, p.search, p.settings.tool_preview_tokens),
+        *write_args(p.batch, p.counts, p.ids, p.search, p.settings.tool_preview_tokens),
     )
 
 
-def _admit(result: Any, p: Pending) -> tuple[SessionHead, list[dict[str, Any]]]:
+def admit(result: Any, p: Pending) -> tuple[SessionHead, list[dict[str, Any]]]:
     """What a write statement returned, checked before the commit: the session as it was
     and the acknowledgements. Raises (the caller rolls back) when the write must not stand:
     the lease refuses it, the counts are of another tokenizer, or it did not go in whole."""
     if result is None:  # no such session yet
-        raise _Careful()
+        raise LockedAppendNeeded()
     before = SessionHead.of(result, context_tokens=result["base_tokens"])
     check_write(before, before.lease_live, p.lock_token)  # raises: rolled back
-    _remember(p.tenant, p.sid, before.model)
+    remember_model(p.tenant, p.sid, before.model)
     right = get_counter(effective_model(before, p.settings))
     if right.name != p.counter.name:
-        raise _Careful()  # counted with another tokenizer: count again, under the lock
+        raise LockedAppendNeeded()  # counted with another tokenizer: count again, under the lock
     if before.tokenizer != right.name:
-        raise _Recount(right)
-    calls, answers = _tool_rows(p.batch)
+        raise RecountNeeded(right)
+    calls, answers = tool_rows(p.batch)
     if (result["messages_in"], result["calls_in"], result["answers_in"]) != (
         len(p.batch),
         len(calls),
         len(answers),
     ):
-        raise _Careful()
+        raise LockedAppendNeeded()
     base = result["base_seq"]
     acks = [
-        _ack(mid, base + k, n) for k, (mid, n) in enumerate(zip(p.ids, p.counts, strict=True), 1)
+        ack(mid, base + k, n) for k, (mid, n) in enumerate(zip(p.ids, p.counts, strict=True), 1)
     ]
     return before, acks
 
 
 @dataclass(slots=True)
 class Pending:
-    """An append counted and not yet written: in a group (app/messages/groups.py) or in a
+    """An append counted and not yet written: in a group (app/messages/group_commit.py) or in a
     transaction of its own."""
 
     tenant: str
@@ -176,7 +155,7 @@ class Pending:
     search: list[bytes | None]
 
 
-async def _finish(
+async def finish_append(
     conn: Driver,
     tenant: str,
     sid: str,
@@ -186,9 +165,9 @@ async def _finish(
     acks: list[dict[str, Any]],
     settings: Settings,
 ) -> AppendResult:
-    """The budget before and after, the transition's event, whether a compaction job is
-    active, the metrics."""
-    added = sum(n for m, n in zip(fresh, counts, strict=True) if _in_context(m))
+    """The append's result once its rows are in: the budget before and after, the
+    transition's event, whether a compaction job is active, the metrics."""
+    added = sum(n for m, n in zip(fresh, counts, strict=True) if in_context(m))
     # `before` holds watermark_context_tokens as the UPDATE left it (RETURNING sees only
     # the new row): after a batch with a user message, without a turn anchor it gave back
     # (repository._GIVE_BACK). `was` is then the log before the append as counted now,
@@ -218,7 +197,7 @@ async def _finish(
     return AppendResult(bool(fresh), acks, now, was.status, before.auto_compact, joins)
 
 
-def _write_args(
+def write_args(
     batch: Sequence[Incoming],
     counts: Sequence[int],
     ids: Sequence[str],
@@ -231,10 +210,10 @@ def _write_args(
     running = 0
     for m, n in zip(batch, counts, strict=True):
         roles[m.role] += 1
-        if _in_context(m):
+        if in_context(m):
             running += n
         through.append(running)
-    calls, answers = _tool_rows(batch)
+    calls, answers = tool_rows(batch)
     keys = _call_keys(batch, calls)
     return [
         len(batch),
@@ -280,7 +259,7 @@ def _call_keys(
     return [keys.get(c[0]) for c in calls]
 
 
-def _tool_rows(
+def tool_rows(
     batch: Sequence[Incoming],
 ) -> tuple[list[tuple[str, int, int | None]], list[tuple[str, int]]]:
     """(call id, ordinal of its message, ordinal of its answer in this batch or None) per
@@ -298,44 +277,6 @@ def _tool_rows(
     return [(c[0], c[1], c[2]) for c in made.values()], answers
 
 
-def _in_context(m: Incoming) -> bool:
-    return counts_in_context(m.role, m.include_in_context, m.metadata)
-
-
-def _remember(tenant: str, sid: str, model: str | None) -> None:
-    if len(_MODEL_HINTS) >= _MODEL_HINTS_MAX:
-        _MODEL_HINTS.clear()
-    _MODEL_HINTS[(tenant, sid)] = model
-
-
-def _ack(mid: str, seq: int, tokens: int) -> dict[str, Any]:
+def ack(mid: str, seq: int, tokens: int) -> dict[str, Any]:
+    """A stored message as the append's answer lists it."""
     return {"id": mid, "seq": seq, "token_count": tokens}
-
-
-# Tokenising this many bytes in the event loop would stall other requests.
-THREAD_THRESHOLD_BYTES = 64 * 1024
-
-
-async def _count(counter: TokenCounter, batch: Sequence[Incoming]) -> list[int]:
-    def run() -> list[int]:
-        return [counter.count_message(m.body) for m in batch]
-
-    return await asyncio.to_thread(run) if _content_bytes(batch) > THREAD_THRESHOLD_BYTES else run()
-
-
-async def _measure(
-    counter: TokenCounter, batch: Sequence[Incoming], tenant: str, sid: str
-) -> tuple[list[int], list[bytes | None]]:
-    """Each message's tokens and search vector, before the append holds a connection (in
-    a thread for large batches, where it would stall the event loop)."""
-    key = session_lexeme(tenant, sid)
-
-    def run() -> tuple[list[int], list[bytes | None]]:
-        counts = [counter.count_message(m.body) for m in batch]
-        return counts, [message_vector(m.body, key) for m in batch]
-
-    return await asyncio.to_thread(run) if _content_bytes(batch) > THREAD_THRESHOLD_BYTES else run()
-
-
-def _content_bytes(batch: Sequence[Incoming]) -> int:
-    return sum(len(str(m.body.get("content") or "")) for m in batch)

@@ -30,7 +30,7 @@ REQUEST_LATENCY = Histogram(
 )
 APPEND_GROUP_SIZE = Histogram(
     "contextd_append_group_size",
-    "Appends written in one transaction by group commit (app/messages/groups.py)",
+    "Appends written in one transaction by group commit (app/messages/group_commit.py)",
     buckets=(1, 2, 4, 8, 16, 32, 64),
 )
 APPENDS_LEFT_OUT = Counter(

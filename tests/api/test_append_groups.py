@@ -1,5 +1,5 @@
 """Group commit on the real database: appends of several sessions in one transaction
-(app/messages/group_write.write_group), and what a group leaves to an append alone."""
+(app/messages/group_transaction.write_group), and what a group leaves to an append alone."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from app.index.lexemes import session_lexeme
 from app.index.vector import message_vector
 from app.main import create_app
 from app.messages import service
-from app.messages.group_write import write_group
+from app.messages.group_transaction import write_group
 from app.messages.validation import parse_batch
 from app.messages.write import Pending
 from tests.api.test_leases import _claim

@@ -101,13 +101,13 @@ async def test_the_compacted_steps_stay_put_until_a_trim_drops_them_first(
     # trip (a layout's compacted units are within it: no read of them one by one).
     reads: list[str] = []
     # The read as statements.py defines it, counted where repository.py calls it.
-    fetch = statements._fetch
+    fetch = statements.fetch
 
     async def counted(db: Any, stmt: Any, params: dict[str, Any]) -> list[Any]:
         reads.append(stmt.sql)
         return await fetch(db, stmt, params)
 
-    monkeypatch.setattr(repository, "_fetch", counted)
+    monkeypatch.setattr(repository, "fetch", counted)
     prev, i, trimmed = first, 100, None
     for _ in range(40):
         await append(cclient, sid, step(i))

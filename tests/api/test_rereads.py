@@ -185,6 +185,6 @@ async def test_re_reads_of_many_sessions_appended_at_once_count_each(
         assert r.status_code == 201, r.text
 
     # Appends of different sessions arriving together are written in groups
-    # (app/messages/groups.py): each session's count is its own.
+    # (app/messages/group_commit.py): each session's count is its own.
     await asyncio.gather(*(repeat(s) for s in sids))
     assert [await re_reads(client, s) for s in sids] == [1, 1, 1, 1]

@@ -23,7 +23,7 @@ from app.core.conversation import summary_message
 from app.core.settings import load_settings
 from app.core.tokens import REPLY_PRIMING, get_counter
 from app.main import create_app
-from app.messages.group_write import write_group
+from app.messages.group_transaction import write_group
 from tests.api.test_append_groups import pending
 from tests.api.test_compaction_http import SMALL, agent_run, compact, state
 from tests.api.test_messages import log_of, user

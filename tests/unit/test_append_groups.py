@@ -1,4 +1,4 @@
-"""The group-commit queue (app/messages/groups.py), with a writer that records its calls."""
+"""The group-commit queue (app/messages/group_commit.py), with a writer that records its calls."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import contextvars
 
 import pytest
 
-from app.messages.groups import Groups
+from app.messages.group_commit import GroupCommit
 
 
 class Recorder:
@@ -45,14 +45,14 @@ class Recorder:
 
 async def test_a_lone_item_is_written_at_once_in_a_group_of_its_own() -> None:
     rec = Recorder()
-    groups: Groups[tuple[str, int], str] = Groups(rec.write, lanes=2, max_size=8)
+    groups: GroupCommit[tuple[str, int], str] = GroupCommit(rec.write, lanes=2, max_size=8)
     assert await groups.submit("a", ("a", 1)) == "a#1"
     assert rec.groups == [[("a", 1)]]
 
 
 async def test_items_that_arrive_together_share_groups_one_per_key_in_arrival_order() -> None:
     rec = Recorder()
-    groups: Groups[tuple[str, int], str] = Groups(rec.write, lanes=2, max_size=8)
+    groups: GroupCommit[tuple[str, int], str] = GroupCommit(rec.write, lanes=2, max_size=8)
     # 20 keys, 3 items each, all submitted before any group is written.
     items = [(f"k{k}", n) for k in range(20) for n in range(3)]
     results = await asyncio.gather(*(groups.submit(key, (key, n)) for key, n in items))
@@ -75,14 +75,14 @@ async def test_items_that_arrive_together_share_groups_one_per_key_in_arrival_or
 async def test_an_item_the_writer_did_not_take_comes_back_as_none() -> None:
     rec = Recorder()
     rec.refuse = {("b", 0)}
-    groups: Groups[tuple[str, int], str] = Groups(rec.write)
+    groups: GroupCommit[tuple[str, int], str] = GroupCommit(rec.write)
     got = await asyncio.gather(*(groups.submit(k, (k, 0)) for k in "abc"))
     assert got == ["a#0", None, "c#0"]
 
 
 async def test_a_writer_error_reaches_every_caller_of_its_group_and_no_other() -> None:
     rec = Recorder(delay=0.05)
-    groups: Groups[tuple[str, int], str] = Groups(rec.write, lanes=1, max_size=4)
+    groups: GroupCommit[tuple[str, int], str] = GroupCommit(rec.write, lanes=1, max_size=4)
     rec.fail_with = ConnectionResetError("the commit's connection dropped")
     rec.fail_group = 2
     first = [asyncio.ensure_future(groups.submit(k, (k, 0))) for k in "abcd"]
@@ -98,7 +98,7 @@ async def test_a_writer_error_reaches_every_caller_of_its_group_and_no_other() -
 
 async def test_close_waits_for_the_groups_being_written() -> None:
     rec = Recorder(delay=0.05)
-    groups: Groups[tuple[str, int], str] = Groups(rec.write)
+    groups: GroupCommit[tuple[str, int], str] = GroupCommit(rec.write)
     pending = asyncio.ensure_future(groups.submit("a", ("a", 0)))
     await asyncio.sleep(0)
     await groups.close()
@@ -108,7 +108,7 @@ async def test_close_waits_for_the_groups_being_written() -> None:
 @pytest.mark.parametrize("lanes", [1, 3])
 async def test_the_number_of_groups_written_at_once_is_capped(lanes: int) -> None:
     rec = Recorder(delay=0.005)
-    groups: Groups[tuple[str, int], str] = Groups(rec.write, lanes=lanes, max_size=2)
+    groups: GroupCommit[tuple[str, int], str] = GroupCommit(rec.write, lanes=lanes, max_size=2)
     await asyncio.gather(*(groups.submit(f"k{i}", (f"k{i}", 0)) for i in range(30)))
     assert rec.most_concurrent == lanes
 
@@ -121,7 +121,7 @@ async def test_groups_are_written_outside_the_submitting_requests_context() -> N
         seen.append(request_id.get())
         return list(items)
 
-    groups: Groups[str, str] = Groups(write)
+    groups: GroupCommit[str, str] = GroupCommit(write)
     request_id.set("request-1")
     assert await groups.submit("a", "x") == "x"
     assert seen == ["-"]

@@ -1,5 +1,5 @@
-"""The shape of app/: small files, packages that never import each other both ways, and
-no modules in a loop of imports.
+"""The shape of app/: small files, packages that never import each other both ways,
+no modules in a loop of imports, and files that use only each other's public names.
 
 The layers themselves (entry points above the HTTP edge, above the domains, above
 infrastructure; a pure engine without database or HTTP code) are import-linter
@@ -115,3 +115,74 @@ def test_a_loop_of_imports_would_be_found() -> None:
     graph.add_import(importer="app.b", imported="app.a")
     graph.add_import(importer="app.b", imported="app.c")
     assert _cycles(graph) == [["app.a", "app.b"]]
+
+
+# The one private module another file may import: the C build of app/index/vector.py's
+# loops, whose only caller is that wrapper (it falls back to its Python twins without it).
+COMPILED_TWINS = {("app.index.vector", "app.index._vector")}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses(module: str, source: str) -> list[str]:
+    """Names of other app modules' private parts that `source` imports or reads: `from
+    app.x import _y`, `import app._x`, and `m._y` on a name imported from app."""
+    found: list[str] = []
+    from_app: set[str] = set()  # local names bound to something imported from app
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] != "app":
+                continue
+            for alias in node.names:
+                whole = f"{node.module}.{alias.name}"
+                if _private(alias.name) and (module, whole) not in COMPILED_TWINS:
+                    found.append(whole)
+                from_app.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] != "app":
+                    continue
+                if any(_private(p) for p in parts) and (module, alias.name) not in COMPILED_TWINS:
+                    found.append(alias.name)
+                from_app.add(alias.asname or parts[0])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in from_app:
+                found.append(f"{ast.unparse(node.value)}.{node.attr}")
+    return found
+
+
+def test_no_file_in_app_uses_another_files_private_names() -> None:
+    """A name another file uses is public: each part of a package shows the others one front."""
+    uses = {}
+    for path in sorted(APP.rglob("*.py")):
+        module = ".".join(path.relative_to(APP.parent).with_suffix("").parts)
+        if found := _private_uses(module, path.read_text(encoding="utf-8")):
+            uses[str(path.relative_to(APP))] = found
+    assert uses == {}
+
+
+def test_a_private_name_used_across_files_would_be_found() -> None:
+    source = (
+        "import app.x._y\n"
+        "from app.a import _b, c\n"
+        "from app import d as e\n"
+        "from app.index import _vector\n"
+        "print(c._f, e._g, e.h._i, e.__doc__, e.j, self._k)\n"
+    )
+    assert _private_uses("app.m", source) == [
+        "app.x._y",
+        "app.a._b",
+        "app.index._vector",
+        "c._f",
+        "e._g",
+        "e.h._i",
+    ]
+    assert "app.index._vector" not in _private_uses("app.index.vector", source)

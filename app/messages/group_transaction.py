@@ -1,6 +1,6 @@
-"""Group commit: appends of different sessions written in one transaction.
+"""A group's transaction: appends of different sessions written in one transaction.
 
-app/messages/groups.py queues them. A group is BEGIN, one statement
+app/messages/group_commit.py queues them. A group is BEGIN, one statement
 (repository.WRITE_GROUP) and COMMIT. An append that must not stand is left out,
 the group rolled back and the rest written again; the one left out is appended
 alone, which names its problem (docs/architecture.md).
@@ -17,11 +17,11 @@ from app.messages.write import (
     AppendResult,
     Pending,
     SessionHead,
-    _admit,
-    _finish,
-    _transaction,
-    _write_args,
-    _write_batch,
+    admit,
+    finish_append,
+    transaction,
+    write_args,
+    write_batch,
 )
 from app.observability import metrics
 
@@ -41,7 +41,7 @@ class _Alone(Exception):
 
 
 async def write_group(database: Database, items: list[Pending]) -> list[AppendResult | None]:
-    """Write the appends of several sessions in one transaction (app/messages/groups.py).
+    """Write the appends of several sessions in one transaction (app/messages/group_commit.py).
 
     None for an append the group did not take: its caller appends it alone, the way
     that names every problem (a refused lease, a replay, a first append that creates
@@ -83,11 +83,11 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
     alone = len(items) == 1
     async with (
         database.driver() as conn,
-        _transaction(conn, repo.BEGIN_GENERIC if alone else "BEGIN"),
+        transaction(conn, repo.BEGIN_GENERIC if alone else "BEGIN"),
     ):
         try:
             if alone:
-                by_k = {1: await _write_batch(conn, items[0])}
+                by_k = {1: await write_batch(conn, items[0])}
             else:
                 rows = await conn.fetch(repo.WRITE_GROUP, *_group_args(items))
                 by_k = {row["k"]: row for row in rows}
@@ -103,7 +103,7 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
                 admitted.append(None)
                 continue
             try:
-                head, acks = _admit(row, p)
+                head, acks = admit(row, p)
             except Exception:
                 refused.append(k - 1)
                 continue
@@ -118,7 +118,9 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
                 continue
             p, head, acks = entry
             results.append(
-                await _finish(conn, p.tenant, p.sid, head, p.batch, p.counts, acks, p.settings)
+                await finish_append(
+                    conn, p.tenant, p.sid, head, p.batch, p.counts, acks, p.settings
+                )
             )
         return results
 
@@ -127,7 +129,7 @@ def _group_args(items: Sequence[Pending]) -> list[Any]:
     """WRITE_GROUP's parameters: each append's WRITE_BATCH arguments, tagged with its k."""
     columns: list[list[Any]] = [[] for _ in range(32)]
     for k, p in enumerate(items, 1):
-        args = _write_args(p.batch, p.counts, p.ids, p.search, p.settings.tool_preview_tokens)
+        args = write_args(p.batch, p.counts, p.ids, p.search, p.settings.tool_preview_tokens)
         columns[0].append(p.tenant)
         columns[1].append(p.sid)
         for col, value in enumerate(args[:6], 2):  # n, tokens, then the four role counts

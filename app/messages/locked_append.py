@@ -1,4 +1,4 @@
-"""The careful append: the session row locked, stored ids and calls looked up, every problem named.
+"""The locked append: the session row locked, stored ids and calls looked up, every problem named.
 
 An append takes this way when its batch cannot be checked on what the one write
 statement returns (app/messages/write.py): a replayed message id, a call id used
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.core.budget import effective_model
 from app.core.errors import Conflict, ValidationFailed
@@ -16,26 +16,22 @@ from app.core.settings import Settings
 from app.core.tokens import TokenCounter, get_counter
 from app.db.database import Driver
 from app.messages import repository as repo
+from app.messages.counting import count_tokens, remember_model
 from app.messages.validation import Incoming
 from app.messages.write import (
     AppendResult,
+    RecountNeeded,
     SessionHead,
-    _ack,
-    _count,
-    _finish,
-    _Recount,
-    _remember,
-    _tool_rows,
-    _write_args,
+    ack,
+    finish_append,
+    tool_rows,
+    write_args,
 )
 from app.observability import metrics
 from app.sessions.lease_rule import check_write
 
-if TYPE_CHECKING:
-    pass
 
-
-async def _careful(
+async def append_locked(
     conn: Driver,
     tenant: str,
     sid: str,
@@ -54,12 +50,12 @@ async def _careful(
         record = await conn.fetchrow(repo.LOCK_SESSION, tenant, sid)
     head = SessionHead.of(record)
     check_write(head, head.lease_live, lock_token)
-    _remember(tenant, sid, head.model)
+    remember_model(tenant, sid, head.model)
     right = get_counter(effective_model(head, settings))
     if head.tokenizer != right.name:
-        raise _Recount(right)
+        raise RecountNeeded(right)
     if right.name != counter.name:
-        counts = await _count(right, batch)
+        counts = await count_tokens(right, batch)
 
     stored = await repo.by_message_ids(conn, tenant, sid, [m.id for m in batch if m.id])
     _check_replays([m for m in batch if m.id is not None and m.id in stored], stored)
@@ -74,22 +70,22 @@ async def _careful(
             repo.WRITE_BATCH,
             tenant,
             sid,
-            *_write_args(fresh, fresh_counts, ids, fresh_search, settings.tool_preview_tokens),
+            *write_args(fresh, fresh_counts, ids, fresh_search, settings.tool_preview_tokens),
         )
         metrics.RE_READS.inc(result["re_reads_in"])
-        calls, answers = _tool_rows(fresh)
+        calls, answers = tool_rows(fresh)
         # Checked and locked: anything short of the whole batch is a bug, not a race.
         got = (result["messages_in"], result["calls_in"], result["answers_in"])
         assert got == (len(fresh), len(calls), len(answers)), got
         for k, (m, mid, n) in enumerate(zip(fresh, ids, fresh_counts, strict=True), 1):
-            assigned[m.index] = _ack(mid, result["base_seq"] + k, n)
+            assigned[m.index] = ack(mid, result["base_seq"] + k, n)
     acks = [assigned[m.index] if m.index in assigned else _stored_ack(stored, m) for m in batch]
-    return await _finish(conn, tenant, sid, head, fresh, fresh_counts, acks, settings)
+    return await finish_append(conn, tenant, sid, head, fresh, fresh_counts, acks, settings)
 
 
 def _stored_ack(stored: dict[str, Any], m: Incoming) -> dict[str, Any]:
     prev = stored[m.id or ""]
-    return _ack(prev["message_id"], prev["seq"], prev["token_count"])
+    return ack(prev["message_id"], prev["seq"], prev["token_count"])
 
 
 def _check_replays(replays: list[Incoming], stored: dict[str, Any]) -> None:

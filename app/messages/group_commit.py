@@ -44,7 +44,7 @@ def _future() -> asyncio.Future[Any]:
     return asyncio.get_running_loop().create_future()
 
 
-class Groups(Generic[T, R]):
+class GroupCommit(Generic[T, R]):
     """Batches `submit`ted items into calls of `write(items) -> results`, in order.
 
     `write` returns one result per item, None for an item the group did not take
