@@ -168,7 +168,7 @@ def _migrate(url: str, check_only: bool = False) -> None:
     import asyncpg
     from sqlalchemy.exc import DBAPIError
 
-    from app.db.engine import DatabaseNotUtf8, check_database_encoding, run_migrations
+    from app.db.migrate import DatabaseNotUtf8, check_database_encoding, run_migrations
 
     try:
         (check_database_encoding if check_only else run_migrations)(url)

@@ -24,7 +24,8 @@ import structlog
 from fastapi import FastAPI
 
 from app.core.settings import Settings, load_settings
-from app.db.engine import normalise_url, run_migrations
+from app.db.engine import normalise_url
+from app.db.migrate import run_migrations
 from app.main import create_app
 from tests.support import ports
 from tests.support.databases import admin, plain_url, with_database

@@ -12,7 +12,7 @@ parsing the vector's text form (`'a':1 'b':2,5`) the next:
 - positions are gathered per lexeme as the two bytes each takes in the binary form,
   and the vector is handed to asyncpg as PostgreSQL's binary tsvector (`tsvectorrecv`:
   each lexeme with its positions; PostgreSQL sorts them), registered as tsvector's
-  codec in `app/db/engine.py`.
+  codec in `app/db/tsvector.py`.
 
 A text whose vector would pass `lexemes()`'s byte budget is cut here as `lexemes()`
 cuts it (`tsvector_budget.within_budget`: positions go before lexemes), from the same lexemes in the
