@@ -252,6 +252,6 @@ def text_vector(text: str, session_key: str) -> bytes:
 
 
 def message_vector(body: Mapping[str, Any], session_key: str) -> bytes:
-    """What the append stores in `messages.search` for this body (binary tsvector): the
-    same vector as `lexemes.message_tsvector`'s text, which the migration writes."""
+    """What the append stores in `messages.search` for this body (binary tsvector), and
+    what app/index/unindexed.py gives older rows: `lexemes.message_tsvector`'s vector."""
     return text_vector(searchable_text(body), session_key)
