@@ -23,6 +23,7 @@ import structlog
 from app.db.database import Database, Driver
 from app.db.engine import create_engine, session_factory
 from app.db.migrate import run_migrations
+from app.db.scope import session_sql
 from app.index.lexemes import session_lexeme
 from app.index.vector import message_vector
 
@@ -40,7 +41,7 @@ _NEXT = (
 _WRITE = (
     "UPDATE messages AS m SET search = v.search"
     " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::tsvector[]) AS v(t, s, q, search)"
-    " WHERE m.tenant_id = v.t AND m.session_id = v.s AND m.seq = v.q AND m.search IS NULL"
+    f" WHERE {session_sql('m', 'v.t', 'v.s')} AND m.seq = v.q AND m.search IS NULL"
 )
 
 
