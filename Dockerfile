@@ -51,7 +51,7 @@ COPY app/ app/
 RUN pip install --no-deps . \
     && rm -rf build \
     && contextd --help > /dev/null \
-    && python -I -c "from app.db.engine import migrations_dir; assert (migrations_dir() / 'env.py').is_file()" \
+    && python -I -c "from app.db.migrate import migrations_dir; assert (migrations_dir() / 'env.py').is_file()" \
     && python -I -c "import app.index._vector" \
     && python -I -c "from app.core.tokens.encodings import get_encoding; get_encoding('o200k_base'); get_encoding('cl100k_base')"
 

@@ -168,10 +168,11 @@ def _migrate(url: str, check_only: bool = False) -> None:
     import asyncpg
     from sqlalchemy.exc import DBAPIError
 
-    from app.db.engine import DatabaseNotUtf8, check_database_encoding, run_migrations
+    from app.db.migrate import DatabaseNotUtf8, check_database_encoding
+    from app.index.unindexed import upgrade
 
     try:
-        (check_database_encoding if check_only else run_migrations)(url)
+        (check_database_encoding if check_only else upgrade)(url)
     except DatabaseNotUtf8 as exc:
         raise _NoDatabase(str(exc)) from exc
     except DBAPIError as exc:  # the driver's error, wrapped

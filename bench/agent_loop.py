@@ -1277,7 +1277,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     server = database_server(args)
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
 
     entries = load_entries(args)
     load_start = load_average()

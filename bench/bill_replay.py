@@ -278,7 +278,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
 
     with throwaway_database(database_server(args), "contextd_bill") as db:
         run_migrations(db.url)

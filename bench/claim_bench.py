@@ -218,7 +218,7 @@ def main() -> None:
     parser.add_argument("--runners", type=int, default=2)
     args = parser.parse_args()
 
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
 
     with throwaway_database(database_server(args)) as db:
         run_migrations(db.url)

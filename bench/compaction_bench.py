@@ -901,7 +901,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET)", file=sys.stderr)
         return 2
     server = database_server(args)
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
     from app.observability.logging import configure_logging
 
     sources = load_sources()
@@ -1263,7 +1263,7 @@ async def agent_run_all(url: str, sessions: int) -> list[str]:
 
 def agent_main(args: argparse.Namespace) -> int:
     server = database_server(args)
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
     from app.observability.logging import configure_logging
 
     started = time.perf_counter()

@@ -163,7 +163,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     server = database_server(args)
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
 
     started = time.perf_counter()
     load_start = load_average()

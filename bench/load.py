@@ -767,7 +767,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.serve_fake_llm:
         asyncio.run(serve_fake_llm())
         return 0
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
 
     use_uvloop()  # the generator's own loop: it shares the cores with the server
     server = database_server(args)

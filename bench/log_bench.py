@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace, server: str | None) -> int:
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
 
     started = time.perf_counter()
     load_start = load_average()

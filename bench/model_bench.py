@@ -608,7 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_from:
         print(report(load(Path(args.report_from)), args.compactions))
         return 0
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
     from app.observability.logging import configure_logging
 
     traces = agent_sessions(10**6)

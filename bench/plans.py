@@ -69,7 +69,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
 
     server = database_server(args)
     with throwaway_database(server, prefix="contextd_plans") as db:

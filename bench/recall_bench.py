@@ -225,7 +225,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
     """The loaded database: a throwaway one, or with `--keep` one kept between runs (named
     by a fingerprint of what it depends on: loaded again, and older ones dropped, when
     the lexemes, the migrations or the sizes change)."""
-    from app.db.engine import run_migrations
+    from app.db.migrate import run_migrations
 
     if not args.keep:
         with throwaway_database(server, prefix="contextd_recall") as db:
@@ -732,7 +732,7 @@ def main() -> int:
         print("".join(f"\n{n}" for n in notes))
     if "recall" in parts:
         with throwaway_database(server, prefix="contextd_recall") as db:
-            from app.db.engine import run_migrations
+            from app.db.migrate import run_migrations
 
             run_migrations(db.url)
             rows = asyncio.run(recall_at_3(db.url, args))

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import httpx
 
-from app.db.engine import run_migrations
+from app.db.migrate import run_migrations
 from bench.common import (
     REPO_ROOT,
     database_options,

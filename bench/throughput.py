@@ -455,7 +455,7 @@ def main() -> int:
     load_before = load_average()
     probe = cpu_probe_s()
     with throwaway_database(server, prefix="contextd_tp") as db:
-        from app.db.engine import run_migrations
+        from app.db.migrate import run_migrations
 
         run_migrations(db.url)
         use_uvloop()

@@ -24,7 +24,8 @@ import structlog
 from fastapi import FastAPI
 
 from app.core.settings import Settings, load_settings
-from app.db.engine import normalise_url, run_migrations
+from app.db.engine import normalise_url
+from app.index.unindexed import upgrade
 from app.main import create_app
 from tests.support import ports
 from tests.support.databases import admin, plain_url, with_database
@@ -121,7 +122,7 @@ def make_database(database_server: str) -> Iterator[Callable[[], str]]:
         asyncio.run(admin(database_server, f'CREATE DATABASE "{name}"'))
         created.append(name)
         url = with_database(database_server, name)
-        run_migrations(url)
+        upgrade(url)  # as every command that migrates does (app/cli.py)
         return normalise_url(url)
 
     def make() -> str:

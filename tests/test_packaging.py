@@ -100,8 +100,8 @@ async def test_an_installed_wheel_migrates_a_fresh_database(
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env |= {"PYTHONPATH": str(target), "CONTEXTD_DATABASE_URL": url}
         script = (
-            "import sys, app, app.db.engine; "
-            "print(app.__file__); print(app.db.engine.migrations_dir()); "
+            "import sys, app, app.db.migrate; "
+            "print(app.__file__); print(app.db.migrate.migrations_dir()); "
             "from app.cli import main; sys.exit(main(['migrate']))"
         )
         run = await asyncio.to_thread(
@@ -118,7 +118,7 @@ async def test_an_installed_wheel_migrates_a_fresh_database(
             tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables")}
         finally:
             await conn.close()
-        from app.db.engine import head_revision
+        from app.db.migrate import head_revision
 
         assert version == head_revision()
         assert {"sessions", "messages", "events", "compaction_jobs", "api_keys"} <= tables

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.errors import ContextdError, Unavailable, in_words, problem, problem_of
-from app.db import engine as database
+from app.db.driver_errors import UNAVAILABLE_CLASSES, is_rolled_back, is_unavailable
 
 log = structlog.get_logger("contextd")
 
@@ -35,10 +35,10 @@ def error_response(exc: Exception) -> JSONResponse:
     503 (nothing was written: send it again); anything else logged, and a bare 500."""
     if isinstance(exc, ContextdError):
         return domain_response(exc)
-    if database.is_unavailable(exc):
+    if is_unavailable(exc):
         log.warning("database unavailable", error=type(exc).__name__)
         return domain_response(Unavailable("the database is unreachable; retry"))
-    if database.is_rolled_back(exc):
+    if is_rolled_back(exc):
         # Lock order is meant to make this impossible; if it still happens the request
         # wrote nothing and may simply be sent again.
         log.warning("transaction rolled back by the database", error=type(exc).__name__)
@@ -190,7 +190,7 @@ def install_error_handlers(app: FastAPI) -> None:
     # Registered per class, not for `Exception`: Starlette runs a catch-all handler in
     # its outermost middleware, which answers and then re-raises, so the 503 would
     # reach the client on a connection uvicorn then drops, logged as a 500.
-    for cls in database.UNAVAILABLE_CLASSES:
+    for cls in UNAVAILABLE_CLASSES:
         app.add_exception_handler(cls, driver_error)
 
     @app.exception_handler(Exception)

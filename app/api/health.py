@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from app.compaction.metrics import QUEUE_JOBS, QUEUE_OLDEST_PENDING, WORKERS_LIVE
 from app.compaction.repository import WORKER_STALE_S
-from app.db.engine import head_revision, schema_is_current
+from app.db.migrate import head_revision, schema_is_current
 from app.observability.metrics import exposition
 
 log = structlog.get_logger("contextd")

@@ -14,7 +14,7 @@ from app.api.docs_ui import is_public_docs_path
 from app.auth.keys import Keyring
 from app.console.assets import is_public_path as is_console_page
 from app.core.errors import problem
-from app.db.engine import is_unavailable
+from app.db.driver_errors import is_unavailable
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 

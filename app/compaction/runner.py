@@ -45,7 +45,7 @@ from app.core.conversation import summary_message
 from app.core.settings import Settings
 from app.core.tokens import get_counter
 from app.db.database import Database
-from app.db.engine import is_unavailable
+from app.db.driver_errors import is_unavailable
 from app.db.models import SessionRow
 from app.observability.events import record_event
 

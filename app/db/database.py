@@ -4,8 +4,8 @@ Every domain reads and writes through `Database`: `transaction()` (an ORM
 session in one transaction), `reading()` (an ORM session without BEGIN and
 COMMIT), and, on the hot paths, the pooled asyncpg connection itself,
 `driver()` for appends and `payloads()` for payload reads. Engines, pools,
-compiled statements and migrations are in `app/db/engine.py`. Nothing here knows a
-domain or HTTP.
+compiled statements are in `app/db/engine.py`, migrations in `app/db/migrate.py`.
+Nothing here knows a domain or HTTP.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.util import greenlet_spawn
 
-from app.db.engine import is_unavailable
+from app.db.driver_errors import is_unavailable
 
 
 class Driver(Protocol):

@@ -12,7 +12,7 @@ parsing the vector's text form (`'a':1 'b':2,5`) the next:
 - positions are gathered per lexeme as the two bytes each takes in the binary form,
   and the vector is handed to asyncpg as PostgreSQL's binary tsvector (`tsvectorrecv`:
   each lexeme with its positions; PostgreSQL sorts them), registered as tsvector's
-  codec in `app/db/engine.py`.
+  codec in `app/db/tsvector.py`.
 
 A text whose vector would pass `lexemes()`'s byte budget is cut here as `lexemes()`
 cuts it (`tsvector_budget.within_budget`: positions go before lexemes), from the same lexemes in the
@@ -252,6 +252,6 @@ def text_vector(text: str, session_key: str) -> bytes:
 
 
 def message_vector(body: Mapping[str, Any], session_key: str) -> bytes:
-    """What the append stores in `messages.search` for this body (binary tsvector): the
-    same vector as `lexemes.message_tsvector`'s text, which the migration writes."""
+    """What the append stores in `messages.search` for this body (binary tsvector), and
+    what app/index/unindexed.py gives older rows: `lexemes.message_tsvector`'s vector."""
     return text_vector(searchable_text(body), session_key)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from app.db.engine import is_unavailable
+from app.db.driver_errors import is_unavailable
 from app.messages import repository as repo
 from app.messages.write import (
     AppendResult,

@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 from sqlalchemy.util import queue as sa_queue
 
-from app.db.engine import create_engine, is_unavailable
+from app.db.driver_errors import is_unavailable
+from app.db.engine import create_engine
 from app.db.pool import FairPool, FairQueue
 from tests.support.databases import plain_url
 

@@ -11,7 +11,7 @@ import asyncpg
 from alembic import command
 
 from app.core.settings import load_settings
-from app.db.engine import alembic_config, run_migrations
+from app.db.migrate import alembic_config, run_migrations
 from tests.api.test_messages import call, result, user
 from tests.api.test_search import append, search, seqs
 from tests.api.test_search_identifiers import lint_output

@@ -1,6 +1,6 @@
-"""What an append stores in `messages.search`: the vector of `lexemes()`, sent in
-PostgreSQL's binary form (app/index/vector.py), the same as the text form the
-migration writes for stored messages (`message_tsvector`)."""
+"""What an append stores in `messages.search` (and app/index/unindexed.py gives the
+messages stored before search): the vector of `lexemes()`, sent in PostgreSQL's binary
+form (app/index/vector.py), the same as its text form (`message_tsvector`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ BODIES: list[dict[str, Any]] = [
 ]
 
 
-async def test_an_append_stores_the_vector_the_migration_writes(
+async def test_an_append_stores_the_vector_of_the_text_form(
     app: FastAPI, client: httpx.AsyncClient, sid: str
 ) -> None:
     r = await client.post(f"/sessions/{sid}/messages", json={"messages": BODIES})

@@ -11,7 +11,7 @@ import httpx
 from alembic import command
 
 from app.core.settings import load_settings
-from app.db.engine import alembic_config, run_migrations
+from app.db.migrate import alembic_config, run_migrations
 from tests.api.test_messages import log_of
 from tests.support.apps import app_client
 from tests.support.databases import plain_url

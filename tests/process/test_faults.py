@@ -38,7 +38,8 @@ import asyncpg
 import httpx
 import pytest
 
-from app.db.engine import normalise_url, run_migrations
+from app.db.engine import normalise_url
+from app.db.migrate import run_migrations
 from tests.fakellm import FakeLLM
 from tests.process.conftest import Server
 from tests.support.databases import admin, plain_url, with_database

@@ -61,6 +61,41 @@ def test_names_are_imported_from_the_module_that_defines_them() -> None:
     assert reexporting == set()
 
 
+def _app_imports(source: str) -> list[str]:
+    """The modules of app/ a file imports, at its top or inside a function."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found += [n for n in names if n == "app" or n.startswith("app.")]
+    return found
+
+
+def test_no_migration_imports_app() -> None:
+    """A migration is what the schema was at its revision: with live code in it, what it
+    did would change whenever that code does. Work that needs live code (indexing the
+    messages stored before search, app/index/unindexed.py) runs after the migrations;
+    env.py, which runs them, is not a migration."""
+    versions = APP / "db" / "migrations" / "versions"
+    importing = {
+        path.name: imports
+        for path in sorted(versions.glob("*.py"))
+        if (imports := _app_imports(path.read_text(encoding="utf-8")))
+    }
+    assert importing == {}
+    assert len(list(versions.glob("*.py"))) > 10  # the folder the migrations are in
+
+
+def test_an_import_of_app_inside_a_migrations_function_would_be_found() -> None:
+    source = "import sqlalchemy as sa\n\ndef upgrade():\n    from app.index import lexemes\n"
+    assert _app_imports(source) == ["app.index"]
+    assert _app_imports("import app.db.engine, alembic") == ["app.db.engine"]
+    assert _app_imports("from application import x\nfrom . import y") == []
+
+
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
     """Modules of app/ that import each other in a loop (Tarjan's strongly connected
     components, more than one module each)."""

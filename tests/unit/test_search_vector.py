@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from app.db.engine import tsvector_text
+from app.db.tsvector import tsvector_text
 from app.index import lexemes as text
 from app.index import vector
 from app.index.lexemes import (
@@ -162,7 +162,7 @@ def test_a_repeated_token_gets_the_same_lexemes_cached_or_not(made_in: str) -> N
 
 
 def test_a_vector_reads_back_as_postgresqls_text() -> None:
-    # app/db/engine.py hands a tsvector PostgreSQL sends (tsvectorsend: lexemes sorted) as
+    # app/db/tsvector.py hands a tsvector PostgreSQL sends (tsvectorsend: lexemes sorted) as
     # tsvectorout writes it: quotes and backslashes doubled, weights after positions.
     sent = (
         (3).to_bytes(4, "big")

@@ -1,6 +1,6 @@
 """Async Alembic environment.
 
-The URL is handed over by `app.db.engine.run_migrations` in `config.attributes`, never
+The URL is handed over by `app.db.migrate.run_migrations` in `config.attributes`, never
 read from alembic.ini, so the same settings drive the service and its schema.
 An advisory lock makes concurrent `contextd serve` start-ups migrate once.
 """
@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.db.engine import check_encoding, database_url_for_alembic
+from app.db.migrate import check_encoding, database_url_for_alembic
 from app.db.models import Base
 
 MIGRATION_LOCK_ID = 0x636F6E7478  # "contx": any constant shared by every contextd process

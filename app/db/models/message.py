@@ -59,6 +59,15 @@ class MessageRow(Base):
         # so a search intersects its terms with the session inside this index
         # (btree_gin would do it by column, but the embedded PostgreSQL lacks it).
         Index("ix_messages_search", "search", postgresql_using="gin"),
+        # The messages stored before search, not yet indexed (app/index/unindexed.py):
+        # none once they are, so every start finds that out in one probe.
+        Index(
+            "ix_messages_unindexed",
+            "tenant_id",
+            "session_id",
+            "seq",
+            postgresql_where=text("search IS NULL"),
+        ),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
