@@ -24,7 +24,7 @@ if __package__ in (None, ""):
 from app.compaction.brief import brief_for
 from app.compaction.turns import CompactionPlan, plan_range
 from bench.common import DATASET, markdown_table
-from tests.unit.compaction_helpers import COUNTER, EngineSettings, log_of
+from tests.support.compaction_builders import COUNTER, EngineSettings, log_of
 
 LARGEST = "pi:badlogic/pi-mono:before-compaction"
 

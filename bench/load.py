@@ -6,7 +6,7 @@
 
 For each agent count the script creates a throwaway database (on `--database-url`,
 else `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL in a temporary folder),
-migrates it, starts a fake OpenAI-compatible model (`tests/fakellm.py`, in its
+migrates it, starts a fake OpenAI-compatible model (`tests/support/fakellm.py`, in its
 own process) and 1 or 2 `contextd serve` processes on it, all on 127.0.0.1.
 
 `--tenants N` spreads the agents over N tenants (agent n in tenant n mod N), each
@@ -652,7 +652,8 @@ async def job_counts(url: str) -> tuple[dict[str, int], list[str]]:
 
 @contextlib.asynccontextmanager
 async def fake_llm_process() -> AsyncIterator[str]:
-    """`tests/fakellm.py` in its own process (so it does not share the agents' event loop)."""
+    """`tests/support/fakellm.py` in its own process (so it does not share the agents'
+    event loop)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(THIS_FILE),
@@ -678,7 +679,7 @@ async def fake_llm_process() -> AsyncIterator[str]:
 
 
 async def serve_fake_llm() -> None:
-    from tests.fakellm import FakeLLM
+    from tests.support.fakellm import FakeLLM
 
     async with FakeLLM(behaviour="normal") as llm:
         print(llm.base_url, flush=True)

@@ -6,7 +6,7 @@ A server compacts in process by default, in the event loop that answers its
 requests. For the dataset's largest sessions (`CONTEXTD_DATASET`, else
 ../shared/datasets/sessions.jsonl), each planned as a first compaction, this
 times `summarise` with no model (the extractive summary) and with the fake
-OpenAI-compatible model of the tests (`tests/fakellm.py`, a real HTTP server in
+OpenAI-compatible model of the tests (`tests/support/fakellm.py`, a real HTTP server in
 this process), while a task that only yields measures the loop's longest gap
 between two of its turns: the longest a request would have waited to be read.
 
@@ -35,9 +35,9 @@ from app.compaction.llm import ChatModelClient
 from app.compaction.outcome import ModelUsage
 from app.compaction.turns import CompactionPlan, plan_range
 from bench.common import DATASET, dataset_warning, load_average, machine_info, markdown_table
-from tests.fakellm import FakeLLM
+from tests.support.compaction_builders import COUNTER, EngineSettings, log_of
+from tests.support.fakellm import FakeLLM
 from tests.support.loop import watch_loop
-from tests.unit.compaction_helpers import COUNTER, EngineSettings, log_of
 
 
 async def _stall(work: Callable[[], Awaitable[object]]) -> tuple[float, float]:

@@ -96,7 +96,7 @@ from bench.common import (
     markdown_table,
     throwaway_database,
 )
-from tests.unit.compaction_helpers import log_of
+from tests.support.compaction_builders import log_of
 
 COUNTER = get_counter(None)
 KINDS = ("user_msgs", "constraints", "trail", "paths", "numbers")

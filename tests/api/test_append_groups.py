@@ -13,30 +13,10 @@ from fastapi import FastAPI
 from app.main import create_app
 from app.messages import service
 from app.messages.group_write import write_group
-from app.messages.lexemes import session_lexeme
-from app.messages.validation import parse_batch
-from app.messages.vector import message_vector
-from app.messages.write import Pending
 from app.settings import Settings
-from app.tokens import get_counter
-from tests.api.test_leases import _claim
-from tests.api.test_messages import call, log_of, result, user
-
-
-def pending(
-    settings: Settings,
-    sid: str,
-    messages: list[dict[str, Any]],
-    lock_token: str | None = None,
-    tenant: str = "default",
-) -> Pending:
-    batch = parse_batch(messages, max_messages=100, max_message_bytes=1 << 20)
-    counter = get_counter(settings.default_model)
-    counts = [counter.count_message(m.body) for m in batch]
-    ids = [m.id or f"msg_{uuid.uuid4().hex}" for m in batch]
-    key = session_lexeme(tenant, sid)
-    search: list[bytes | None] = [message_vector(m.body, key) for m in batch]
-    return Pending(tenant, sid, batch, counter, counts, lock_token, settings, ids, search)
+from tests.support.groups import pending
+from tests.support.leases import claim
+from tests.support.messages import call, log_of, result, user
 
 
 async def _session(client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> str:
@@ -83,7 +63,7 @@ async def test_appends_a_group_must_not_take_are_left_out_and_the_rest_stored(
     app: FastAPI, client: httpx.AsyncClient, settings: Settings
 ) -> None:
     leased = await _session(client, [user("mine")])
-    await _claim(client, leased)
+    await claim(client, leased)
     replayed = await _session(client, [user("first", id="dup-1")])
     unanswered = await _session(client, [user("x")])
     fine = [await _session(client, [user("y")]) for _ in range(3)]

@@ -1,6 +1,6 @@
 """The artifact trail survives compaction, end to end (SPEC §5, issue 21 item 3).
 
-An agent session is compacted five times, on the model path (tests/fakellm.py) and
+An agent session is compacted five times, on the model path (tests/support/fakellm.py) and
 on the extractive path (the model answers 500), in English and in Chinese. The test
 knows what each step did (the file it read, the command it ran and how that ended,
 the ticket id a tool returned and a later call reused) from how it built the step,
@@ -19,24 +19,13 @@ import httpx
 import pytest
 
 from app.settings import Settings
-from tests.api.test_compaction_http import SMALL_COMPACTION, compact
-from tests.api.test_messages import user
-from tests.fakellm import FakeLLM
-from tests.support.apps import app_client, model_settings
+from tests.support.apps import app_client
+from tests.support.compaction_http import SMALL_COMPACTION, compact
+from tests.support.fakellm import FakeLLM
+from tests.support.messages import user
 
 CHECKPOINTS = (1, 2, 3, 5)
 STEPS_PER_ROUND = 6
-
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def llm_settings(llm: FakeLLM) -> Settings:
-    return model_settings(llm.base_url, 1.0)
 
 
 @pytest.fixture(scope="module")

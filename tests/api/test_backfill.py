@@ -11,22 +11,9 @@ import pytest
 
 from app.context import repository, statements
 from app.tokens import get_counter
-from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
-    SMALL,
-    cclient,
-    compact,
-    llm,
-    llm_settings,
-)
-from tests.api.test_messages import user
-from tests.api.test_stability import (
-    SYSTEM,
-    append,
-    is_prefix,
-    payload,
-    step,
-    tool_groups_whole,
-)
+from tests.support.compaction_http import SMALL, compact
+from tests.support.messages import user
+from tests.support.stability import SYSTEM, append, is_prefix, payload, step, tool_groups_whole
 
 TASK = "Run the whole migration, step by step."
 
@@ -52,7 +39,7 @@ async def compacted_run(c: httpx.AsyncClient, sid: str, steps: int = 24) -> int:
 
 
 async def test_after_a_compaction_the_room_goes_to_the_newest_compacted_steps(
-    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    cclient: httpx.AsyncClient,
     sid: str,
 ) -> None:
     watermark = await compacted_run(cclient, sid)
@@ -89,7 +76,7 @@ async def test_after_a_compaction_the_room_goes_to_the_newest_compacted_steps(
 
 
 async def test_the_compacted_steps_stay_put_until_a_trim_drops_them_first(
-    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    cclient: httpx.AsyncClient,
     sid: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -136,7 +123,7 @@ async def test_the_compacted_steps_stay_put_until_a_trim_drops_them_first(
 
 
 async def test_without_room_nothing_below_the_watermark_is_sent(
-    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    cclient: httpx.AsyncClient,
     sid: str,
 ) -> None:
     watermark = await compacted_run(cclient, sid)
@@ -147,7 +134,7 @@ async def test_without_room_nothing_below_the_watermark_is_sent(
 
 
 async def test_other_strategies_keep_to_the_effective_history(
-    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    cclient: httpx.AsyncClient,
     sid: str,
 ) -> None:
     watermark = await compacted_run(cclient, sid)

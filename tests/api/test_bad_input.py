@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.test_messages import call, log_of, result, user
+from tests.support.messages import call, log_of, result, user
 
 GOOD = [user("hello", id="seed-1"), call("c1"), result("c1")]
 

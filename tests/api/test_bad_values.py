@@ -11,7 +11,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.api.test_messages import call, result, user
+from tests.support.messages import call, result, user
 
 
 async def _state(c: httpx.AsyncClient, sid: str) -> dict[str, Any]:

@@ -11,16 +11,10 @@ import httpx
 from fastapi import FastAPI
 
 from app.context import bill
-from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
-    cclient,
-    compact,
-    llm,
-    llm_settings,
-    long_session,
-)
-from tests.api.test_messages import user
-from tests.api.test_rereads import output, read
-from tests.fakellm import FakeLLM
+from tests.support.compaction_http import compact, long_session
+from tests.support.fakellm import FakeLLM
+from tests.support.messages import user
+from tests.support.rereads import output, read
 
 # A system prompt long enough that the shared prefix passes the providers' minimums.
 SYSTEM = " ".join(
@@ -140,15 +134,15 @@ async def test_bad_bill_fields_of_a_usage_report_are_named(
 
 
 async def test_the_summarisers_tokens_are_billed_after_a_compaction(
-    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
-    llm: FakeLLM,  # noqa: F811
+    cclient: httpx.AsyncClient,
+    llm: FakeLLM,
     sid: str,
 ) -> None:
     await long_session(cclient, sid)
     assert (await session_bill(cclient, sid))["summariser_input_tokens"] == 0
     done = await compact(cclient, sid)
     meta = done["compaction_metadata"]
-    # What the model server reported for the calls it answered (tests/fakellm.py: a
+    # What the model server reported for the calls it answered (tests/support/fakellm.py: a
     # quarter of the prompt's characters, and of the reply's).
     prompt = sum(
         sum(len(str(m.get("content") or "")) for m in c.body["messages"]) // 4

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.api.test_messages import call, result, user
+from tests.support.messages import call, result, user
 
 
 async def seeded(client: httpx.AsyncClient, sid: str, model: str) -> None:

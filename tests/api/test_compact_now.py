@@ -10,8 +10,8 @@ from collections.abc import Callable
 import httpx
 
 from app.settings import load_settings
-from tests.api.test_messages import user
 from tests.support.apps import app_client
+from tests.support.messages import user
 
 
 async def test_force_alone_then_the_recipe(make_database: Callable[[], str], sid: str) -> None:

@@ -1,11 +1,11 @@
-"""Compaction end to end: real database, real HTTP model server (tests/fakellm.py), SPEC §5–§6."""
+"""Compaction end to end: real database, real HTTP model server (tests/support/fakellm.py),
+SPEC §5–§6."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -13,84 +13,22 @@ import pytest
 
 from app.compaction.prompt import PREVIOUS_HEADER
 from app.compaction.provenance import strip_cites
-from app.settings import Settings
-from tests.api.test_messages import call, log_of, result, user
-from tests.fakellm import FakeLLM
-from tests.support.apps import app_client, model_settings
+from tests.support.compaction_http import (
+    ANCHOR,
+    CONSTRAINT,
+    SMALL,
+    SMALL_COMPACTION,
+    agent_run,
+    compact,
+    compact_result,
+    long_session,
+    settle,
+    state,
+)
+from tests.support.fakellm import FakeLLM
+from tests.support.messages import call, log_of, result, user
 
-CONSTRAINT = "You must never deploy on Fridays; always run the migration dry-run first."
-ANCHOR = "Budget cap is 4,200 EUR"
-
-# Small numbers so a few dozen messages cross the threshold.
-SMALL_COMPACTION: dict[str, Any] = {
-    "reserved_output_tokens": 0,
-    "safety_margin_tokens": 0,
-    "min_preserved_turns": 2,
-    # Seconds, not a fraction: the fake model answers "slow" in 0.6 s, and a busy
-    # machine must not turn that into a timeout ("timeout" never answers at all).
-    "compact_timeout_s": 3.0,
-    "min_free_ratio": 0.0,
-    "regrowth_ratio": 0.0,
-}
-SMALL: dict[str, Any] = {
-    "context_limit": 4000,
-    "auto_compact": False,
-    "compaction": SMALL_COMPACTION,
-}
-
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM(slow_s=0.6) as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def reset_llm(llm: FakeLLM) -> None:
-    llm.behaviour = "normal"
-    llm.calls.clear()
-
-
-@pytest.fixture(scope="module")
-def llm_settings(llm: FakeLLM) -> Settings:
-    return model_settings(llm.base_url, 1.0)
-
-
-@pytest.fixture(scope="module")
-async def cclient(
-    llm_settings: Settings, make_database: Callable[[], str]
-) -> AsyncIterator[httpx.AsyncClient]:
-    async with app_client(llm_settings, make_database(), "http://compaction.test") as c:
-        yield c
-
-
-async def long_session(
-    c: httpx.AsyncClient, sid: str, turns: int = 12, settings: dict[str, Any] | None = None
-) -> None:
-    await c.put(f"/sessions/{sid}", json={**SMALL, "anchors": [ANCHOR], **(settings or {})})
-    msgs: list[dict[str, Any]] = [
-        user(CONSTRAINT),
-        {"role": "assistant", "content": f"Noted. {ANCHOR}."},
-    ]
-    for i in range(turns):
-        msgs += [
-            user(f"Turn {i}: please inspect src/service_{i}.py and report line counts."),
-            call(f"t{i}", args=f'{{"path": "src/service_{i}.py"}}'),
-            result(f"t{i}", f"{120 + i} lines in src/service_{i}.py\n" + "code line\n" * 20),
-            {"role": "assistant", "content": f"src/service_{i}.py has {120 + i} lines."},
-        ]
-    r = await c.post(f"/sessions/{sid}/messages", json={"messages": msgs})
-    assert r.status_code == 201, r.text
-
-
-async def compact(c: httpx.AsyncClient, sid: str, **body: Any) -> dict[str, Any]:
-    r = await c.post(f"/sessions/{sid}/compact", json={"wait": True, **body})
-    assert r.status_code == 200, r.text
-    return dict(r.json())
-
-
-async def state(c: httpx.AsyncClient, sid: str) -> dict[str, Any]:
-    return dict((await c.get(f"/sessions/{sid}/compaction")).json())
+pytestmark = pytest.mark.fake_llm(slow_s=0.6)
 
 
 def payload_text(ctx: dict[str, Any]) -> str:
@@ -374,16 +312,6 @@ async def test_store_lands_after_its_holder_released_the_lease(
     assert (await state(cclient, sid))["last_compaction_seq"] > 0
 
 
-async def compact_result(c: httpx.AsyncClient, sid: str, job_id: str) -> dict[str, Any]:
-    for _ in range(100):
-        jobs = (await state(c, sid))["jobs"]
-        job = next(j for j in jobs if j["job_id"] == job_id)
-        if job["status"] not in ("pending", "running"):
-            return dict(job)
-        await asyncio.sleep(0.1)
-    raise AssertionError("job did not finish")
-
-
 async def test_compact_without_the_live_token_is_refused(
     cclient: httpx.AsyncClient, sid: str
 ) -> None:
@@ -560,18 +488,6 @@ async def test_after_a_failed_compaction_payloads_follow_fail_open(
     assert ctx.status_code == 200 and ctx.json()["summary"]["included"] is True
 
 
-def agent_run(steps: int, *, first: int = 0) -> list[dict[str, Any]]:
-    """Tool steps of an agent run: a short text, a call, a result of ~20 lines."""
-    out: list[dict[str, Any]] = []
-    for i in range(first, first + steps):
-        out += [
-            {"role": "assistant", "content": f"Checking module m{i}."},
-            call(f"s{i}", args=f'{{"path": "pkg/m{i}.py"}}'),
-            result(f"s{i}", f"pkg/m{i}.py\n" + f"def f{i}(): pass\n" * 20),
-        ]
-    return out
-
-
 async def test_single_turn_agent_run_is_compacted_inside_the_turn(
     cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
 ) -> None:
@@ -638,17 +554,6 @@ async def test_new_planning_settings_are_validated(
     assert (await cclient.get(f"/sessions/{sid}")).status_code == 404
 
 
-async def _settle(c: httpx.AsyncClient, sid: str) -> list[dict[str, Any]]:
-    """Waits until no job of the session is active; its compaction events, oldest first."""
-    for _ in range(200):
-        jobs = (await state(c, sid))["jobs"]
-        if all(j["status"] not in ("pending", "running") for j in jobs):
-            break
-        await asyncio.sleep(0.05)
-    r = await c.get(f"/sessions/{sid}/events", params={"type": "compaction.", "limit": 1000})
-    return list(r.json()["events"])
-
-
 async def test_auto_compaction_of_a_single_turn_agent_run_without_noops(
     cclient: httpx.AsyncClient, llm: FakeLLM, sid: str
 ) -> None:
@@ -664,8 +569,8 @@ async def test_auto_compaction_of_a_single_turn_agent_run_without_noops(
         )
         assert r.status_code == 201, r.text
         if i % 10 == 9:
-            await _settle(cclient, sid)
-    events = await _settle(cclient, sid)
+            await settle(cclient, sid)
+    events = await settle(cclient, sid)
     kinds = [e["type"] for e in events]
     assert kinds.count("compaction.success") >= 3, kinds
     noops = [
@@ -701,8 +606,8 @@ async def test_an_automatic_noop_is_not_repeated_for_the_same_state(
             f"/sessions/{sid}/messages",
             json={"messages": [{"role": "assistant", "content": f"still reading ({i})"}]},
         )
-        await _settle(cclient, sid)
-    events = await _settle(cclient, sid)
+        await settle(cclient, sid)
+    events = await settle(cclient, sid)
     noops = [e for e in events if e["type"] == "compaction.noop"]
     assert len(noops) <= 1, noops
     if noops:

@@ -12,10 +12,10 @@ import httpx
 from sqlalchemy import event
 
 from app.main import create_app
-from tests.api.test_compaction_http import SMALL, SMALL_COMPACTION, state
-from tests.api.test_messages import user
-from tests.fakellm import FakeLLM
 from tests.support.apps import model_settings
+from tests.support.compaction_http import SMALL, SMALL_COMPACTION, state
+from tests.support.fakellm import FakeLLM
+from tests.support.messages import user
 
 # The model answers in 2 s, within the session's compaction timeout: the job is running
 # while the test appends, and ends in a stored summary.

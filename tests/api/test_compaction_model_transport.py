@@ -10,24 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.test_compaction_http import SMALL_COMPACTION, compact, long_session, state
-from tests.fakellm import FakeLLM
 from tests.support.apps import app_client, model_settings
+from tests.support.compaction_http import SMALL_COMPACTION, compact, long_session, state
+from tests.support.fakellm import FakeLLM
 
 PATIENT = {"compaction": {**SMALL_COMPACTION, "compact_timeout_s": 6.0}}
-
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def reset_llm(llm: FakeLLM) -> None:
-    llm.behaviour, llm.retry_after = "normal", "1"
-    llm.reasoning, llm.json_schema, llm.response_format = False, True, True
-    llm.calls.clear()
 
 
 @pytest.fixture(scope="module")

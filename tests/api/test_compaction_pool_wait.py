@@ -20,9 +20,9 @@ from app.database import Database
 from app.main import create_app
 from app.models import CompactionJobRow
 from app.settings import load_settings
-from tests.api.test_compaction_http import SMALL_COMPACTION, long_session, state
-from tests.fakellm import FakeLLM
 from tests.support.apps import model_settings
+from tests.support.compaction_http import SMALL_COMPACTION, long_session, state
+from tests.support.fakellm import FakeLLM
 
 PATIENT = {"compaction": {**SMALL_COMPACTION, "compact_timeout_s": 6.0}}
 

@@ -19,18 +19,20 @@ from app.models import CompactionJobRow
 from app.models.session import DEFAULT_TENANT
 from app.settings import Settings, load_settings
 from app.tokens import get_counter
-from tests.api.test_compaction_http import (
+from tests.support.apps import app_client, model_settings
+from tests.support.compaction_http import (
     SMALL,
     SMALL_COMPACTION,
-    _settle,
     agent_run,
     compact,
     long_session,
+    settle,
     state,
 )
-from tests.api.test_messages import log_of, user
-from tests.fakellm import FakeLLM
-from tests.support.apps import app_client, model_settings
+from tests.support.fakellm import FakeLLM
+from tests.support.messages import log_of, user
+
+pytestmark = pytest.mark.fake_llm(slow_s=1.5)
 
 # What a revert must put back, field for field (GET /sessions/{id}/compaction).
 STATE_FIELDS = (
@@ -41,18 +43,6 @@ STATE_FIELDS = (
     "compaction_metadata",
     "memory_flush_candidates",
 )
-
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM(slow_s=1.5) as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def reset_llm(llm: FakeLLM) -> None:
-    llm.behaviour = "normal"
-    llm.calls.clear()
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +297,7 @@ async def test_a_revert_ends_a_running_job_that_would_store_on_the_old_basis(
     assert r.status_code == 200, r.text
     assert r.json()["cancelled_jobs"] == [running]
     await asyncio.sleep(2.0)  # past the model's answer: the job tried to store
-    await _settle(rc, sid)
+    await settle(rc, sid)
     s = await state(rc, sid)
     assert s["last_compaction_seq"] == 0 and s["summary"]["text"] is None
     job = next(j for j in s["jobs"] if j["job_id"] == running)
@@ -334,7 +324,7 @@ async def test_what_cannot_be_reverted(rc: httpx.AsyncClient, llm: FakeLLM, sid:
     last = (await rc.get(f"/sessions/{sid}")).json()["stats"]["last_seq"]
     cut = await rc.delete(f"/sessions/{sid}/messages", params={"from_seq": last})
     assert cut.status_code == 200, cut.text
-    await _settle(rc, sid)
+    await settle(rc, sid)
     failed = next(j for j in (await state(rc, sid))["jobs"] if j["job_id"] == job)
     assert failed["status"] == "failed", failed
     r = await revert(rc, sid, job)
@@ -397,7 +387,7 @@ async def test_automatic_compaction_does_not_redo_a_reverted_one_until_the_log_g
         r = await rc.post(f"/sessions/{sid}/messages", json={"messages": agent_run(1, first=i)})
         assert r.status_code == 201, r.text
         i += 1
-        await _settle(rc, sid)
+        await settle(rc, sid)
         assert i < 200
     auto = (await state(rc, sid))["jobs"][0]
     assert auto["trigger"] == "auto" and auto["status"] == "success"
@@ -415,7 +405,7 @@ async def test_automatic_compaction_does_not_redo_a_reverted_one_until_the_log_g
         r = await rc.post(f"/sessions/{sid}/messages", json={"messages": agent_run(1, first=i)})
         i += 1
         grown = r.json()["budget"]["current_tokens"] - tokens0
-        await _settle(rc, sid)
+        await settle(rc, sid)
         jobs = (await state(rc, sid))["jobs"]
         if jobs[0]["job_id"] != auto["job_id"]:
             break

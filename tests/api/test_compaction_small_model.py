@@ -1,6 +1,6 @@
 """Compaction through an endpoint like llama.cpp's serving a small model (issue 38 part 6):
 json_schema refused with a 500, answers wrapped in prose with sections of the wrong
-shape, no `usage`. Real database, real HTTP model server (tests/fakellm.py)."""
+shape, no `usage`. Real database, real HTTP model server (tests/support/fakellm.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,11 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from tests.api.test_compaction_http import CONSTRAINT, compact, long_session, state
-from tests.fakellm import FakeLLM
 from tests.support.apps import app_client, model_settings
+from tests.support.compaction_http import CONSTRAINT, compact, long_session, state
+from tests.support.fakellm import FakeLLM
 
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as server:
-        server.llama_cpp = True
-        server.usage = False
-        yield server
+pytestmark = pytest.mark.fake_llm(llama_cpp=True, usage=False)
 
 
 @pytest.fixture

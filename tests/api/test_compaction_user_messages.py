@@ -1,7 +1,7 @@
 """The summary's `user_messages` section across rolling compactions, end to end (SPEC §5).
 
 Through HTTP and the compaction runner, on the model path (the tests' fake
-model, `tests/fakellm.py`) and the extractive path (an app with no model): a
+model, `tests/support/fakellm.py`) and the extractive path (an app with no model): a
 range with no user message keeps what the previous summary carried, a user
 message larger than the section's whole share folds alone instead of taking
 every older one with it, and a previous section over a lowered share keeps
@@ -20,10 +20,10 @@ import pytest
 from app.compaction.provenance import split_cites, strip_cites
 from app.compaction.summary import HEADINGS
 from app.settings import load_settings
-from tests.api.test_compaction_http import agent_run, compact, state
-from tests.api.test_messages import user
-from tests.fakellm import FakeLLM
 from tests.support.apps import app_client, model_settings
+from tests.support.compaction_http import agent_run, compact, state
+from tests.support.fakellm import FakeLLM
+from tests.support.messages import user
 from tests.support.planted import INSTRUCTIONS
 
 TASK = "Port the config loader to TOML; keep the old INI reader as a fallback."
@@ -47,12 +47,6 @@ SESSION: dict[str, Any] = {
         "user_messages_ratio": 0.1,  # a share of 800 tokens
     },
 }
-
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as server:
-        yield server
 
 
 @pytest.fixture(scope="module", params=["model", "extractive"])

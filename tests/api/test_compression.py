@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from tests.api.test_messages import call, result, user
+from tests.support.messages import call, result, user
 
 
 async def test_large_values_are_written_with_lz4_and_read_back_whole(

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from app.main import create_app
 from app.settings import Settings
-from tests.api.test_messages import call, log_of, result, user
+from tests.support.messages import call, log_of, result, user
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import uuid
 
 import httpx
 
-from tests.api.test_messages import user
+from tests.support.messages import user
 
 
 async def _walk(c: httpx.AsyncClient, prefix: str, **params: str) -> list[str]:

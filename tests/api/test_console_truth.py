@@ -12,10 +12,10 @@ import pytest
 
 from app.console import queries
 from app.settings import load_settings
-from tests.api.test_compaction_http import agent_run
-from tests.api.test_messages import user
 from tests.support.apps import app_client
+from tests.support.compaction_http import agent_run
 from tests.support.console_data import turn
+from tests.support.messages import user
 
 SMALL: dict[str, Any] = {
     "context_limit": 4000,

@@ -12,29 +12,20 @@ from typing import Any
 import httpx
 import pytest
 
-from app.settings import CompactionSettings, Settings, load_settings
-from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
-    SMALL,
-    cclient,
-    compact,
-    llm,
-)
-from tests.api.test_messages import call, result, user
-from tests.fakellm import FakeLLM
+from app.settings import Settings
+from tests.support.apps import model_settings
+from tests.support.compaction_http import SMALL, compact
+from tests.support.fakellm import FakeLLM
+from tests.support.messages import call, result, user
 from tests.support.sdk_types import breakpoints, check_anthropic, check_openai, check_responses
 
 
 @pytest.fixture(scope="module")
-def llm_settings(llm: FakeLLM) -> Settings:  # noqa: F811
+def llm_settings(llm: FakeLLM) -> Settings:
     # Trims cut to the whole budget here (no low-water mark): this file checks the
     # shapes of one selection; what a trim keeps is tests/api/test_stability.py's.
-    return load_settings(
-        llm_base_url=llm.base_url,
-        llm_model="fake-summariser",
-        job_lease_s=3.0,
-        trim_target_ratio=1.0,
-        compaction=CompactionSettings(compact_timeout_s=3.0),  # not a fraction: busy machines
-    )
+    # Compactions get seconds, not a fraction of one: busy machines.
+    return model_settings(llm.base_url, 3.0, trim_target_ratio=1.0)
 
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
@@ -106,7 +97,7 @@ async def context(c: httpx.AsyncClient, sid: str, fmt: str, **params: Any) -> di
 
 
 async def test_every_format_validates_for_a_full_history(
-    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    cclient: httpx.AsyncClient,
     sid: str,
 ) -> None:
     watermark = await build_history(cclient, sid)

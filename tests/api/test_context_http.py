@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from app.tokens import get_counter
-from tests.api.test_messages import call, result, user
+from tests.support.messages import call, result, user
 
 
 def assistant(text: str) -> dict[str, Any]:

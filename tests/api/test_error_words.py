@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.test_messages import log_of, user
+from tests.support.messages import log_of, user
 
 JSON = {"content-type": "application/json"}
 

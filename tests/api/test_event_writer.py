@@ -13,8 +13,8 @@ from app.database import Database
 from app.db import create_engine, session_factory
 from app.events import EventWriter
 from app.models import DEFAULT_TENANT
-from tests.api.test_messages import user
 from tests.support.databases import plain_url
+from tests.support.messages import user
 
 
 async def _events(database_url: str, sid: str) -> list[str]:

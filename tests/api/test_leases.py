@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 
-from tests.api.test_messages import log_of, user
-
-
-async def _claim(
-    client: httpx.AsyncClient, sid: str, owner: str = "agent-a", ttl: float = 30
-) -> dict[str, Any]:
-    r = await client.post(f"/sessions/{sid}/lock", json={"owner": owner, "ttl_s": ttl})
-    assert r.status_code == 201, r.text
-    return dict(r.json())
+from tests.support.leases import claim
+from tests.support.messages import log_of, user
 
 
 async def test_claim_is_exclusive_and_names_the_holder(client: httpx.AsyncClient, sid: str) -> None:
     await client.put(f"/sessions/{sid}", json={})
-    lease = await _claim(client, sid)
+    lease = await claim(client, sid)
     assert set(lease) >= {"lock_token", "fencing_token", "expires_at"}
     r = await client.post(f"/sessions/{sid}/lock", json={"owner": "agent-b", "ttl_s": 30})
     assert r.status_code == 409
@@ -31,7 +23,7 @@ async def test_claim_is_exclusive_and_names_the_holder(client: httpx.AsyncClient
 
 async def test_writes_need_the_live_token(client: httpx.AsyncClient, sid: str) -> None:
     await client.post(f"/sessions/{sid}/messages", json={"messages": [user("before")]})
-    lease = await _claim(client, sid)
+    lease = await claim(client, sid)
     r = await client.post(f"/sessions/{sid}/messages", json={"messages": [user("no token")]})
     assert r.status_code == 409 and r.json()["code"] == "lock_required"
     r = await client.post(
@@ -54,12 +46,12 @@ async def test_expired_lease_is_taken_over_and_old_token_goes_stale(
     client: httpx.AsyncClient, sid: str
 ) -> None:
     await client.put(f"/sessions/{sid}", json={})
-    old = await _claim(client, sid, "agent-a", ttl=0.2)
+    old = await claim(client, sid, "agent-a", ttl=0.2)
     await asyncio.sleep(0.3)
     # Without a live lease, plain writes are allowed again.
     r = await client.post(f"/sessions/{sid}/messages", json={"messages": [user("free")]})
     assert r.status_code == 201
-    new = await _claim(client, sid, "agent-b")
+    new = await claim(client, sid, "agent-b")
     assert new["fencing_token"] > old["fencing_token"]
     r = await client.post(
         f"/sessions/{sid}/messages",
@@ -75,7 +67,7 @@ async def test_expired_lease_is_taken_over_and_old_token_goes_stale(
 
 async def test_renew_and_release(client: httpx.AsyncClient, sid: str) -> None:
     await client.put(f"/sessions/{sid}", json={})
-    lease = await _claim(client, sid, ttl=5)
+    lease = await claim(client, sid, ttl=5)
     r = await client.post(
         f"/sessions/{sid}/lock/renew", json={"lock_token": lease["lock_token"], "ttl_s": 60}
     )
@@ -88,7 +80,7 @@ async def test_renew_and_release(client: httpx.AsyncClient, sid: str) -> None:
         "DELETE", f"/sessions/{sid}/lock", json={"lock_token": lease["lock_token"]}
     )
     assert r.status_code == 204
-    again = await _claim(client, sid, "agent-c")
+    again = await claim(client, sid, "agent-c")
     assert again["fencing_token"] == lease["fencing_token"] + 1
     r = await client.post(
         f"/sessions/{sid}/messages",

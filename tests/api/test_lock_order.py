@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from app.main import create_app
 from app.models import DEFAULT_TENANT
 from app.settings import load_settings
-from tests.api.test_compaction_http import SMALL, long_session
+from tests.support.compaction_http import SMALL, long_session
 from tests.support.databases import plain_url
 
 

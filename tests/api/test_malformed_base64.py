@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.api.test_bad_values import _names, _state
-from tests.api.test_messages import user
+from tests.support.messages import user
 
 
 def _image(url: str) -> dict[str, Any]:

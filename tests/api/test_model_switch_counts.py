@@ -16,9 +16,9 @@ import pytest
 from app.context import summary_message
 from app.settings import load_settings
 from app.tokens import REPLY_PRIMING, get_counter
-from tests.api.test_compaction_http import SMALL, agent_run, compact, long_session, state
-from tests.api.test_messages import log_of, user
 from tests.support.apps import app_client
+from tests.support.compaction_http import SMALL, agent_run, compact, long_session, state
+from tests.support.messages import log_of, user
 
 SYSTEM = "You are a careful agent. Ответ — коротко. 回答要简短。" * 4
 TOOLS: list[dict[str, Any]] = [

@@ -11,8 +11,8 @@ from pydantic import BaseModel, TypeAdapter
 
 from app.api import answers, compaction_answers, schemas
 from app.settings import load_settings
-from tests.api.test_messages import call, result, user
 from tests.support.apps import app_client
+from tests.support.messages import call, result, user
 
 # Probes and metrics are for orchestrators, not API clients: /metrics is text.
 UNTYPED_OK = {"operations"}

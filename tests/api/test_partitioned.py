@@ -37,8 +37,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool
 
 from app.settings import CompactionSettings, load_settings
-from tests.api.test_messages import call, result, user
 from tests.support.apps import app_client
+from tests.support.messages import call, result, user
 
 PARTITIONS = 4
 # The per-session tables, parents first.

@@ -16,10 +16,10 @@ import pytest
 from app.limits import RANGE_READ_CHARS, RANGE_READ_MESSAGES
 from app.messages.ranges import cite, parse_seqs, share
 from app.settings import load_settings
-from tests.api.test_compaction_http import SMALL, agent_run
-from tests.api.test_messages import user
 from tests.support.apps import app_client
+from tests.support.compaction_http import SMALL, agent_run
 from tests.support.mcp_wire import HEADERS
+from tests.support.messages import user
 
 A = {"Authorization": "Bearer range-key-a"}
 B = {"Authorization": "Bearer range-key-b"}

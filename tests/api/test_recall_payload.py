@@ -9,7 +9,7 @@ import httpx
 
 from app.context import recall
 from app.tokens import get_counter
-from tests.api.test_messages import call, result, user
+from tests.support.messages import call, result, user
 
 
 async def grow(c: httpx.AsyncClient, sid: str, steps: int, start: int = 0) -> None:

@@ -5,30 +5,15 @@ makes it, in `stats.re_reads`, the context call's `usage.re_reads` and `/metrics
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import httpx
 
-from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
-    cclient,
-    compact,
-    llm,
-    llm_settings,
-    long_session,
-)
-from tests.api.test_messages import call, result, user
+from tests.support.compaction_http import compact, long_session
+from tests.support.messages import call, user
+from tests.support.rereads import output, read
 
 BUDGET = 1500
-
-
-def read(i: int, call_id: str | None = None) -> dict[str, Any]:
-    return call(call_id or f"r{i}", args=json.dumps({"path": f"src/mod_{i}.py"}))
-
-
-def output(i: int) -> dict[str, Any]:
-    body = "\n".join(f"line {k}: total_{i}_{k} = {i * 97 + k}  # src/mod_{i}.py" for k in range(20))
-    return result(f"r{i}", body)
 
 
 async def grow(client: httpx.AsyncClient, sid: str, steps: range) -> None:
@@ -122,7 +107,7 @@ async def test_a_replayed_append_counts_once(client: httpx.AsyncClient, sid: str
 
 
 async def test_folded_into_the_summary_is_a_re_read_under_concurrent_appends(
-    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    cclient: httpx.AsyncClient,
     sid: str,
 ) -> None:
     await long_session(cclient, sid)

@@ -8,37 +8,8 @@ import httpx
 import pytest
 
 from app.search import ranking
-from tests.api.test_messages import call, result, user
-
-
-async def append(c: httpx.AsyncClient, sid: str, *msgs: dict[str, Any]) -> None:
-    r = await c.post(f"/sessions/{sid}/messages", json={"messages": list(msgs)})
-    assert r.status_code in (200, 201), r.text
-
-
-async def search(c: httpx.AsyncClient, sid: str, q: str, **params: Any) -> dict[str, Any]:
-    r = await c.get(f"/sessions/{sid}/search", params={"q": q, **params})
-    assert r.status_code == 200, r.text
-    return dict(r.json())
-
-
-async def searched_before(
-    c: httpx.AsyncClient, sid: str, code: str, times: int, holder: int, tool: str
-) -> None:
-    """The model searched for `code` `times` times through the recall tool: each call and
-    the answer quoting it (the message at seq `holder`, an output of `tool`)."""
-    for k in range(times):
-        await append(
-            c,
-            sid,
-            call(f"r{k}", "recall", f'{{"query": "{code}"}}'),
-            result(f"r{k}", f"1 messages match '{code}':\nseq {holder} ({tool}): {code}"),
-        )
-
-
-def seqs(found: dict[str, Any]) -> list[int]:
-    return [h["seq"] for h in found["hits"]]
-
+from tests.support.messages import call, result, user
+from tests.support.search import append, search, searched_before, seqs
 
 LOG = [
     user("Please fix the failing import in src/app/models.py"),  # 1

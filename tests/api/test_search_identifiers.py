@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from app.search import ranking
-from tests.api.test_messages import call, result, user
-from tests.api.test_search import append, search, seqs
+from tests.support.messages import call, result, user
 from tests.support.ports import free_port
+from tests.support.search import append, lint_output, search, seqs
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +59,6 @@ async def http(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
 
 def fresh() -> str:
     return f"s-{uuid.uuid4().hex[:12]}"
-
-
-def lint_output(lines: int) -> str:
-    """A linter's output: `lines` warnings on other files, then the one error asked for."""
-    out = [f"src/pkg/mod{i}.py:{i}:1: W0001 unused import os (unused-import)" for i in range(lines)]
-    out.append("src/app/special_handler.py:12:4: E1101 Instance has no 'run' member (no-member)")
-    return "\n".join(out)
 
 
 async def test_a_host_inside_a_url_is_found_beside_the_host_as_a_word(

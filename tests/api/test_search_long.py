@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from app.search import ranking
-from tests.api.test_messages import call, result, user
-from tests.api.test_search import append, search, searched_before, seqs
+from tests.support.messages import call, result, user
+from tests.support.search import append, search, searched_before, seqs
 
 
 @pytest.fixture(autouse=True)

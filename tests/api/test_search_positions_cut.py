@@ -12,11 +12,10 @@ from alembic import command
 
 from app.db import alembic_config, run_migrations
 from app.settings import load_settings
-from tests.api.test_messages import call, result, user
-from tests.api.test_search import append, search, seqs
-from tests.api.test_search_identifiers import lint_output
 from tests.support.apps import app_client
 from tests.support.databases import plain_url
+from tests.support.messages import call, result, user
+from tests.support.search import append, lint_output, search, seqs
 
 MARKED = "SELECT seq FROM messages WHERE session_id = $1 AND search @@ '''~cut'''::tsquery"
 

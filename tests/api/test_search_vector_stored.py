@@ -10,7 +10,7 @@ import httpx
 from fastapi import FastAPI
 
 from app.messages.lexemes import message_tsvector, session_lexeme
-from tests.api.test_messages import call, result, user
+from tests.support.messages import call, result, user
 
 BODIES: list[dict[str, Any]] = [
     user("Please fix src/app/models.py: it's a\\b, getUserName E4711"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.api.test_messages import user
+from tests.support.messages import user
 
 
 async def test_put_creates_then_updates(client: httpx.AsyncClient, sid: str) -> None:

@@ -19,59 +19,19 @@ from fastapi import FastAPI
 from app.main import create_app
 from app.settings import Settings
 from app.tokens import get_counter
-from tests.api.test_compaction_http import (  # noqa: F401  (fixtures)
-    SMALL,
-    cclient,
-    compact,
-    llm,
-    llm_settings,
+from tests.support.compaction_http import SMALL, compact
+from tests.support.messages import call, result, user
+from tests.support.stability import (
+    BUDGET,
+    SYSTEM,
+    TOOLS,
+    append,
+    is_prefix,
+    payload,
+    shared_prefix,
+    step,
+    tool_groups_whole,
 )
-from tests.api.test_messages import call, result, user
-
-BUDGET = 2500
-SYSTEM = "You are a careful coding agent. Follow the user's instructions exactly."
-TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
-
-
-def step(i: int) -> list[dict[str, Any]]:
-    """One agent step: a tool call and its result, some 150 tokens."""
-    text = " ".join(f"line {i}.{k}: value={i * 31 + k} in src/mod_{i % 7}.py" for k in range(12))
-    return [call(f"c{i}"), result(f"c{i}", text)]
-
-
-def shared_prefix(
-    before: Mapping[str, Any], after: Mapping[str, Any], model: str = "gpt-4o"
-) -> tuple[int, int]:
-    """(messages, tokens) identical at the start of both payloads, measured on the payloads:
-    the tools (when unchanged) plus each leading message equal in both."""
-    if before["tools"] != after["tools"]:
-        return 0, 0
-    counter = get_counter(model)
-    n, tokens = 0, counter.count_tools(after["tools"])
-    for a, b in zip(before["messages"], after["messages"], strict=False):
-        if a != b:
-            break
-        n += 1
-        tokens += counter.count_message(b)
-    return n, tokens
-
-
-def is_prefix(before: Sequence[Any], after: Sequence[Any]) -> bool:
-    return len(before) <= len(after) and list(after[: len(before)]) == list(before)
-
-
-def tool_groups_whole(messages: Sequence[Mapping[str, Any]]) -> bool:
-    open_ids: set[str] = set()
-    for m in messages:
-        if m["role"] == "tool":
-            if m["tool_call_id"] not in open_ids:
-                return False
-            open_ids.discard(m["tool_call_id"])
-        else:
-            if open_ids:
-                return False
-            open_ids = {c["id"] for c in m.get("tool_calls") or []}
-    return not open_ids
 
 
 @pytest.fixture
@@ -82,23 +42,6 @@ async def second(settings: Settings, database_url: str) -> AsyncIterator[httpx.A
         transport = httpx.ASGITransport(app=other)
         async with httpx.AsyncClient(transport=transport, base_url="http://second.test") as c:
             yield c
-
-
-async def payload(
-    c: httpx.AsyncClient, sid: str, previous: str | None = None, **params: Any
-) -> dict[str, Any]:
-    query: dict[str, Any] = {"max_tokens": BUDGET, **params}
-    if previous:
-        query["previous_prefix_id"] = previous
-    r = await c.get(f"/sessions/{sid}/context", params=query)
-    assert r.status_code == 200, r.text
-    body: dict[str, Any] = r.json()
-    return body
-
-
-async def append(c: httpx.AsyncClient, sid: str, messages: list[dict[str, Any]]) -> None:
-    r = await c.post(f"/sessions/{sid}/messages", json={"messages": messages})
-    assert r.status_code == 201, r.text
 
 
 async def start(c: httpx.AsyncClient, sid: str) -> None:
@@ -308,7 +251,7 @@ async def test_a_changed_head_shares_only_what_is_equal(
 
 
 async def test_a_new_summary_starts_a_new_selection(
-    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    cclient: httpx.AsyncClient,
     sid: str,
 ) -> None:
     r = await cclient.put(
@@ -338,7 +281,7 @@ async def test_a_new_summary_starts_a_new_selection(
 
 
 async def test_after_a_compaction_past_the_turn_anchor_what_fits_is_sent_whole(
-    cclient: httpx.AsyncClient,  # noqa: F811  (the fixture imported above)
+    cclient: httpx.AsyncClient,
     sid: str,
 ) -> None:
     """One long agent turn compacted inside the turn: the watermark passes the opening

@@ -11,7 +11,7 @@ from app.context import repository
 from app.context.caches import Caches
 from app.db import session_factory
 from app.models import SessionRow
-from tests.api.test_messages import user
+from tests.support.messages import user
 
 
 async def test_seqs_reads_exactly_the_asked_seqs_across_far_apart_runs(

@@ -19,18 +19,10 @@ import httpx
 import pytest
 
 from app.settings import load_settings
-from tests.api.test_compaction_http import SMALL, compact
-from tests.api.test_messages import user
-from tests.api.test_stability import (
-    SYSTEM,
-    TOOLS,
-    append,
-    is_prefix,
-    payload,
-    shared_prefix,
-    step,
-)
 from tests.support.apps import app_client
+from tests.support.compaction_http import SMALL, compact
+from tests.support.messages import user
+from tests.support.stability import SYSTEM, TOOLS, append, is_prefix, payload, shared_prefix, step
 
 MAX_TOKENS = 3000  # under SMALL's context limit: the stream's budget on every call
 

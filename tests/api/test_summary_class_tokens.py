@@ -12,9 +12,9 @@ from alembic import command
 
 from app.db import alembic_config, run_migrations
 from app.settings import load_settings
-from tests.api.test_messages import log_of
 from tests.support.apps import app_client
 from tests.support.databases import plain_url
+from tests.support.messages import log_of
 
 SUMMARY = {
     "role": "system",

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.api.test_messages import call, log_of, result, user
+from tests.support.messages import call, log_of, result, user
 
 
 async def append(c: httpx.AsyncClient, sid: str, *msgs: dict[str, Any], **body: Any) -> Any:

@@ -8,22 +8,12 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from tests.api.test_compaction_http import compact, compact_result, long_session, state
-from tests.api.test_messages import log_of, user
-from tests.fakellm import FakeLLM
 from tests.support.apps import app_client, model_settings
+from tests.support.compaction_http import compact, compact_result, long_session, state
+from tests.support.fakellm import FakeLLM
+from tests.support.messages import log_of, user
 
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM(slow_s=0.6) as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def reset_llm(llm: FakeLLM) -> None:
-    llm.behaviour = "normal"
-    llm.calls.clear()
+pytestmark = pytest.mark.fake_llm(slow_s=0.6)
 
 
 @pytest.fixture(scope="module")

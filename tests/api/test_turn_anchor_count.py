@@ -17,23 +17,10 @@ import pytest
 from app.context import summary_message
 from app.settings import load_settings
 from app.tokens import REPLY_PRIMING, get_counter
-from tests.api.test_compaction_http import SMALL, agent_run, compact, state
-from tests.api.test_messages import log_of, user
 from tests.support.apps import app_client
-
-MODEL = "gpt-4o"
-SYSTEM = "You are a careful agent. Report briefly."
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file of the repository.",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        },
-    }
-]
-TASK = "Go through every module of pkg/ and report what each one exports. 逐个检查。"
+from tests.support.compaction_http import SMALL, agent_run, compact, state
+from tests.support.messages import log_of, user
+from tests.support.turn_anchor import MODEL, SYSTEM, TASK, TOOLS
 
 
 @pytest.fixture(scope="module")

@@ -24,12 +24,14 @@ from app.main import create_app
 from app.messages.group_write import write_group
 from app.settings import load_settings
 from app.tokens import REPLY_PRIMING, get_counter
-from tests.api.test_append_groups import pending
-from tests.api.test_compaction_http import SMALL, agent_run, compact, state
-from tests.api.test_messages import log_of, user
-from tests.api.test_turn_anchor_count import MODEL, SYSTEM, TASK, TOOLS
-from tests.fakellm import FakeLLM
 from tests.support.apps import app_client, model_settings
+from tests.support.compaction_http import SMALL, agent_run, compact, state
+from tests.support.fakellm import FakeLLM
+from tests.support.groups import pending
+from tests.support.messages import log_of, user
+from tests.support.turn_anchor import MODEL, SYSTEM, TASK, TOOLS
+
+pytestmark = pytest.mark.fake_llm(slow_s=1.5)
 
 NEXT = "Now write the summary of pkg/ into REPORT.md, one line per module."
 
@@ -166,12 +168,6 @@ async def test_a_group_commit_releases_each_sessions_anchor(
     assert all(r is not None and r.created for r in results), results
     assert not await _assert_counts_what_is_sent(c, sids[0])
     assert await _assert_counts_what_is_sent(c, sids[1])
-
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM(slow_s=1.5) as server:
-        yield server
 
 
 async def test_a_user_message_while_a_compaction_runs_is_not_overcounted_by_its_store(

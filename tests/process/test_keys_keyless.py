@@ -14,7 +14,7 @@ import httpx
 
 from app import db as database
 from app.auth.keys import Keyring, create_key
-from tests.process.conftest import REPO, Server
+from tests.support.processes import REPO, Server
 
 
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,8 +23,14 @@ from app.compaction.shell import outcome, shell_files
 from app.compaction.summary import StructuredSummary, render_summary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.conversation import LoggedMessage
-from tests.fakellm import FakeLLM, Raw
-from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, dataset_sessions, log_of
+from tests.support.compaction_builders import (
+    COUNTER,
+    EngineSettings,
+    call,
+    dataset_sessions,
+    log_of,
+)
+from tests.support.fakellm import FakeLLM, Raw
 
 
 def _kinds(items: tuple[str, ...] | list[str], kind: str) -> list[str]:
@@ -341,12 +346,6 @@ def _coding_log(start: int, files: int, lang: str = "en") -> list[dict[str, Any]
             },
         ]
     return items
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as fake:
-        yield fake
 
 
 async def _outcome(

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 from app.compaction.candidates import extract_candidates
 from app.conversation import LoggedMessage
-from tests.unit.compaction_helpers import call, log_of
+from tests.support.compaction_builders import call, log_of
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 

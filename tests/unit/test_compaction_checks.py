@@ -16,8 +16,8 @@ from app.compaction.checks import (
 )
 from app.compaction.signals import extract_identifiers, truncate_utf8
 from app.tokens import get_counter
+from tests.support.compaction_builders import call, dataset_sessions, log_of
 from tests.support.identifiers import whole_text_identifiers
-from tests.unit.compaction_helpers import call, dataset_sessions, log_of
 
 TOKENS = get_counter("gpt-4o")
 

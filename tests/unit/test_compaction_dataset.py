@@ -13,8 +13,8 @@ from app.compaction.engine import summarise
 from app.compaction.llm import ChatModelClient
 from app.compaction.signals import classify, split_sentences
 from app.compaction.turns import CompactionPlan, NoopReason, plan_range
-from tests.fakellm import FakeLLM
-from tests.unit.compaction_helpers import COUNTER, EngineSettings, dataset_sessions, log_of
+from tests.support.compaction_builders import COUNTER, EngineSettings, dataset_sessions, log_of
+from tests.support.fakellm import FakeLLM
 
 
 def _multi_turn() -> list[dict[str, Any]]:
@@ -22,8 +22,8 @@ def _multi_turn() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[tuple[FakeLLM, ChatModelClient]]:
-    async with FakeLLM() as llm, ChatModelClient(base_url=llm.base_url, model="fake") as client:
+async def model(llm: FakeLLM) -> AsyncIterator[tuple[FakeLLM, ChatModelClient]]:
+    async with ChatModelClient(base_url=llm.base_url, model="fake") as client:
         yield llm, client
 
 

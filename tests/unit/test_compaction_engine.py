@@ -1,9 +1,8 @@
-"""The engine end to end over real HTTP against tests/fakellm.py."""
+"""The engine end to end over real HTTP against tests/support/fakellm.py."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -20,9 +19,9 @@ from app.compaction.outcome import SummaryOutcome
 from app.compaction.summary import StructuredSummary, render_summary, summary_token_cap
 from app.compaction.turns import CompactionPlan, plan_range
 from app.conversation import LoggedMessage
-from tests.fakellm import FakeLLM, Raw
+from tests.support.compaction_builders import COUNTER, EngineSettings, call, log_of
+from tests.support.fakellm import FakeLLM, summary_answer
 from tests.support.loop import watch_loop
-from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, log_of
 
 ANCHOR = "The production database is called orders_prod and must never be dropped."
 CONSTRAINTS = ["You must keep all timestamps in UTC.", "Never commit directly to main."]
@@ -54,12 +53,6 @@ def _plan(log: list[LoggedMessage] | None = None) -> CompactionPlan:
     plan = plan_range(log or _log(), watermark=0, min_preserved_turns=1)
     assert isinstance(plan, CompactionPlan)
     return plan
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as fake:
-        yield fake
 
 
 @pytest.fixture
@@ -299,26 +292,6 @@ async def test_identifiers_missing_after_retry_are_patched_into_facts(
     assert "deploy/billing.yaml" in llm.calls[1].body["messages"][-1]["content"]
 
 
-def _answer(summary: dict[str, list[str]]) -> Raw:
-    content = json.dumps(summary)
-    return Raw(
-        200,
-        {
-            "id": "chatcmpl-fit",
-            "object": "chat.completion",
-            "model": "fake",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 100, "completion_tokens": len(content) // 4},
-        },
-    )
-
-
 async def test_what_the_check_saw_is_still_there_after_the_fit_to_the_cap(
     llm: FakeLLM, http: httpx.AsyncClient
 ) -> None:
@@ -332,7 +305,7 @@ async def test_what_the_check_saw_is_still_there_after_the_fit_to_the_cap(
         for i in range(12)
     ]
     llm.script(
-        _answer(
+        summary_answer(
             {
                 "timeline": [
                     "Read deploy/billing.yaml for the cluster settings.",
@@ -407,7 +380,7 @@ async def test_identifiers_the_patch_pushes_out_are_patched_in_too(
         timeline = (*timeline[:-1], body + " Carefully. [#2]")
     assert len(timeline) > 4 and over(StructuredSummary(timeline=timeline)) < -20
     assert 0 < patched_over(timeline) <= 3
-    llm.script(_answer({"timeline": list(timeline)}))
+    llm.script(summary_answer({"timeline": list(timeline)}))
     outcome = await _run(
         llm, http, plan=plan, anchors=(), usable_budget=10, anchor_retry_enabled=False
     )
@@ -471,7 +444,7 @@ async def test_a_patch_larger_than_the_cap_reports_only_what_it_kept(
     )
     plan = plan_range(log, watermark=0, min_preserved_turns=1)
     assert isinstance(plan, CompactionPlan)
-    llm.script(_answer({"timeline": ["Read the files."]}))
+    llm.script(summary_answer({"timeline": ["Read the files."]}))
     outcome = await _run(
         llm, http, plan=plan, anchors=(), usable_budget=10, anchor_retry_enabled=False
     )
@@ -543,7 +516,7 @@ async def test_a_constraint_folded_out_of_the_users_words_stays_in_the_summary(
     previous = StructuredSummary(
         facts=("The user is planning trips.",), user_messages=(rule, "I live in Lisbon.")
     )
-    llm.script(_answer({"facts": ["The user asked about several trips."], "user_prefs": []}))
+    llm.script(summary_answer({"facts": ["The user asked about several trips."], "user_prefs": []}))
     # A share that holds the range's user messages but not the previous ones as well.
     outcome = await _run(llm, http, previous=previous, anchors=(), usable_budget=300)
     assert rule not in outcome.summary.user_messages  # folded, oldest first
@@ -558,7 +531,7 @@ async def test_an_answer_cut_off_at_the_output_cap_degrades(
     """A cut-off answer is not a summary, even when a fragment of it parses: the inner
     object of a truncated one was stored as a success."""
     cut = '{"timeline": ["a"], "facts": [{"facts": ["BOGUS INNER"]}'
-    answer = _answer({})
+    answer = summary_answer({})
     assert isinstance(answer.body, dict)
     answer.body["choices"][0]["message"]["content"] = cut
     answer.body["choices"][0]["finish_reason"] = "length"

@@ -9,7 +9,7 @@ from app.compaction.provenance import strip_cites
 from app.compaction.summary import StructuredSummary, render_summary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.conversation import LoggedMessage
-from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, chat, log_of
+from tests.support.compaction_builders import COUNTER, EngineSettings, call, chat, log_of
 
 CONSTRAINTS = [
     "You must keep the public API backwards compatible.",

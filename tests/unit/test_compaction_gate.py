@@ -1,6 +1,6 @@
 """The quality gate and provenance (SPEC §5) against stand-ins that lose things on purpose.
 
-Each stand-in of tests/fakellm.py answers over real HTTP; the gate must catch what it
+Each stand-in of tests/support/fakellm.py answers over real HTTP; the gate must catch what it
 loses (scores below 1 for the answer, the probes named as caught or dropped) and the
 stored summary must keep every probe that fits its share, every item citing seqs of the
 log that hold its words.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,8 +24,8 @@ from app.compaction.provenance import message_text, split_cites
 from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.conversation import LoggedMessage
-from tests.fakellm import FakeLLM
-from tests.unit.compaction_helpers import COUNTER, EngineSettings, call, log_of
+from tests.support.compaction_builders import COUNTER, EngineSettings, call, log_of
+from tests.support.fakellm import FakeLLM
 
 CITED_SECTIONS = (
     "facts", "decisions", "open_todos", "user_prefs", "timeline", "user_messages", "artifacts",
@@ -102,12 +101,6 @@ async def _summarise(
     finally:
         if client is not None:
             await client.aclose()
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as fake:
-        yield fake
 
 
 _WORD = re.compile(r"[^\W_]{3,}|\d+")
@@ -373,7 +366,7 @@ async def test_echoes_of_the_instructions_are_dropped(llm: FakeLLM) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 async def test_an_invented_sentence_is_dropped_in_either_language(llm: FakeLLM, lang: str) -> None:
-    from tests.fakellm import INVENTED_FACT
+    from tests.support.fakellm import INVENTED_FACT
 
     llm.behaviour = "invent_fact"
     log = _booking_log(lang)
@@ -385,10 +378,10 @@ async def test_an_invented_sentence_is_dropped_in_either_language(llm: FakeLLM, 
 
 
 async def test_a_mostly_invented_answer_gives_way_to_the_extractive_summary(llm: FakeLLM) -> None:
-    from tests.unit.test_compaction_engine import _answer
+    from tests.support.fakellm import summary_answer
 
     llm.script(
-        _answer(
+        summary_answer(
             {
                 "facts": ["10.0", "11.0", "Omar_rossi1241 [#1]", "user_name"],
                 "timeline": ["The user wants to move the flight from Houston to Seattle [#1]"],
@@ -460,7 +453,7 @@ def test_every_item_on_every_path_cites_seqs_that_hold_it(
     _assert_cited(outcome.summary, log)
     _assert_nothing_fitting_lost(outcome)
     # What the stand-ins invent is never stored, whichever path stored the summary.
-    from tests.fakellm import ECHOES, INVENTED_FACT
+    from tests.support.fakellm import ECHOES, INVENTED_FACT
 
     assert outcome.gate is not None
     made = {*ECHOES, *INVENTED_FACT.values(), *(d["text"] for d in outcome.gate["citations"]

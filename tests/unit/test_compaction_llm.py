@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from email.utils import formatdate
 from typing import Any
 
@@ -23,17 +22,11 @@ from app.compaction.llm import (
     retry_after_s,
 )
 from app.settings import load_settings
-from tests.fakellm import FakeLLM, Raw
+from tests.support.fakellm import FakeLLM, Raw
 
 KEY = "sk-test-SECRET-0123456789"
 MESSAGES = [{"role": "user", "content": "hi"}]
 JSON_OBJECT = {"type": "json_object"}
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as server:
-        yield server
 
 
 def _completion(message: dict[str, Any], finish: str = "stop", **extra: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from app.compaction.engine import summarise
 from app.compaction.metadata import build_metadata
 from app.compaction.turns import CompactionPlan, NoopReason, plan_range
-from tests.unit.compaction_helpers import COUNTER, EngineSettings, chat
+from tests.support.compaction_builders import COUNTER, EngineSettings, chat
 
 AT = datetime(2025, 1, 1, tzinfo=UTC)
 SPEC_FIELDS = {

@@ -4,7 +4,7 @@ does not do (it skips the guards; it keeps the preserved tail)."""
 from __future__ import annotations
 
 from app.compaction.turns import NoopReason, plan_range
-from tests.unit.compaction_helpers import chat
+from tests.support.compaction_builders import chat
 
 
 def test_a_short_session_noop_names_the_turns_it_has_not_the_setting() -> None:

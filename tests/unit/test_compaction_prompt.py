@@ -12,8 +12,8 @@ from app.compaction.prompt import (
     render_range,
 )
 from app.compaction.summary import StructuredSummary, summary_token_cap
-from tests.fakellm import parse_prompt
-from tests.unit.compaction_helpers import call, log_of
+from tests.support.compaction_builders import call, log_of
+from tests.support.fakellm import parse_prompt
 
 LOG = log_of(
     [

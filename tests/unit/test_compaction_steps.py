@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from app.compaction.turns import CompactionPlan, NoopReason, plan_range
 from app.conversation import LoggedMessage, split_steps
-from tests.unit.compaction_helpers import call, log_of, msg
+from tests.support.compaction_builders import call, log_of, msg
 
 
 def _agent_run(steps: int, *, open_last: bool = False, text_before: bool = True) -> list[Any]:

@@ -8,7 +8,7 @@ from app.compaction.prompt import instruction_text
 from app.compaction.provenance import CiteStats, Sources, split_cites
 from app.compaction.signals import normalise
 from app.compaction.support import Claim, Text, echo_of
-from tests.unit.compaction_helpers import call, log_of
+from tests.support.compaction_builders import call, log_of
 
 
 def _supported(item: str, *texts: str) -> bool:

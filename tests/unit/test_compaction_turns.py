@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from app.compaction.turns import CompactionPlan, NoopReason, plan_range
 from app.conversation import LoggedMessage, split_turns
-from tests.unit.compaction_helpers import call, chat, log_of, msg
+from tests.support.compaction_builders import call, chat, log_of, msg
 
 
 def _plan(messages: list[LoggedMessage], **kw: Any) -> CompactionPlan:

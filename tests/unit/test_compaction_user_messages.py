@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.compaction.user_messages import range_user_messages, roll_user_messages
+from tests.support.compaction_builders import COUNTER, msg
 from tests.support.planted import INSTRUCTIONS
-from tests.unit.compaction_helpers import COUNTER, msg
 
 LONG = "Here is the full log I promised, read it all: " + "trace line ok " * 120
 

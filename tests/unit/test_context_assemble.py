@@ -6,7 +6,7 @@ from typing import Any
 
 from app.context import AssemblyRequest, SummaryBlock, assemble
 from app.conversation import LoggedMessage
-from tests.unit.context_helpers import COUNTER, assistant, check, log_of, logged, tool, user
+from tests.support.context_builders import COUNTER, assistant, check, log_of, logged, tool, user
 
 
 def run(history: list[LoggedMessage], **kw: Any) -> Any:

@@ -10,7 +10,7 @@ import pytest
 
 from app.context import AssemblyRequest, SummaryBlock, assemble, backfill
 from app.conversation import LoggedMessage
-from tests.unit.context_helpers import COUNTER, assistant, check, log_of, tool, user
+from tests.support.context_builders import COUNTER, assistant, check, log_of, tool, user
 
 
 def _run(turns: int = 3, steps: int = 6, size: int = 40) -> list[LoggedMessage]:

@@ -8,8 +8,8 @@ import pytest
 
 from app.context import AssemblyRequest, assemble
 from app.conversation import LoggedMessage
+from tests.support.context_builders import COUNTER, check, load_sessions, log_of
 from tests.support.planted import plant
-from tests.unit.context_helpers import COUNTER, check, load_sessions, log_of
 
 FRACTIONS = (0.05, 0.2, 0.5, 1.2)
 

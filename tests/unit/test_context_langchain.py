@@ -21,7 +21,7 @@ from langchain_core.messages import (
 )
 
 from app.context import AssemblyRequest, assemble
-from tests.unit.context_helpers import (
+from tests.support.context_builders import (
     COUNTER,
     assistant,
     iter_groups,

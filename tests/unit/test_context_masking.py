@@ -23,7 +23,7 @@ from app.context.strategies import get_strategy
 from app.context.view import MASK_TOKENS, MASK_WORTH, Form, HistoryView, Limits
 from app.conversation import LoggedMessage, split_groups
 from app.models import SessionRow
-from tests.unit.context_helpers import COUNTER, check, log_of, tool, user
+from tests.support.context_builders import COUNTER, check, log_of, tool, user
 
 HANDLER = "src/app/special_handler.py"
 

@@ -16,7 +16,7 @@ from app.context.strategies import base
 from app.context.strategies.base import Selection, Strategy
 from app.context.view import Form, HistoryView
 from app.conversation import LoggedMessage
-from tests.unit.context_helpers import COUNTER, assistant, check, log_of, logged, tool, user
+from tests.support.context_builders import COUNTER, assistant, check, log_of, logged, tool, user
 
 CONSTRAINT = "Never push to the main branch; we must open a PR."
 

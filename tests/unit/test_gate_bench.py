@@ -7,8 +7,8 @@ import pytest
 from app.compaction.checks import conversation_language_of
 from app.tokens import get_counter
 from bench.gate_bench import SUMMARISERS, Tally, logged, run_session
-from tests.fakellm import FakeLLM
-from tests.unit.compaction_helpers import dataset_sessions
+from tests.support.compaction_builders import dataset_sessions
+from tests.support.fakellm import FakeLLM
 
 
 @pytest.mark.parametrize("times", [1, 3])

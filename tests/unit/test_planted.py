@@ -7,6 +7,7 @@ import re
 from app import words
 from app.compaction import signals as compaction_signals
 from app.context import signals as context_signals
+from tests.support.context_builders import assistant, load_sessions, tool, user
 from tests.support.planted import (
     INSTRUCTIONS,
     LANGS,
@@ -15,7 +16,6 @@ from tests.support.planted import (
     plant,
     step_boundaries,
 )
-from tests.unit.context_helpers import assistant, load_sessions, tool, user
 
 _WORD = re.compile(r"[^\W\d_]+")
 

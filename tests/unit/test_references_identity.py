@@ -15,7 +15,7 @@ import random
 import pytest
 
 from app.context.references import _IDENTIFIER, SCAN_CHARS, identifiers
-from tests.unit.context_helpers import load_sessions
+from tests.support.context_builders import load_sessions
 
 
 def expression(text: str) -> frozenset[str]:

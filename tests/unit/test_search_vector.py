@@ -19,7 +19,7 @@ from app.messages.lexemes import (
     lexemes_and_cut,
 )
 from app.messages.searchable import searchable_text
-from tests.unit.compaction_helpers import dataset_sessions
+from tests.support.compaction_builders import dataset_sessions
 
 KEY = "~0123456789abcdef"
 COMPILED = vector._compiled

@@ -17,8 +17,8 @@ from app.context.stability import StableStrategy
 from app.context.strategies import get_strategy
 from app.conversation import LoggedMessage, split_groups
 from app.models import SessionRow
-from tests.unit.context_helpers import COUNTER, assistant, logged, tool, user
-from tests.unit.test_context_invariants import histories
+from tests.support.context_builders import COUNTER, assistant, logged, tool, user
+from tests.support.histories import histories
 
 
 def _row(last_seq: int) -> SessionRow:

@@ -21,7 +21,7 @@ from app.context.strategies import get_strategy
 from app.context.view import Form, HistoryView
 from app.conversation import LoggedMessage
 from app.models import SessionRow
-from tests.unit.context_helpers import COUNTER, assistant, log_of, tool, user
+from tests.support.context_builders import COUNTER, assistant, log_of, tool, user
 
 SYSTEM = "You are a careful coding agent."
 BUDGET = 12000

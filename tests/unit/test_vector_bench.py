@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import vector_bench
-from tests.unit.compaction_helpers import dataset_sessions
+from tests.support.compaction_builders import dataset_sessions
 
 
 def test_the_bench_compares_c_and_python_on_the_same_messages(

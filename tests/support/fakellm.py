@@ -92,6 +92,12 @@ BEHAVIOURS = frozenset(
     }
 )  # fmt: skip
 
+# What `configure` sets and `reset` restores: the behaviour and every endpoint trait.
+TRAITS = (
+    "behaviour", "slow_s", "model", "retry_after", "reasoning", "json_schema",
+    "response_format", "llama_cpp", "usage", "bare_500_to_json_schema",
+)  # fmt: skip
+
 _LINE = re.compile(r"^\[#(\d+) (\w+)(?: ([^\]]*))?\] ?(.*)$")
 _KEY = re.compile(r"must|never|always|should|need|don't|prefer|必须|不要|需要|一定|禁止", re.I)
 _DECISION = re.compile(r"decided|let's go with|we will use|决定|就用", re.I)
@@ -106,6 +112,27 @@ class Raw:
     status: int
     body: dict[str, Any] | bytes
     headers: dict[str, str] = field(default_factory=dict)
+
+
+def summary_answer(summary: dict[str, list[str]]) -> Raw:
+    """A completion whose content is `summary` as JSON, for `FakeLLM.script`."""
+    content = json.dumps(summary)
+    return Raw(
+        200,
+        {
+            "id": "chatcmpl-fit",
+            "object": "chat.completion",
+            "model": "fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 100, "completion_tokens": len(content) // 4},
+        },
+    )
 
 
 @dataclass
@@ -282,6 +309,27 @@ class FakeLLM:
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
+        self._made = self._traits()
+
+    def _traits(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in TRAITS}
+
+    def configure(self, **traits: Any) -> FakeLLM:
+        """Sets behaviour, slow_s, model and the endpoint traits; `reset` comes back here."""
+        unknown = set(traits) - set(TRAITS)
+        assert not unknown, f"unknown traits {unknown}"
+        for name, value in traits.items():
+            setattr(self, name, value)
+        self._made = self._traits()
+        return self
+
+    def reset(self) -> None:
+        """As configured, nothing recorded, nothing scripted: a server shared by several
+        tests answers each as a new one would."""
+        for name, value in self._made.items():
+            setattr(self, name, value)
+        self.calls.clear()
+        self._queue.clear()
 
     @property
     def base_url(self) -> str:
