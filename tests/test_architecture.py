@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grimp
 
-APP = Path(__file__).resolve().parents[2] / "app"
+APP = Path(__file__).resolve().parents[1] / "app"
 MAX_LINES = 400
 
 
