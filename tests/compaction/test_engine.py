@@ -76,7 +76,7 @@ async def _run(
     client = None
     if llm is not None:
         # One attempt per call: the engine's own fallbacks are under test here; the
-        # transport's retries are tested in test_compaction_llm.py.
+        # transport's retries are tested in test_llm.py.
         client = ChatModelClient(base_url=llm.base_url, model="fake", api_key="sk-k", max_retries=0)
     try:
         return await summarise(

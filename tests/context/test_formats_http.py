@@ -23,7 +23,7 @@ from tests.support.sdk_types import breakpoints, check_anthropic, check_openai, 
 @pytest.fixture(scope="module")
 def llm_settings(llm: FakeLLM) -> Settings:
     # Trims cut to the whole budget here (no low-water mark): this file checks the
-    # shapes of one selection; what a trim keeps is tests/api/test_stability.py's.
+    # shapes of one selection; what a trim keeps is tests/context/test_stability.py's.
     # Compactions get seconds, not a fraction of one: busy machines.
     return model_settings(llm.base_url, 3.0, trim_target_ratio=1.0)
 

@@ -248,7 +248,7 @@ async def test_a_code_in_capitals_ranks_its_holders_as_written_first(
 
 @pytest.fixture
 def long_session_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As tests/api/test_search_long.py: a hundred messages take a long session's paths
+    """As tests/search/test_long_sessions.py: a hundred messages take a long session's paths
     (sample, recent window, index, further back). The server runs in this process."""
     monkeypatch.setattr(ranking, "SAMPLE", 10)
     monkeypatch.setattr(ranking, "COMMON", 4)
