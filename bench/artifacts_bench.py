@@ -10,7 +10,7 @@ appended and compacted (`engine.summarise` on `turns.plan_for_settings` with
 default settings at each context window. Each compaction runs twice,
 alternated session by session: with the `artifacts` section at its default
 share (`artifacts_ratio`, or `--ratio`) and with it off (`artifacts_ratio` 0), on the
-extractive path (no model) and on the model path (tests/fakellm.py "normal":
+extractive path (no model) and on the model path (tests/support/fakellm.py "normal":
 a deterministic stand-in that copies range lines into its summary, so it keeps
 far more than a real model would; its figures without the section are an upper
 bound, not a baseline).
@@ -68,8 +68,8 @@ from app.core.conversation import LoggedMessage, call_function
 from app.core.settings import CompactionSettings
 from app.core.tokens import get_counter
 from bench.common import DATASET, load_average, machine_info, markdown_table
-from tests.fakellm import FakeLLM
-from tests.unit.compaction_helpers import log_of
+from tests.support.compaction_builders import log_of
+from tests.support.fakellm import FakeLLM
 
 CHECKPOINTS = (1, 2, 3, 5)
 ROUNDS = 5

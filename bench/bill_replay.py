@@ -18,7 +18,7 @@ lives), and the replay knows of those pauses.
 The replay knows nothing of `usage`: for each payload it measures the tokens shared
 with the stream's previous payload by comparing the recorded payloads (tools, when
 unchanged, then each leading message equal in both, counted with the session
-model's counter, as tests/api/test_stability.py does), then applies the provider's
+model's counter, as tests/context/test_stability.py does), then applies the provider's
 documented rule itself: nothing is cached on a session's first call; OpenAI caches
 nothing below 1,024 tokens and then whole steps of 128; Anthropic reads the whole
 shared prefix (the breakpoint sits at its end) when the previous call was within

@@ -29,7 +29,7 @@ user turn never qualify (the current turn is never compacted).
 Configurations, on the app in-process (`create_app` + `httpx.ASGITransport`,
 one compaction worker), each for every `--preserved-turns` value:
 
-- model: `tests.fakellm.FakeLLM` ("normal": deterministic, follows the prompt)
+- model: `tests.support.fakellm.FakeLLM` ("normal": deterministic, follows the prompt)
   on a real loopback socket;
 - extractive only: no model configured (SPEC §7), the extractive summary;
 - with `--control`, also a model that ignores the prompt (FakeLLM "minimal"):
@@ -106,7 +106,7 @@ from bench.common import (
     server_version,
     throwaway_database,
 )
-from tests.fakellm import FakeLLM
+from tests.support.fakellm import FakeLLM
 
 COMPACTIONS = 3
 QUICK_SESSIONS = 4

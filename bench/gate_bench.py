@@ -10,7 +10,7 @@ all, each rolling onto the previous summary. Every compaction runs the engine
 itself (`app.compaction.engine.summarise`: brief, model call over real HTTP,
 citations, gate, retry, patch, fallback); the database adds nothing to what the
 gate checks, so it is left out. Summarisers: the extractive one (no model) and the
-stand-ins of `tests/fakellm.py`, which answer on a loopback socket: `normal` (a
+stand-ins of `tests/support/fakellm.py`, which answer on a loopback socket: `normal` (a
 faithful summary), `paraphrase` (paths and numbers reworded), `drop_oldest` (the
 older half of the range left out), `invent_seq` (citations invented), and those that
 invent as SmolLM2-135M did: `invent_number` (`8443.0` for `8443`, a mangled snake_case
@@ -56,7 +56,7 @@ from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.core.conversation import LoggedMessage
 from app.core.tokens import get_counter
-from tests.fakellm import FakeLLM
+from tests.support.fakellm import FakeLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = Path(

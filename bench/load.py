@@ -4,7 +4,7 @@
                          [--database-url URL] [--max-turns 400] [--max-seconds 900]
 
 For each agent count: a throwaway database (bench/common.py), the fake model of
-`tests/fakellm.py` in its own process, 1 or 2 `contextd serve` on loopback; every agent
+`tests/support/fakellm.py` in its own process, 1 or 2 `contextd serve` on loopback; every agent
 owns a session that compacts as it writes, and loops like a tool-using agent (its
 payload, then a tool step, sometimes the answer and the next user message), retrying
 a 503, 5xx or transport error with the same message ids. A closed loop: no model time
@@ -544,7 +544,8 @@ async def job_counts(url: str) -> tuple[dict[str, int], list[str]]:
 
 @contextlib.asynccontextmanager
 async def fake_llm_process() -> AsyncIterator[str]:
-    """`tests/fakellm.py` in its own process (so it does not share the agents' event loop)."""
+    """`tests/support/fakellm.py` in its own process (so it does not share the agents'
+    event loop)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(THIS_FILE),
@@ -570,7 +571,7 @@ async def fake_llm_process() -> AsyncIterator[str]:
 
 
 async def serve_fake_llm() -> None:
-    from tests.fakellm import FakeLLM
+    from tests.support.fakellm import FakeLLM
 
     async with FakeLLM(behaviour="normal") as llm:
         print(llm.base_url, flush=True)

@@ -100,7 +100,7 @@ from bench.common import (
     progress,
     throwaway_database,
 )
-from tests.unit.compaction_helpers import log_of
+from tests.support.compaction_builders import log_of
 
 COUNTER = get_counter(None)
 KINDS = ("user_msgs", "constraints", "trail", "paths", "numbers")

@@ -28,7 +28,9 @@ from app.db.engine import normalise_url
 from app.index.unindexed import upgrade
 from app.main import create_app
 from tests.support import ports
+from tests.support.apps import app_client, model_settings
 from tests.support.databases import admin, plain_url, with_database
+from tests.support.fakellm import FakeLLM
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATASET = SHARED / "datasets" / "sessions.jsonl"
@@ -165,3 +167,36 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 def sid() -> str:
     return f"s-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module")
+async def llm(request: pytest.FixtureRequest) -> AsyncIterator[FakeLLM]:
+    """The fake OpenAI-compatible model (tests/support/fakellm.py) of a module, on a real
+    socket. One per module, so that a module's app can be made with its address; each test
+    gets it as a new one (`_fresh_llm`). A module's `pytestmark = pytest.mark.fake_llm(...)`
+    configures it (`FakeLLM.configure`)."""
+    mark = request.node.get_closest_marker("fake_llm")
+    async with FakeLLM() as fake:
+        yield fake.configure(**(mark.kwargs if mark else {}))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_llm(request: pytest.FixtureRequest) -> None:
+    # Before the test's own fixtures, which may set behaviours for it.
+    if "llm" in request.fixturenames:
+        request.getfixturevalue("llm").reset()
+
+
+@pytest.fixture(scope="module")
+def llm_settings(llm: FakeLLM) -> Settings:
+    """Settings of an app whose compactions go to the module's `llm`."""
+    return model_settings(llm.base_url, 1.0)
+
+
+@pytest.fixture(scope="module")
+async def cclient(
+    llm_settings: Settings, make_database: Callable[[], str]
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of an app that runs compactions with `llm_settings`, on a database of its own."""
+    async with app_client(llm_settings, make_database(), "http://compaction.test") as c:
+        yield c

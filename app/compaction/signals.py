@@ -68,7 +68,7 @@ class _Kind(NamedTuple):
 # only over the lines that hold one (`_lines_with`), with the text's own positions, so
 # lookbehinds see what precedes a line. Every match must hold a needle on its own
 # lines; a pattern whose match may cross a line break (units: `5\nms`) has a needle that
-# crosses it too. tests/unit/test_compaction_checks.py holds them to every pattern run
+# crosses it too. tests/compaction/test_checks.py holds them to every pattern run
 # over every text.
 _KINDS: tuple[_Kind, ...] = (
     _Kind(_having("://"), re.compile(r"https?://[^\s<>\"'`)\]]+")),

@@ -103,7 +103,7 @@ def identifiers(text: str, words: dict[str, tuple[str, ...]] | None = None) -> f
     word's matches are the text's matches inside it. A distinct word is matched once, in
     `words` (word -> its identifiers) across the texts given the same dict, with only the
     forms it can hold: most words need no expression at all. Checked against the plain
-    expression in tests/unit/test_references_identity.py.
+    expression in tests/context/test_references_identity.py.
     """
     if words is None:
         words = {}

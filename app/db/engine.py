@@ -51,7 +51,7 @@ SERVER_SETTINGS = {"application_name": "contextd", "plan_cache_mode": "force_cus
 # were shaped for it (app/context/repository.py: closed seq ranges, literal LIMITs, a
 # literal role for the partial index): their generic plans are the custom ones at
 # any size, even made on a table of 30 messages and run at 100k (bench/plans.py
-# --small 30); tests/api/test_payload_plans.py fails a payload statement whose plan,
+# --small 30); tests/db/test_payload_plans.py fails a payload statement whose plan,
 # made on a small log, walks a large session. Planning the window read was ~0.5 ms of
 # PostgreSQL's CPU per payload, most of what it cost: bench/load.py's closed loop
 # went from 521-591 to 626-629 requests/s.

@@ -2,8 +2,8 @@
 
 Every table is keyed by `(tenant_id, session_id)` (`sessions` by `(tenant_id, id)`), and
 every statement of a session names both, so that a table spread by session routes it to
-one partition (tests/api/test_partitioned.py). Repositories build the filter here and
-nowhere else; tests/unit/test_tenant_scope.py fails on one written by hand.
+one partition (tests/db/test_partitioned.py). Repositories build the filter here and
+nowhere else; tests/test_tenant_scope.py fails on one written by hand.
 
 Two forms, one rule:
 

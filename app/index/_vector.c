@@ -6,7 +6,7 @@
  * cost on: it cuts the text's UTF-8 into tokens, looks each up in a cache of splits
  * kept here (no Python object per token), and gathers every lexeme's positions.
  * `grouped` gives exactly what vector.py's `_grouped` gives and `binary` what
- * `_joined` gives; tests/unit/test_search_vector.py holds them to it. Without a C
+ * `_joined` gives; tests/index/test_vector.py holds them to it. Without a C
  * compiler the package installs without this module and vector.py does it all.
  *
  * The cache: a token of up to `cached_bytes` bytes, once split, is kept (its bytes,

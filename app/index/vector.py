@@ -16,7 +16,7 @@ parsing the vector's text form (`'a':1 'b':2,5`) the next:
 
 A text whose vector would pass `lexemes()`'s byte budget is cut here as `lexemes()`
 cuts it (`tsvector_budget.within_budget`: positions go before lexemes), from the same lexemes in the
-same order. tests/unit/test_search_vector.py checks
+same order. tests/index/test_vector.py checks
 both ways give the same vector, over the dataset and random text.
 
 The two loops (`_grouped` over tokens, `_binary` over lexemes) run in C where the

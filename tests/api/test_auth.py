@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from app.auth import keys as keys_module
 from app.core.settings import load_settings
 from app.main import create_app
-from tests.api.test_messages import call, result, user
+from tests.support.messages import call, result, user
 
 ALPHA, BETA = "key-alpha-0123456789", "key-beta-9876543210"
 

@@ -18,8 +18,8 @@ from app.api.context_lane import ContextLane
 from app.api.lanes import AnsweredByLane
 from app.core.settings import Settings
 from app.main import create_app
-from tests.api.test_append_lane import Downstream, lane_alone
-from tests.api.test_messages import call, result, user
+from tests.support.lanes import Downstream, lane_alone
+from tests.support.messages import call, result, user
 
 HISTORY = [
     user("Fix the failing test in parser.py; never touch the public API."),

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from app.core.limits import SESSION_ID_PATTERN
-from tests.api.test_messages import user
+from tests.support.messages import user
 
 LOCAL_MODEL = "bounds-test-model"  # no known context length: any context_limit is allowed
 

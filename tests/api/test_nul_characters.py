@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.api.test_messages import log_of
+from tests.support.messages import log_of
 
 Path = tuple[str | int, ...]
 

@@ -14,8 +14,8 @@ from app.api.models import problem as problem_model
 from app.api.models import requests as schemas
 from app.api.models import responses as answers
 from app.core.settings import load_settings
-from tests.api.test_messages import call, result, user
 from tests.support.apps import app_client
+from tests.support.messages import call, result, user
 
 # Probes and metrics are for orchestrators, not API clients: /metrics is text.
 UNTYPED_OK = {"operations"}

@@ -4,7 +4,7 @@ and the fake model server: the model reads contextd's payload, the log stays who
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,36 +13,16 @@ from agents import (
     OpenAIChatCompletionsModel,
     RunConfig,
     Runner,
-    function_tool,
-    set_tracing_disabled,
 )
 from contextd_client import AsyncContextdClient
 from contextd_client.agents import ContextdSession
 from openai import AsyncOpenAI
 
-from tests.clients.conftest import LoseAnswers
-from tests.fakellm import FakeLLM
+from tests.support.agents_tools import read_file
+from tests.support.clients import LoseAnswers
+from tests.support.fakellm import FakeLLM
 
-FILES = {"notes.txt": "alpha\nbeta\ngamma", "todo.md": "ship it"}
-
-
-@function_tool
-def read_file(path: str) -> str:
-    """Read a text file of the project."""
-    text = FILES.get(path)
-    return f"{len(text.splitlines())} lines in {path}" if text else f"no file {path}"
-
-
-@pytest.fixture(autouse=True)
-def no_tracing() -> Iterator[None]:
-    set_tracing_disabled(True)  # nothing may try to export traces (no network)
-    yield
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM(behaviour="agent") as fake:
-        yield fake
+pytestmark = [pytest.mark.fake_llm(behaviour="agent"), pytest.mark.usefixtures("no_tracing")]
 
 
 @pytest.fixture

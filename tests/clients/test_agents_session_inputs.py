@@ -20,9 +20,11 @@ from contextd_client import AsyncContextdClient
 from contextd_client.agents import ContextdSession
 from openai import AsyncOpenAI
 
-from tests.clients.conftest import LoseAnswers
-from tests.clients.responses_model import ResponsesModel
-from tests.clients.test_agents_adapter import no_tracing, read_file  # noqa: F401  (fixture)
+from tests.support.agents_tools import read_file
+from tests.support.clients import LoseAnswers
+from tests.support.responses_model import ResponsesModel
+
+pytestmark = pytest.mark.usefixtures("no_tracing")
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from contextd_client import (
     ValidationFailed,
 )
 
-from tests.clients.conftest import LoseAnswers
+from tests.support.clients import LoseAnswers
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
 

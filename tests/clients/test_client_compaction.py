@@ -1,10 +1,9 @@
 """`compact(wait=True)` against an app that runs compactions (a real HTTP model,
-tests/fakellm.py) on its own database: a lost answer reports the job the call ran."""
+tests/support/fakellm.py) on its own database: a lost answer reports the job the call ran."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import httpx
 import pytest
@@ -12,27 +11,11 @@ from contextd_client import AsyncContextdClient
 from fastapi import FastAPI
 
 from app.main import create_app
-from tests.clients.conftest import LoseAnswers
-from tests.fakellm import FakeLLM
 from tests.support.apps import model_settings
+from tests.support.clients import SMALL, LoseAnswers
+from tests.support.fakellm import FakeLLM
 
-SMALL: dict[str, Any] = {
-    "context_limit": 4000,
-    "auto_compact": False,
-    "compaction": {
-        "reserved_output_tokens": 0,
-        "safety_margin_tokens": 0,
-        "min_preserved_turns": 2,
-        "min_free_ratio": 0.0,
-        "regrowth_ratio": 0.0,
-    },
-}
-
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM(slow_s=0.3) as server:
-        yield server
+pytestmark = pytest.mark.fake_llm(slow_s=0.3)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """`revert_compaction` of contextd-client against a real contextd that runs compactions
-(a real HTTP model, tests/fakellm.py) on its own database."""
+(a real HTTP model, tests/support/fakellm.py) on its own database."""
 
 from __future__ import annotations
 
@@ -10,15 +10,11 @@ from contextd_client import AsyncContextdClient, Conflict, NotFound, RevertResul
 from fastapi import FastAPI
 
 from app.main import create_app
-from tests.clients.test_client_compaction import SMALL
-from tests.fakellm import FakeLLM
 from tests.support.apps import model_settings
+from tests.support.clients import SMALL
+from tests.support.fakellm import FakeLLM
 
-
-@pytest.fixture(scope="module")
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM(slow_s=0.3) as server:
-        yield server
+pytestmark = pytest.mark.fake_llm(slow_s=0.3)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
@@ -15,26 +14,13 @@ from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_anthropic.middleware import AnthropicPromptCachingMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from tests.fakellm import FakeLLM
+from tests.support.fakellm import FakeLLM
+from tests.support.langchain_tools import read_file
 
-FILES = {"notes.txt": "alpha\nbeta\ngamma", "todo.md": "ship it"}
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a text file of the project."""
-    text = FILES.get(path)
-    return f"{len(text.splitlines())} lines in {path}" if text else f"no file {path}"
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM(behaviour="agent") as fake:
-        yield fake
+pytestmark = pytest.mark.fake_llm(behaviour="agent")
 
 
 def chat_model(llm: FakeLLM) -> ChatOpenAI:

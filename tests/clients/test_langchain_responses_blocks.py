@@ -15,8 +15,8 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 
-from tests.clients.responses_model import ResponsesModel
-from tests.clients.test_langchain_adapter import read_file
+from tests.support.langchain_tools import read_file
+from tests.support.responses_model import ResponsesModel
 
 
 @pytest.fixture

@@ -3,34 +3,13 @@ is exact without the caller carrying ids (real app over ASGI, real PostgreSQL)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import httpx
 from contextd_client import AsyncContextdClient, Context
 
-from app.core.tokens import get_counter
-from tests.clients.conftest import LoseAnswers
-
-MODEL = "gpt-4o"
-COUNTER = get_counter(MODEL)
-WIDE = 100_000
-NARROW = 600  # trims once the log passes ~5 of these messages
-
-
-def say(role: str, i: int) -> dict[str, Any]:
-    words = " ".join(f"{role}{i}-{w}" for w in range(40))
-    return {"role": role, "content": f"step {i}: {words}"}
-
-
-def measured(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> int:
-    """Tokens of the leading messages identical in both payloads (no tools sent)."""
-    tokens = 0
-    for a, b in zip(before, after, strict=False):
-        if a != b:
-            break
-        tokens += COUNTER.count_message(b)
-    return tokens
+from tests.support.clients import LoseAnswers
+from tests.support.prefix_echo import MODEL, NARROW, WIDE, measured, say
 
 
 def echoed(transport: LoseAnswers) -> list[str | None]:

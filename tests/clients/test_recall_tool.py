@@ -6,11 +6,9 @@ adapter and the LangChain adapter (MCP: tests/process/test_mcp.py)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import pytest
-from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, set_tracing_disabled
+from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner
 from contextd_client import AsyncContextdClient
 from contextd_client.agents import ContextdSession
 from contextd_client.langchain import ContextdMiddleware
@@ -19,51 +17,10 @@ from langchain.agents import create_agent
 from langchain_openai import ChatOpenAI
 from openai import AsyncOpenAI
 
-from tests.fakellm import FakeLLM
+from tests.support.fakellm import FakeLLM
+from tests.support.recall_history import BUDGET, QUESTION, SECRET, history
 
-TOKEN = "ZK-55012"
-SECRET = f"line 200: deploy token {TOKEN} issued for prod"
-QUESTION = f"Which deploy printed the token {TOKEN}"
-BUDGET = 4000
-
-
-def history() -> list[dict[str, Any]]:
-    """Forty steps; the third one's output holds the secret in the middle of 400 lines,
-    so a payload shows it as a preview (head and tail) at most, or drops it."""
-    out: list[dict[str, Any]] = []
-    for i in range(40):
-        lines = [f"line {n}: step {i} building" for n in range(400)]
-        if i == 2:
-            lines[200] = SECRET
-        out += [
-            {"role": "user", "content": f"run step {i}"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"c{i}",
-                        "type": "function",
-                        "function": {"name": "shell", "arguments": json.dumps({"step": i})},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": f"c{i}", "content": "\n".join(lines)},
-            {"role": "assistant", "content": f"step {i} done"},
-        ]
-    return out
-
-
-@pytest.fixture(autouse=True)
-def no_tracing() -> Iterator[None]:
-    set_tracing_disabled(True)
-    yield
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM(behaviour="recall") as fake:
-        yield fake
+pytestmark = [pytest.mark.fake_llm(behaviour="recall"), pytest.mark.usefixtures("no_tracing")]
 
 
 def sent_before_recall(llm: FakeLLM) -> str:

@@ -15,10 +15,10 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 
-from tests.clients.test_langchain_adapter import read_file
-from tests.clients.test_prefix_echo import MODEL, WIDE, measured, say
-from tests.fakellm import FakeLLM
-from tests.process.conftest import Server
+from tests.support.fakellm import FakeLLM
+from tests.support.langchain_tools import read_file
+from tests.support.prefix_echo import MODEL, WIDE, measured, say
+from tests.support.processes import Server
 
 
 class LoseFirstAppendAnswer(httpx.HTTPTransport):

@@ -16,9 +16,9 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.process.conftest import REPO
 from tests.support.databases import admin, with_database
 from tests.support.ports import free_port
+from tests.support.processes import REPO
 
 
 @pytest.fixture(scope="module", params=["SQL_ASCII", "LATIN1"])

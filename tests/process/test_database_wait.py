@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import URL, make_url
 
-from tests.process.conftest import REPO, Server
 from tests.support.ports import free_port
+from tests.support.processes import REPO, Server
 
 WAITING = "database not reachable yet, retrying in"
 LOG_TIMEOUT_S = 120.0

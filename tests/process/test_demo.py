@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.process.conftest import REPO
+from tests.support.processes import REPO
 
 pytestmark = pytest.mark.slow
 

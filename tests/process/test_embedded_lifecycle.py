@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from app.db.embedded import is_running, start_embedded, stop_embedded
-from tests.process.conftest import REPO, Server
+from tests.support.processes import REPO, Server
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.fakellm import FakeLLM
-from tests.process.conftest import REPO, Server
+from tests.support.fakellm import FakeLLM
+from tests.support.processes import REPO, Server
 
 
 async def test_the_example_agent_answers_from_a_tool_and_leaves_a_whole_log(
@@ -111,7 +111,7 @@ async def test_the_agents_sdk_example_remembers_and_undoes(
 async def test_the_example_agent_recalls_what_its_payload_left_out(
     start_server: Callable[..., Server], tmp_path: Path
 ) -> None:
-    from tests.clients.test_recall_tool import QUESTION, SECRET, history
+    from tests.support.recall_history import QUESTION, SECRET, history
 
     server = start_server()
     sid = f"example-recall-{uuid.uuid4().hex[:8]}"

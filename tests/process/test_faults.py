@@ -40,9 +40,10 @@ import pytest
 
 from app.db.engine import normalise_url
 from app.db.migrate import run_migrations
-from tests.fakellm import FakeLLM
-from tests.process.conftest import Server
+from tests.support.apps import model_env
 from tests.support.databases import admin, plain_url, with_database
+from tests.support.fakellm import FakeLLM
+from tests.support.processes import Server
 from tests.support.tail import tail_violation
 
 pytestmark = pytest.mark.slow
@@ -279,13 +280,12 @@ async def test_sigkill_during_compactions_resumes_jobs_after_restart(
 ) -> None:
     """Two jobs in their model call and one waiting when the process dies; all three finish."""
     async with FakeLLM(behaviour="timeout") as llm:  # model calls hang until the kill
-        env = {
-            "CONTEXTD_LLM_BASE_URL": llm.base_url,
-            "CONTEXTD_LLM_MODEL": "fake",
-            "CONTEXTD_JOB_LEASE_S": "2",
-            "CONTEXTD_COMPACTION_WORKERS": "2",
-            "COMPACTION_COMPACT_TIMEOUT_S": "10",
-        }
+        env = model_env(
+            llm.base_url,
+            CONTEXTD_JOB_LEASE_S="2",
+            CONTEXTD_COMPACTION_WORKERS="2",
+            COMPACTION_COMPACT_TIMEOUT_S="10",
+        )
         server = start_server(env)
         sids = [fresh_sid(f"killjob{i}") for i in range(3)]
         ledger = Ledger()
@@ -348,12 +348,11 @@ async def test_sigkill_during_appends_and_auto_compactions(
 ) -> None:
     """Agents append while automatic compactions are in flight; the process dies; they retry."""
     async with FakeLLM(behaviour="slow", slow_s=1.0) as llm:
-        env = {
-            "CONTEXTD_LLM_BASE_URL": llm.base_url,
-            "CONTEXTD_LLM_MODEL": "fake",
-            "CONTEXTD_JOB_LEASE_S": "2",
-            "COMPACTION_COMPACT_TIMEOUT_S": "10",
-        }
+        env = model_env(
+            llm.base_url,
+            CONTEXTD_JOB_LEASE_S="2",
+            COMPACTION_COMPACT_TIMEOUT_S="10",
+        )
         server = start_server(env)
         sids = [fresh_sid(f"killapp{i}") for i in range(4)]
         ledger = Ledger()
@@ -535,11 +534,10 @@ async def test_model_hanging_or_dropping_degrades_compaction_without_blocking(
 ) -> None:
     timeout_s = 3.0
     async with FakeLLM(behaviour=behaviour) as llm:
-        env = {
-            "CONTEXTD_LLM_BASE_URL": llm.base_url,
-            "CONTEXTD_LLM_MODEL": "fake",
-            "COMPACTION_COMPACT_TIMEOUT_S": str(timeout_s),
-        }
+        env = model_env(
+            llm.base_url,
+            COMPACTION_COMPACT_TIMEOUT_S=str(timeout_s),
+        )
         server = start_server(env)
         sid = fresh_sid(f"model-{behaviour}")
         ledger = Ledger()
@@ -607,12 +605,11 @@ async def test_two_servers_one_killed_mid_compaction_the_other_finishes_it(
     start_server: Callable[..., Server], database_url: str
 ) -> None:
     async with FakeLLM(behaviour="timeout") as llm:
-        env = {
-            "CONTEXTD_LLM_BASE_URL": llm.base_url,
-            "CONTEXTD_LLM_MODEL": "fake",
-            "CONTEXTD_JOB_LEASE_S": "2",
-            "COMPACTION_COMPACT_TIMEOUT_S": "10",
-        }
+        env = model_env(
+            llm.base_url,
+            CONTEXTD_JOB_LEASE_S="2",
+            COMPACTION_COMPACT_TIMEOUT_S="10",
+        )
         a, b = start_server(env), start_server(env)
         sid = fresh_sid("twoproc")
         ledger = Ledger()

@@ -8,7 +8,7 @@ import socket
 import uuid
 from collections.abc import Callable
 
-from tests.process.conftest import Server
+from tests.support.processes import Server
 
 
 def _request(sock: socket.socket, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:

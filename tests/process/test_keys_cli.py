@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import httpx
 
-from tests.process.conftest import REPO, Server
+from tests.support.processes import REPO, Server
 
 
 def _cli(url: str, *args: str) -> str:

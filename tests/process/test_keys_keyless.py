@@ -14,7 +14,7 @@ import httpx
 
 from app.auth.keys import Keyring, create_key
 from app.db import engine as database
-from tests.process.conftest import REPO, Server
+from tests.support.processes import REPO, Server
 
 
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:

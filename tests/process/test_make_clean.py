@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.db.embedded import is_running, start_embedded, stop_embedded
-from tests.process.conftest import REPO
+from tests.support.processes import REPO
 
 pytestmark = pytest.mark.slow
 

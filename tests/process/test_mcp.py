@@ -12,7 +12,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.process.conftest import Server
+from tests.support.processes import Server
 
 ALPHA, BETA = "mcp-key-alpha-0123456789", "mcp-key-beta-9876543210"
 
@@ -123,8 +123,8 @@ async def test_an_agent_recalls_a_trimmed_output_through_mcp(
     from contextd_client.recall import format_message, format_search
     from openai import AsyncOpenAI
 
-    from tests.clients.test_recall_tool import QUESTION, SECRET, history
-    from tests.fakellm import FakeLLM
+    from tests.support.fakellm import FakeLLM
+    from tests.support.recall_history import QUESTION, SECRET, history
 
     server = start_server(env={"CONTEXTD_API_KEYS": f"{ALPHA}:alpha"})
     headers = {"Authorization": f"Bearer {ALPHA}"}

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.process.conftest import REPO
+from tests.support.processes import REPO
 
 
 def test_no_url_and_no_embedded_server_is_a_clear_exit_2(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tests.process.conftest import REPO, Server
+from tests.support.processes import REPO, Server
 
 README = (REPO / "README.md").read_text()
 _BLOCK = re.compile(r"```(\w*)\n(.*?)```", re.S)

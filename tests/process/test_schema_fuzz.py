@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.process.conftest import Server
+from tests.support.processes import Server
 
 KEY = "fuzz-key-0123456789abcdef"
 EXAMPLES = os.environ.get("CONTEXTD_FUZZ_EXAMPLES", "20")

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy.engine import make_url
 
-from tests.process.conftest import READY_TIMEOUT_S, REPO, Server
+from tests.support.processes import READY_TIMEOUT_S, REPO, Server
 
 
 async def test_serve_answers_over_tcp_and_logs_json(start_server: Callable[..., Server]) -> None:

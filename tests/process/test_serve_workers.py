@@ -21,7 +21,7 @@ import httpx
 from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 
 from app.db.embedded import is_running
-from tests.process.conftest import Server
+from tests.support.processes import Server
 
 
 def children(pid: int) -> set[int]:

@@ -14,10 +14,11 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.api.test_messages import call, result, user
-from tests.fakellm import FakeLLM
-from tests.process.conftest import Server
+from tests.support.apps import model_env
 from tests.support.databases import plain_url
+from tests.support.fakellm import FakeLLM
+from tests.support.messages import call, result, user
+from tests.support.processes import Server
 
 # Start-up (imports, tokenizer, migrations) takes 15-30 s on the shared 2-core machine
 # under a load average of 10+: the conftest's 30 s is too tight for two processes.
@@ -61,13 +62,12 @@ async def test_killed_worker_job_is_taken_over(make_database: Callable[[], str])
 
 async def _takeover(start_server: Callable[..., Server]) -> None:
     async with FakeLLM(behaviour="slow", slow_s=4.0) as llm:
-        env = {
-            "CONTEXTD_LLM_BASE_URL": llm.base_url,
-            "CONTEXTD_LLM_MODEL": "fake",
-            "CONTEXTD_RUN_COMPACTIONS_IN_PROCESS": "false",
-            "CONTEXTD_JOB_LEASE_S": "3",
-            "COMPACTION_COMPACT_TIMEOUT_S": "10",
-        }
+        env = model_env(
+            llm.base_url,
+            CONTEXTD_RUN_COMPACTIONS_IN_PROCESS="false",
+            CONTEXTD_JOB_LEASE_S="3",
+            COMPACTION_COMPACT_TIMEOUT_S="10",
+        )
         server = start_server(env)
         sid = "worker-takeover"
         async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as c:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 
@@ -11,14 +12,21 @@ from app.core.settings import CompactionSettings, Settings, load_settings
 from app.main import create_app
 
 
-def model_settings(base_url: str, compact_timeout_s: float) -> Settings:
+def model_settings(base_url: str, compact_timeout_s: float, **overrides: Any) -> Settings:
     """Settings of an app whose compactions go to the fake model at `base_url`."""
     return load_settings(
         llm_base_url=base_url,
         llm_model="fake-summariser",
         job_lease_s=3.0,
         compaction=CompactionSettings(compact_timeout_s=compact_timeout_s),
+        **overrides,
     )
+
+
+def model_env(base_url: str, **env: str) -> dict[str, str]:
+    """The environment of a `contextd` process whose compactions go to the fake model at
+    `base_url`, with `env` added."""
+    return {"CONTEXTD_LLM_BASE_URL": base_url, "CONTEXTD_LLM_MODEL": "fake", **env}
 
 
 @asynccontextmanager

@@ -4,7 +4,7 @@ A user steering an agent types short instructions in the middle of a run:
 "from here on, dates as ISO 8601", "my laptop runs Windows". Whether contextd
 keeps them must not depend on the user happening to say "must" or "必须", so
 every phrasing here shares no word with the constraint/decision/preference/todo
-word lists of the signal detectors (`tests/unit/test_planted.py` checks it),
+word lists of the signal detectors (`tests/test_support_planted.py` checks it),
 and each carries a `marker`: a distinctive verbatim substring (not in the
 dataset) by which its visibility in a payload or summary is checked.
 

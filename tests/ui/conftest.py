@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.console_data import Seeded, seed
-from tests.support.ports import free_port
+from tests.support.console_ui import KEY_A, KEY_B, ConsoleServer
 
-REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / ".artifacts" / "ui"
-KEY_A = "ctxd_console-test-key-alpha"
-KEY_B = "ctxd_console-test-key-bravo"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -61,44 +54,6 @@ def chromium() -> str:
         pytest.skip(missing)
     assert path is not None
     return path
-
-
-class ConsoleServer:
-    """The app served by uvicorn on a free port, in a thread of the test process: a real
-    HTTP server for the browser, without a process start (imports, migrations) to wait for."""
-
-    def __init__(self, database_url: str) -> None:
-        import uvicorn
-
-        from app.core.settings import load_settings
-        from app.main import create_app
-
-        settings = load_settings(
-            api_keys=f"{KEY_A}:tenant-a,{KEY_B}:tenant-b", run_compactions_in_process=True
-        )
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(settings, database_url=database_url),
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
-            lifespan="on",
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="console-server", daemon=True)
-
-    def start(self, timeout: float = 60) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + timeout
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the console test server did not start")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
 
 
 @pytest.fixture(scope="module")
@@ -154,14 +109,3 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     told = ("401", "404", *getattr(request.node, "expected_console_errors", ()))
     real = [e for e in errors if not any(code in e for code in told)]
     assert not real, real
-
-
-def screenshot(page: Any, name: str, full_page: bool = True) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    size = page.viewport_size
-    if full_page:  # as tall as the content, no taller
-        page.set_viewport_size({"width": size["width"], "height": 200})
-    page.screenshot(path=str(path), full_page=full_page)
-    page.set_viewport_size(size)
-    return path

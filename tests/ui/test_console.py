@@ -8,27 +8,7 @@ import httpx
 from playwright.sync_api import expect
 
 from tests.support.console_data import Seeded
-from tests.ui.conftest import KEY_A, KEY_B, ConsoleServer, screenshot
-
-
-def login(page: Any, server: ConsoleServer, key: str, hash_: str = "#/sessions") -> None:
-    # A route change on a page that shows the form asks /ui/api/me again and, still
-    # without a key, renders a new form: a key typed into the old one, just before it
-    # is replaced, is never submitted (CI saw it). Fill only the form of this route.
-    page.evaluate("document.getElementById('login')?.setAttribute('data-stale', '')")
-    page.goto(f"{server.base_url}/ui/{hash_}")
-    page.wait_for_selector("#login:not([data-stale])")
-    page.fill("#key-input", key)
-    page.click("#login button[type=submit]")
-    page.wait_for_selector("#tenant")
-
-
-def rows_by_session(page: Any) -> dict[str, str]:
-    page.wait_for_selector("#sessions-body tr[data-session]")
-    return {
-        r.get_attribute("data-session"): r.get_attribute("data-status")
-        for r in page.query_selector_all("#sessions-body tr[data-session]")
-    }
+from tests.support.console_ui import KEY_A, KEY_B, ConsoleServer, login, rows_by_session, screenshot
 
 
 def test_sessions_table_shows_each_status_the_lease_and_the_last_compaction(

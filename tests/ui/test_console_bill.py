@@ -8,8 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.ui.conftest import KEY_A, ConsoleServer
-from tests.ui.test_console import login
+from tests.support.console_ui import KEY_A, ConsoleServer, login
 
 SYSTEM = " ".join(
     f"Rule {k}: keep file src/rule_{k}.py unchanged unless asked." for k in range(120)

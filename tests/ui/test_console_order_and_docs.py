@@ -9,8 +9,7 @@ from typing import Any
 import httpx
 
 from tests.support.console_data import Seeded
-from tests.ui.conftest import KEY_A, ConsoleServer, screenshot
-from tests.ui.test_console import login, rows_by_session
+from tests.support.console_ui import KEY_A, ConsoleServer, login, rows_by_session, screenshot
 
 
 def test_the_latest_active_session_leads_by_default(

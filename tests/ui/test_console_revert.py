@@ -8,8 +8,7 @@ import httpx
 import pytest
 
 from tests.support.console_data import turn
-from tests.ui.conftest import KEY_A, ConsoleServer, screenshot
-from tests.ui.test_console import login
+from tests.support.console_ui import KEY_A, ConsoleServer, login, screenshot
 
 
 def _api(server: ConsoleServer) -> httpx.Client:
