@@ -107,7 +107,7 @@ def test_no_tracked_file_names_a_path_of_a_build_machine() -> None:
 # span; a whole file otherwise) as a past measurement: "`bench/<name>.py` (since
 # removed, last at <commit>)", where <commit> still holds it. An option a bench no
 # longer has is marked the same way: "`--<option>` (since removed, last at <commit>)".
-_BENCH = re.compile(r"bench/(\w+\.(?:py|sh))")
+_BENCH = re.compile(r"(?<![\w/])bench/(\w+\.(?:py|sh))")
 _OPTION = re.compile(r"(?<![\w-])--[a-z][\w-]*")
 _REMOVED = r"`?,? \(?since removed, last at ([0-9a-f]{7,40})"
 

@@ -10,7 +10,7 @@ hands PostgreSQL a ready `tsvector`:
   conversation mixes languages, and a stemmer of one language mangles the rest;
 - an identifier (`src/app/models.py`, `snake_case_name`, `getUserName`,
   `HXDUBJ`) is indexed whole and as its parts at consecutive positions, so it
-  is found whole, and by any run of its parts (`app/db/models.py`, `case_name`,
+  is found whole, and by any run of its parts (`app/models.py`, `case_name`,
   `UserName`): through the index by the AND of the parts, wherever the message
   holds them, then checked against the message's text (`Term.needle`);
 - a run of CJK characters (no spaces between words) is indexed as overlapping

@@ -71,13 +71,13 @@ def test_positions_past_the_bound_are_clamped_and_written_once() -> None:
 
 
 def test_a_query_term_has_an_exact_form_beside_its_wider_one() -> None:
-    word, ident, short = text.query_terms("datenbank app/db/models.py ab")
+    word, ident, short = text.query_terms("datenbank app/models.py ab")
     assert (word.tsquery, word.exact) == ("'datenbank':*", "'datenbank'")
     # An identifier of several parts is looked up whole or by the AND of its parts
     # (no positions: PostgreSQL keeps 256 per lexeme), confirmed by its phrase or text.
-    assert ident.tsquery == ident.exact == "'app/db/models.py' | ('app' & 'models' & 'py')"
-    assert ident.strict == "'app/db/models.py' | ('app' <-> 'models' <-> 'py')"
-    assert ident.best == "'app/db/models.py'"  # a token of its own ranks first
+    assert ident.tsquery == ident.exact == "'app/models.py' | ('app' & 'models' & 'py')"
+    assert ident.strict == "'app/models.py' | ('app' <-> 'models' <-> 'py')"
+    assert ident.best == "'app/models.py'"  # a token of its own ranks first
     assert r"[aA][pP][pP]\/[mM][oO][dD][eE][lL][sS]\.[pP][yY]" in ident.needle
     assert short.tsquery == short.exact == "'ab'"
     assert (word.best, short.best) == ("'datenbank'", "")

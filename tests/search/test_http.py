@@ -36,7 +36,7 @@ async def logged(client: httpx.AsyncClient, sid: str) -> str:
         ("HXDUBJ", {5}),  # a code, case-insensitive
         ("hxdu", {5}),  # by its start
         ("src/app/models.py", {1, 2}),  # a path, in a user message and tool-call arguments
-        ("app/db/models.py", {1, 2}),  # by a run of its parts
+        ("app/models.py", {1, 2}),  # by a run of its parts
         ("models.py", {1, 2}),
         ("snake_case_name", {3}),  # an identifier whole ...
         ("case_name", {3}),  # ... and by part

@@ -69,8 +69,8 @@ async def test_an_identifier_found_by_a_run_of_its_parts_in_a_long_session(
         else:
             log.append(user(f"models of the app, in py: notes {i}"))
     await append(client, sid, *log)
-    # No message holds `app/db/models.py` as a whole: the phrase of its parts finds them.
-    assert seqs(await search(client, sid, "app/db/models.py", limit=3)) == [80, 70, 60]
+    # No message holds `app/models.py` as a whole: the phrase of its parts finds them.
+    assert seqs(await search(client, sid, "app/models.py", limit=3)) == [80, 70, 60]
 
 
 async def test_filters_hold_on_every_path(client: httpx.AsyncClient, sid: str) -> None:
