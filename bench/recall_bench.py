@@ -1,15 +1,12 @@
 """Recall: search latency at scale, and recall@3.
 
     python bench/recall_bench.py [--parts latency,recall] [--database-url URL]
-        [--messages 1000000] [--big 100000] [--before REV] [--keep]
+        [--messages 1000000] [--big 100000] [--keep]
         [--budget 8000] [--zh-budgets 300,500,1000,2000] [--pad 0] [--statistics analyze|none]
 
 Each part runs in a throwaway database (on `--database-url`, else
 `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL), migrated to head, with the
-app built in this process (`create_app`: no HTTP server in between). `--before REV`
-(latency and recall) also runs `app/search` as it was at commit REV, with the query
-side of `app/index/lexemes.py` it had, alternated with the working tree's query
-by query, and says how often both found the same messages.
+app built in this process (`create_app`: no HTTP server in between).
 
 1. latency: `--messages` messages in all, `--big` of them in one session and the
    rest in sessions of 5,000: each distinct dataset message's row and lexemes are
@@ -311,62 +308,6 @@ def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
     }
 
 
-def _packages() -> dict[str, Any]:
-    import app.messages
-    import app.search
-
-    return {
-        "lexemes": app.messages,
-        "repository": app.search,
-        # What ranking and service import of their own (a query's forms, its literals):
-        # the revision's too, or `before` would rank with the working tree's.
-        "forms": app.search,
-        "hits": app.search,
-        "ranking": app.search,
-        "service": app.search,
-    }
-
-
-def before_search(rev: str) -> Any:
-    """`app.search.service` as it was at commit `rev`, with its own repository (and
-    ranking where it had one) and the query side of `app/index/lexemes.py` it had
-    (how a query is split, its literals), to time beside the working tree's in the
-    same run. What appends store is the working tree's: the loaded database is one."""
-    import importlib.util
-    import subprocess
-
-    packages = _packages()
-    root = Path(__file__).resolve().parents[1]
-    loaded: dict[str, Any] = {}
-    for name, package in packages.items():
-        path = f"app/{package.__name__.split('.')[-1]}/{name}.py"
-        shown = subprocess.run(
-            ["git", "-C", str(root), "show", f"{rev}:{path}"], capture_output=True, text=True
-        )
-        if shown.returncode != 0:
-            continue
-        spec = importlib.util.spec_from_loader(f"before_{name}", loader=None)
-        assert spec is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up by name
-        full = {n: f"{p.__name__}.{n}" for n, p in packages.items() if n in loaded}
-        saved = {n: sys.modules.get(f) for n, f in full.items()}
-        try:  # its imports of its siblings get the old siblings
-            for n, f in full.items():
-                sys.modules[f] = loaded[n]
-                setattr(packages[n], n, loaded[n])
-            exec(compile(shown.stdout, f"{rev}:{path}", "exec"), module.__dict__)
-        finally:
-            for n, cur in saved.items():
-                if cur is None:
-                    sys.modules.pop(full[n], None)
-                else:
-                    sys.modules[full[n]] = cur
-                    setattr(packages[n], n, cur)
-        loaded[name] = module
-    return loaded["service"]
-
-
 # Codes the model searched for ECHOES times through the recall tool, in the load: its
 # calls and their answers (which quote the code) are among the newest messages, and
 # the search ranks them after the message that holds the code.
@@ -422,26 +363,21 @@ def _holder(n: int) -> int:
     return n * CODE_EVERY + 1
 
 
-async def latency(url: str, args: argparse.Namespace) -> tuple[list[list[object]], list[str]]:
-    from app.search import service
+async def latency(url: str, args: argparse.Namespace) -> tuple[list[list[object]], str]:
+    from contextd_client.recall import SEARCH_LIMIT
 
-    variants: list[tuple[str, Any]] = [("after" if args.before else "", service)]
-    if args.before:
-        variants.insert(0, (f"before ({args.before})", before_search(args.before)))
-    sids, _ = layout(args.big, args.messages)
+    from app.search.service import search
+
+    sid = layout(args.big, args.messages)[0][0]
     rows: list[list[object]] = []
-    notes: list[str] = []
     async with app_state(url) as app:
         db = app.state.database
         kinds = queries(load_messages(), args.big)
-        for _, search in variants:  # warm the pool and the cache a little
-            for q in kinds["unique code"][:5]:
-                await search.search(db, TENANT, sids[0], q)
-        await time_kinds(db, sids[0], variants, kinds, 10, rows)
+        for q in kinds["unique code"][:5]:  # warm the pool and the cache a little
+            await search(db, TENANT, sid, q)
+        await time_kinds(db, sid, kinds, 10, rows)
         # The codes the model searched for before (the load appended its calls and the
         # answers), at the recall tool's limit.
-        from contextd_client.recall import SEARCH_LIMIT
-
         echoed = echoed_codes(args.big)
         echo_kinds = {
             "code searched before": echoed,
@@ -449,62 +385,33 @@ async def latency(url: str, args: argparse.Namespace) -> tuple[list[list[object]
                 f"what did the output say about {c}?" for c in echoed
             ],
         }
-        await time_kinds(db, sids[0], variants, echo_kinds, SEARCH_LIMIT, rows)
-        for label, search in variants:
-            tops = [
-                (await search.search(db, TENANT, sids[0], c, limit=SEARCH_LIMIT)).hits
-                for c in echoed
-            ]
-            held = sum(
-                bool(t) and t[0].seq == _holder(int(c.removeprefix("RX-")))
-                for c, t in zip(echoed, tops, strict=True)
-            )
-            notes.append(
-                f"codes searched before{f' ({label})' if label else ''}: the message"
-                f" holding the code first in {held} of {len(echoed)} searches"
-            )
-    return rows, notes
+        await time_kinds(db, sid, echo_kinds, SEARCH_LIMIT, rows)
+        held = 0
+        for c in echoed:
+            top = (await search(db, TENANT, sid, c, limit=SEARCH_LIMIT)).hits
+            held += bool(top) and top[0].seq == _holder(int(c.removeprefix("RX-")))
+    note = f"codes searched before: the message holding the code first in {held} of {len(echoed)}"
+    return rows, note + " searches"
 
 
 async def time_kinds(
-    db: Any,
-    sid: str,
-    variants: list[tuple[str, Any]],
-    kinds: dict[str, list[str]],
-    limit: int,
-    rows: list[list[object]],
+    db: Any, sid: str, kinds: dict[str, list[str]], limit: int, rows: list[list[object]]
 ) -> None:
-    """Each query of each kind three times, by each variant in turn: a row per kind and
-    variant."""
+    """Each query of each kind three times: a row per kind."""
+    from app.search.service import search
+
     for kind, qs in kinds.items():
-        times: dict[str, list[float]] = {label: [] for label, _ in variants}
-        hits: dict[str, list[int]] = {label: [] for label, _ in variants}
-        same = 0
+        times: list[float] = []
+        hits: list[int] = []
         for _ in range(3):
             for q in qs:
-                seen = []
-                # Each query by each variant in turn: both meet the same load and cache.
-                for label, search in variants:
-                    start = time.perf_counter()
-                    found = await search.search(db, TENANT, sid, q, limit=limit)
-                    times[label].append((time.perf_counter() - start) * 1000)
-                    hits[label].append(len(found.hits))
-                    seen.append([h.seq for h in found.hits])
-                same += seen[0] == seen[-1]
-        for label, _ in variants:
-            t = times[label]
-            rows.append(
-                [
-                    kind,
-                    label,
-                    len(t),
-                    round(statistics.mean(hits[label]), 1),
-                    round(percentile(t, 50), 1),
-                    round(percentile(t, 99), 1),
-                    round(max(t), 1),
-                    f"{same / len(t):.0%}" if len(variants) > 1 else "",
-                ]
-            )
+                start = time.perf_counter()
+                found = await search(db, TENANT, sid, q, limit=limit)
+                times.append((time.perf_counter() - start) * 1000)
+                hits.append(len(found.hits))
+        rows.append([kind, len(times), round(statistics.mean(hits), 1),
+                     round(percentile(times, 50), 1), round(percentile(times, 99), 1),
+                     round(max(times), 1)])  # fmt: skip
 
 
 # --- 2. recall@3 -------------------------------------------------------------------------
@@ -588,11 +495,8 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
     from app.core.errors import ValidationFailed
     from app.index.searchable import searchable_text
     from app.messages import repository as messages_repo
-    from app.search import service
+    from app.search.service import search
 
-    variants: list[tuple[str, Any]] = [("after" if args.before else "", service)]
-    if args.before:
-        variants.insert(0, (f"before ({args.before})", before_search(args.before)))
     rows: list[list[object]] = []
     misses: list[str] = []
     async with app_state(url) as app:
@@ -600,18 +504,25 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
 
-            async def holds(sid: str, seq: int, ident: str) -> bool:
-                async with db.transaction() as s:
-                    m = await messages_repo.one(s, TENANT, sid, seq)
-                return m is not None and ident in searchable_text(m.body)
+            async def found(sid: str, q: str, ident: str) -> bool:
+                """Whether one of the top 3 messages for `q` holds `ident`."""
+                try:
+                    hits = (await search(db, TENANT, sid, q, limit=3)).hits
+                except ValidationFailed:  # a query past its bounds
+                    hits = []
+                for h in hits:
+                    async with db.transaction() as s:
+                        m = await messages_repo.one(s, TENANT, sid, h.seq)
+                    if m is not None and ident in searchable_text(m.body):
+                        return True
+                misses.append(f"{sid}: {q!r}")
+                return False
 
             convs_by_lang = conversations()
             runs = [("en", args.budget)] + [("zh", b) for b in args.zh_budgets]
             for lang, budget in runs:
-                convs = convs_by_lang[lang]
-                asked = 0
-                found: dict[tuple[str, str], int] = {}
-                for n, msgs in enumerate(convs):
+                asked = ids = nls = 0
+                for n, msgs in enumerate(convs_by_lang[lang]):
                     sid = f"recall-{lang}-{budget}-{n}"
                     done = 0
                     history_text = ""
@@ -646,40 +557,14 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
                                 continue
                             seen.add(ident)
                             asked += 1
-                            for q, which in ((ident, "id"), (NL[lang].format(ident), "nl")):
-                                for label, search in variants:
-                                    try:
-                                        result = await search.search(db, TENANT, sid, q, limit=3)
-                                        hits = result.hits
-                                    except ValidationFailed:  # a query past its bounds
-                                        hits = []
-                                    ok = False
-                                    for h in hits:
-                                        if await holds(sid, h.seq, ident):
-                                            ok = True
-                                            break
-                                    found[label, which] = found.get((label, which), 0) + ok
-                                    if not ok:
-                                        misses.append(f"{label} {sid} {which}: {q!r}")
-                for label, _ in variants:
-                    ids, nls = found.get((label, "id"), 0), found.get((label, "nl"), 0)
-                    rows.append(
-                        [
-                            lang,
-                            budget,
-                            label,
-                            asked,
-                            f"{ids}/{asked} = {ids / max(asked, 1):.1%}",
-                            f"{nls}/{asked} = {nls / max(asked, 1):.1%}",
-                        ]
-                    )
-    # The working tree's misses (the last variant's).
-    last = variants[-1][0]
-    mine = [line for line in misses if line.startswith(f"{last} ")]
-    for line in mine[:80]:
+                            ids += await found(sid, ident, ident)
+                            nls += await found(sid, NL[lang].format(ident), ident)
+                rows.append([lang, budget, asked, f"{ids}/{asked} = {ids / max(asked, 1):.1%}",
+                             f"{nls}/{asked} = {nls / max(asked, 1):.1%}"])  # fmt: skip
+    for line in misses[:80]:
         progress(f"  miss: {line}")
-    if len(mine) > 80:
-        progress(f"  … and {len(mine) - 80} more misses")
+    if len(misses) > 80:
+        progress(f"  … and {len(misses) - 80} more misses")
     return rows
 
 
@@ -695,11 +580,6 @@ def main() -> int:
         "--zh-budgets",
         type=lambda v: [int(b) for b in v.split(",")],
         default=[300, 500, 1000, 2000],
-    )
-    p.add_argument(
-        "--before",
-        metavar="REV",
-        help="latency: also time app/search as it was at commit REV, alternated",
     )
     p.add_argument(
         "--keep",
@@ -721,15 +601,12 @@ def main() -> int:
     if "latency" in parts:
         progress(f"latency: {args.messages:,} messages ({args.big:,} in one session)")
         with latency_database(server, args) as url:
-            rows, notes = asyncio.run(latency(url, args))
+            rows, note = asyncio.run(latency(url, args))
         print(f"## search latency: a {args.big:,}-message session in a "
               f"{args.messages:,}-message database (statistics: {args.statistics})\n")  # fmt: skip
-        headers = ["query", "search", "calls", "hits", "p50 ms", "p99 ms", "max ms", "same hits"]
-        if not args.before:  # one variant: no columns to tell them apart
-            headers = [h for h in headers if h not in ("search", "same hits")]
-            rows = [[r[0], *r[2:7]] for r in rows]
+        headers = ["query", "calls", "hits", "p50 ms", "p99 ms", "max ms"]
         print(markdown_table(headers, rows))
-        print("".join(f"\n{n}" for n in notes))
+        print(f"\n{note}")
     if "recall" in parts:
         with throwaway_database(server, prefix="contextd_recall") as db:
             from app.db.engine import run_migrations
@@ -737,10 +614,7 @@ def main() -> int:
             run_migrations(db.url)
             rows = asyncio.run(recall_at_3(db.url, args))
         print("\n## recall@3 of identifiers the payload lacks\n")
-        headers = ["language", "budget", "search", "asked", "by identifier", "by question"]
-        if not args.before:
-            headers.remove("search")
-            rows = [[r[0], r[1], *r[3:]] for r in rows]
+        headers = ["language", "budget", "asked", "by identifier", "by question"]
         print(markdown_table(headers, rows))
     print(f"\nload average after: {load_average()}")
     return 0
