@@ -63,6 +63,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -83,11 +84,10 @@ from app.compaction.artifacts import decode, range_artifacts, roll_artifacts
 from app.compaction.gate import KINDS as GATE_KINDS
 from app.compaction.model_client import ChatModelClient, ChatResult
 from app.compaction.provenance import message_text, split_cites
-from app.compaction.signals import classify, normalise, split_sentences
-from app.core.conversation import LoggedMessage, content_text
+from app.compaction.signals import classify, extract_identifiers, normalise, split_sentences
+from app.core.conversation import LoggedMessage, call_function, content_text
 from app.core.settings import CompactionSettings, load_settings
 from app.core.tokens import get_counter
-from bench.artifacts_bench import call_paths, reused_numbers
 from bench.common import (
     DATASET,
     check,
@@ -252,6 +252,61 @@ def probes(
         "paths": call_paths(compacted),
         "numbers": reused_numbers(list(log), watermark),
     }
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d{3,}(?:\.\d+)?(?![\w])")
+_PATHISH = re.compile(r"/|\.[A-Za-z][A-Za-z0-9]{0,7}$")
+
+
+def _args_values(m: LoggedMessage) -> list[str]:
+    """The leaf values of a message's tool-call arguments (the raw string where not JSON)."""
+    out = []
+    for call in m.body.get("tool_calls") or ():
+        raw = (call_function(call) or ("", ""))[1]
+        try:
+            stack = [json.loads(raw)]
+        except ValueError:
+            out.append(raw)
+            continue
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            elif item is not None:
+                out.append(str(item))
+    return out
+
+
+def call_paths(messages: Sequence[LoggedMessage]) -> set[str]:
+    """File paths in tool-call arguments: identifiers with a slash or a file extension."""
+    return {
+        ident
+        for m in messages
+        for value in _args_values(m)
+        for ident in extract_identifiers(value)
+        if _PATHISH.search(ident) and len(ident) <= 200
+    }
+
+
+def reused_numbers(log: Sequence[LoggedMessage], upto: int) -> set[str]:
+    """Numbers a tool output at or below seq `upto` returned that the agent uses afterwards."""
+    found: set[str] = set()
+    for i, m in enumerate(log):
+        if m.seq > upto:
+            break
+        if m.role != "tool":
+            continue
+        before = " ".join(x.text + " ".join(_args_values(x)) for x in log[:i] if x.role != "tool")
+        after = " ".join(
+            x.text + " ".join(_args_values(x)) for x in log[i + 1 :] if x.role == "assistant"
+        )
+        for n in set(_NUMBER.findall(m.text)):
+            used = rf"(?<![\w.]){re.escape(n)}(?![\w])"
+            if not re.search(used, before) and re.search(used, after):
+                found.add(n)
+    return found
 
 
 def answer_items(text: str) -> list[str]:
