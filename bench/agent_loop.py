@@ -74,13 +74,15 @@ from app.core.tokens import get_counter
 from app.db.models.job import ACTIVE
 from bench.common import (
     DATASET,
+    app_client,
     check,
-    database_options,
-    database_server,
+    ints,
     load_average,
     machine_info,
     markdown_table,
-    throwaway_database,
+    migrated_database,
+    parser,
+    progress,
 )
 from bench.context_quality import Case, plant, violations
 
@@ -903,6 +905,18 @@ async def run_entry(
             check(await c.put(f"/sessions/{sid}", json=body), 200, 201)
             sessions[(mode, budget)] = sid
     streams: dict[Key, Stream] = {}
+
+    async def search_misses(t: Tally, key: Key, upto: int, missing: list[str]) -> None:
+        """recall@3 of the identifiers a payload lacks; the log any session holds is the
+        one searched (messages[:upto])."""
+        found = inside = 0
+        for value in missing:
+            hit = await recall.found(c, next(iter(sessions.values())), case, upto, value)
+            found += hit
+            inside += not hit and not recall.held(case, upto, value)
+        t.ids_recalled += found
+        totals.recalled(key, entry.lang, len(missing), found, inside)
+
     done = 0
     for upto in call_points(case.messages):
         if upto > done:
@@ -914,8 +928,6 @@ async def run_entry(
         ids = needed(history, upto, case.messages[upto])
         repeats = repeats_of(results, upto, case.messages[upto])
         whole = full_tokens(case, upto)
-        # Any of the case's sessions holds the log the search reads (messages[:upto]).
-        search_sid = next(iter(sessions.values()))
         for budget in budgets:
             latest = max(users) if users else None
             call = Call(case, upto, budget, whole > budget, ids, latest, repeats)
@@ -936,13 +948,7 @@ async def run_entry(
                     sent = whole_by_seq(case, got)
                     compared = measure(t, call, payload, counts, held, stream, sent)
                     missing = locate_misses(t, call, history, payload, held)
-                    found = inside = 0
-                    for value in missing:
-                        hit = await recall.found(c, search_sid, case, upto, value)
-                        found += hit
-                        inside += not hit and not recall.held(case, upto, value)
-                    t.ids_recalled += found
-                    totals.recalled(key, entry.lang, len(missing), found, inside)
+                    await search_misses(t, key, upto, missing)
                     if args.calls is not None:
                         before = stream.summary_through
                         write_call(args.calls, key, call, counts, compared, got, before)
@@ -966,13 +972,7 @@ async def run_entry(
                 t = totals.tally(key)
                 measure(t, call, trimmed.payload, counts, held, stream)
                 missing = locate_misses(t, call, history, trimmed.payload, held)
-                found = inside = 0
-                for value in missing:
-                    hit = await recall.found(c, search_sid, case, upto, value)
-                    found += hit
-                    inside += not hit and not recall.held(case, upto, value)
-                t.ids_recalled += found
-                totals.recalled(key, entry.lang, len(missing), found, inside)
+                await search_misses(t, key, upto, missing)
         totals.calls[entry.group] = totals.calls.get(entry.group, 0) + 1
         # The agent's model call runs now: a compaction the appends triggered ends before
         # the next step is appended.
@@ -986,37 +986,15 @@ async def run_entry(
 
 
 async def run(args: argparse.Namespace, database_url: str, entries: list[Entry]) -> Totals:
-    from app.core.settings import load_settings
-    from app.main import create_app
-    from app.observability.logging import configure_logging
-
-    configure_logging("json", "WARNING")
-    # No model: a compaction stores the extractive summary.
-    settings = load_settings(
-        database_url=database_url,
-        llm_base_url=None,
-        llm_model=None,
-        llm_api_key=None,
-        api_keys=None,
-        compaction_workers=1,
-        run_compactions_in_process=False,  # settle() runs the jobs
-    )
     totals = Totals()
-    app = create_app(settings, database_url=database_url)
     started = time.perf_counter()
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://bench", timeout=120
-        ) as c:
-            for n, entry in enumerate(entries):
-                await run_entry(c, entry, args, totals, app.state.compactions)
-                print(
-                    f"[{time.perf_counter() - started:.0f}s] {n + 1}/{len(entries)} "
-                    f"{entry.case.id}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+    # No model: a compaction stores the extractive summary. settle() runs the jobs.
+    settings = {"compaction_workers": 1, "run_compactions_in_process": False}
+    async with app_client(database_url, **settings) as (c, app):
+        for n, entry in enumerate(entries):
+            await run_entry(c, entry, args, totals, app.state.compactions)
+            elapsed = time.perf_counter() - started
+            progress(f"[{elapsed:.0f}s] {n + 1}/{len(entries)} {entry.case.id}")
     return totals
 
 
@@ -1072,25 +1050,12 @@ def row_of(t: Tally) -> list[object]:
 
 
 def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) -> str:
-    headers = [
-        "sessions",
-        "half",
-        "budget",
-        "method",
-        "calls (trimming)",
-        "grounding",
-        "+ recall@3",
-        "recall@3 of misses",
-        "misses masked / left out",
-        "recent / budget",
-        "stable, trimming",
-        "stable, all",
-        "cost, trimming",
-        "re-reads (all)",
-        "instructions kept",
-        "tool-group violations",
-        "latest user",
-    ]
+    headers = (
+        "sessions", "half", "budget", "method", "calls (trimming)", "grounding", "+ recall@3",
+        "recall@3 of misses", "misses masked / left out", "recent / budget", "stable, trimming",
+        "stable, all", "cost, trimming", "re-reads (all)", "instructions kept",
+        "tool-group violations", "latest user",
+    )  # fmt: skip
     rows = []
     budgets = sorted({k[3] for k in tallies})
     for group in GROUPS:
@@ -1101,15 +1066,7 @@ def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) ->
                     t = tallies.get((mode_of, half, group, budget, method))
                     if t is None or not t.trim_calls:
                         continue
-                    rows.append(
-                        [
-                            group,
-                            half,
-                            f"{budget:,}",
-                            method_label(method),
-                            *row_of(t),
-                        ]
-                    )
+                    rows.append([group, half, f"{budget:,}", method_label(method), *row_of(t)])
     return markdown_table(headers, rows)
 
 
@@ -1154,16 +1111,8 @@ def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
     """The default strategy against the issue's targets, per half: grounding at or above
     the naive window's, stable prefix at least 80% (8k) / 95% (32k and above), input cost
     on trimming calls at most half the naive window's."""
-    headers = (
-        "sessions",
-        "budget",
-        "half",
-        "grounding (naive)",
-        "stable, trimming",
-        "cost (naive)",
-        "re-reads (naive)",
-        "targets met",
-    )
+    headers = ("sessions", "budget", "half", "grounding (naive)", "stable, trimming",
+               "cost (naive)", "re-reads (naive)", "targets met")  # fmt: skip
     rows = []
     for group in ("dataset (all)", "long agent runs"):
         for budget in sorted({k[3] for k in tallies if k[2] == group}):
@@ -1185,17 +1134,10 @@ def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
                 if c > cn / 2:
                     failed.append("cost")
                 rows.append(
-                    (
-                        group,
-                        f"{budget:,}",
-                        half,
-                        f"{100 * g:.1f}% ({100 * gn:.1f}%)",
-                        f"{100 * st:.1f}%",
-                        f"{c:.2f} ({cn:.2f})",
-                        f"{ours.rereads} ({naive.rereads})",
-                        "yes" if not failed else "no: " + ", ".join(failed),
-                    )
-                )
+                    (group, f"{budget:,}", half, f"{100 * g:.1f}% ({100 * gn:.1f}%)",
+                     f"{100 * st:.1f}%", f"{c:.2f} ({cn:.2f})", f"{ours.rereads} ({naive.rereads})",
+                     "yes" if not failed else "no: " + ", ".join(failed))
+                )  # fmt: skip
     return markdown_table(headers, rows)
 
 
@@ -1203,13 +1145,14 @@ def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--budgets", default="8000,32000,128000")
+    p = parser(__doc__)
+    p.add_argument("--budgets", type=ints, default="8000,32000,128000")
     p.add_argument("--strategies", default="", help="comma-separated; default every strategy")
     p.add_argument("--compaction", default=None, help="off, on, or off,on (default off,on)")
     p.add_argument("--limit", type=int, default=0, help="first N dataset sessions only")
     p.add_argument(
         "--dialogue-budgets",
+        type=ints,
         default="1000,2000",
         help="extra budgets for the dialogues (none of them trims at 8,000)",
     )
@@ -1225,7 +1168,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=0,
         help="cut each long run at its first model call past this many tokens (0: whole)",
     )
-    p.add_argument("--long-budgets", default="32000,128000")
+    p.add_argument("--long-budgets", type=ints, default="32000,128000")
     p.add_argument("--k", type=int, default=4, help="planted instructions per session")
     p.add_argument(
         "--quick",
@@ -1236,7 +1179,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--long-dataset", type=Path, default=None, help="beside --dataset by default")
-    database_options(p)
     p.add_argument(
         "--misses",
         type=argparse.FileType("w"),
@@ -1252,22 +1194,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     if args.quick:
-        args.budgets, args.long_budgets, args.dialogue_budgets = "8000,32000", "32000", "2000"
+        args.budgets, args.long_budgets, args.dialogue_budgets = [8000, 32000], [32000], [2000]
         args.strategies, args.long, args.limit = DEFAULT_STRATEGY, 2, 0
         args.compaction = args.compaction or "off"
         args.long_max_tokens = 80_000
-    args.compaction = args.compaction or "off,on"
+    args.compaction = [m for m in (args.compaction or "off,on").split(",") if m.strip()]
     if args.long_dataset is None:
         args.long_dataset = args.dataset.parent / "long-agent-runs.jsonl"
-
-    def ints(text: str) -> list[int]:
-        return [int(b) for b in text.split(",") if b.strip()]
-
-    args.budgets = ints(args.budgets)
-    args.long_budgets = ints(args.long_budgets)
-    args.dialogue_budgets = ints(args.dialogue_budgets)
     args.strategies = [s for s in args.strategies.split(",") if s.strip()] or available_strategies()
-    args.compaction = [m for m in args.compaction.split(",") if m.strip()]
     unknown = set(args.strategies) - set(available_strategies())
     if unknown or not args.budgets or not set(args.compaction) <= {"off", "on"}:
         p.error(f"bad --strategies {sorted(unknown)} or --budgets or --compaction")
@@ -1276,14 +1210,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = database_server(args)
-    from app.db.engine import run_migrations
-
     entries = load_entries(args)
     load_start = load_average()
     started = time.perf_counter()
-    with throwaway_database(server, prefix="contextd_agentloop") as db:
-        run_migrations(db.url)
+    with migrated_database(args, prefix="contextd_agentloop") as db:
         totals = asyncio.run(run(args, db.url, entries))
     tallies = with_all(totals.tallies, args.budgets)
     counts: dict[str, int] = {}

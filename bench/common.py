@@ -16,7 +16,6 @@ import math
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,15 +24,19 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import httpx
+
+if TYPE_CHECKING:
+    from app.compaction.model_client import ChatModelClient, ChatResult
 
 # Re-exported: the benches import these from here.
 from tests.support.databases import admin as admin
 from tests.support.databases import plain_url as plain_url
 from tests.support.databases import with_database as with_database
+from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET
@@ -55,10 +58,6 @@ def dataset_warning() -> str:
         f"\nWARNING: dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET): "
         "these figures are from a synthetic dialogue, not comparable with the dataset's"
     )
-
-
-# One POST of the seed stays well under the default 8 MiB body limit.
-SEED_BATCH_BYTES = 4 * 1024 * 1024
 
 
 # --- statistics and output -------------------------------------------------------------------
@@ -167,9 +166,19 @@ async def server_version(url: str) -> str:
         await conn.close()
 
 
-def database_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="an embedded PostgreSQL even if set")
+def parser(doc: str | None, database: bool = True) -> argparse.ArgumentParser:
+    """A bench's command line: its docstring as the help, and with `database`, where its
+    throwaway database goes (`database_server`)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    if database:
+        p.add_argument("--database-url", help="PostgreSQL server for the throwaway database")
+        p.add_argument("--embedded", action="store_true", help="an embedded PostgreSQL even if set")
+    return p
+
+
+def ints(text: str) -> list[int]:
+    """A comma-separated list of integers (`1000,10_000`), as an argparse type."""
+    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
 
 
 def database_server(args: argparse.Namespace) -> str | None:
@@ -219,13 +228,62 @@ def throwaway_database(
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def migrated_database(
+    args: argparse.Namespace, prefix: str = "contextd_bench"
+) -> Iterator[Throwaway]:
+    """`throwaway_database` on the server `args` names, migrated to head."""
+    from app.db.engine import run_migrations
+
+    with throwaway_database(database_server(args), prefix) as db:
+        run_migrations(db.url)
+        yield db
+
+
+@contextlib.asynccontextmanager
+async def app_client(url: str, **settings: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    """The app on `url` in this process, under its lifespan, and a client of it through
+    httpx's ASGI transport (no network). `settings` go over these: no model, no API key
+    (whatever the environment says), logs of warnings only, so stdout holds the tables.
+    The app is the second item (its `state`: the runner, the database, the caches)."""
+    from app.core.settings import load_settings
+    from app.main import create_app
+    from app.observability.logging import configure_logging
+
+    configure_logging("json", "WARNING")
+    unset = {"llm_base_url": None, "llm_model": None, "llm_api_key": None, "api_keys": None}
+    app = create_app(load_settings(**{"database_url": url, **unset, **settings}), database_url=url)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://bench", timeout=120
+        ) as c:
+            yield c, app
+
+
+class Recorder:
+    """A model client (the runner's), delegated, with each answer and the wall time of
+    each `complete` call kept."""
+
+    def __init__(self, inner: ChatModelClient) -> None:
+        self.inner = inner
+        self.answers: list[ChatResult] = []
+        self.seconds: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def complete(self, *args: Any, **kwargs: Any) -> ChatResult:
+        started = time.perf_counter()
+        try:
+            result = await self.inner.complete(*args, **kwargs)
+        finally:
+            self.seconds.append(time.perf_counter() - started)
+        self.answers.append(result)
+        return result
+
+
 # --- a real server process ---------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.asynccontextmanager
@@ -356,43 +414,6 @@ def with_unique_ids(m: dict[str, Any], suffix: str) -> dict[str, Any]:
     return m
 
 
-def batches(
-    messages: Iterator[dict[str, Any]], size: int, max_bytes: int = SEED_BATCH_BYTES
-) -> Iterator[list[dict[str, Any]]]:
-    """Groups of at most `size` messages and about `max_bytes` of JSON, in order."""
-    batch: list[dict[str, Any]] = []
-    nbytes = 0
-    for m in messages:
-        n = len(json.dumps(m, ensure_ascii=False).encode())
-        if batch and (len(batch) >= size or nbytes + n > max_bytes):
-            yield batch
-            batch, nbytes = [], 0
-        batch.append(m)
-        nbytes += n
-    if batch:
-        yield batch
-
-
-async def seed_session(
-    client: httpx.AsyncClient,
-    sid: str,
-    count: int,
-    messages: Sequence[dict[str, Any]],
-    batch_size: int = 500,
-) -> float:
-    """Append `count` dataset messages to `sid` through the real API; returns seconds taken."""
-    start = time.perf_counter()
-    for batch in batches(cycled(messages, count, salt=f"{sid}-"), batch_size):
-        r = await client.post(f"/sessions/{sid}/messages", json={"messages": batch})
-        if r.status_code != 201:
-            raise RuntimeError(f"seeding {sid}: HTTP {r.status_code}: {r.text[:500]}")
-    return time.perf_counter() - start
-
-
-# Tables whose rows belong to one session, and the column naming the session.
-SESSION_TABLES = (("sessions", "id"), ("messages", "session_id"), ("tool_calls", "session_id"))
-
-
 async def set_statistics(url: str, mode: str) -> None:
     """`analyze`: ANALYZE now, as autovacuum eventually would (the steady state). `none`: no
     statistics, and autovacuum off for this database's tables, so plans stay those of a
@@ -410,42 +431,6 @@ async def set_statistics(url: str, mode: str) -> None:
                 await conn.execute(f'ANALYZE "{t}"')
             else:
                 await conn.execute(f'ALTER TABLE "{t}" SET (autovacuum_enabled = false)')
-    finally:
-        await conn.close()
-
-
-async def clone_session(url: str, tenant: str, source: str, targets: Sequence[str]) -> None:
-    """Copy a session's row, log and tool calls under new ids, inside the database.
-
-    Much faster than seeding each copy over HTTP; the copies are byte-for-byte the
-    state the API produced for the source. Columns are read from the catalogue,
-    so the copy follows schema changes.
-    """
-    conn = await asyncpg.connect(plain_url(url), timeout=30)
-    try:
-        async with conn.transaction():
-            for table, key in SESSION_TABLES:
-                cols = [
-                    r["column_name"]
-                    for r in await conn.fetch(
-                        "SELECT column_name FROM information_schema.columns "
-                        "WHERE table_schema = current_schema() AND table_name = $1 "
-                        "AND is_generated = 'NEVER' "
-                        "AND COALESCE(identity_generation, '') <> 'ALWAYS' "
-                        "ORDER BY ordinal_position",
-                        table,
-                    )
-                ]
-                names = ", ".join(f'"{c}"' for c in cols)
-                values = ", ".join("$3::text" if c == key else f'"{c}"' for c in cols)
-                for target in targets:
-                    await conn.execute(
-                        f'INSERT INTO "{table}" ({names}) SELECT {values} FROM "{table}" '
-                        f'WHERE tenant_id = $1 AND "{key}" = $2',
-                        tenant,
-                        source,
-                        target,
-                    )
     finally:
         await conn.close()
 

@@ -52,10 +52,6 @@ Measured:
   job (claim, load, plan, summarise, store, commit) minus the wall time of
   every `ChatModelClient.complete` call it made (HTTP round trip to the fake
   server included). With no model nothing is subtracted.
-
-It works in a fresh `contextd_bench_<random>` database on the given server
-(default `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL) and drops it at
-the end. All traffic stays on 127.0.0.1. Progress goes to stderr, tables to stdout.
 """
 
 from __future__ import annotations
@@ -72,7 +68,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -81,7 +77,7 @@ if __package__ in (None, ""):  # `python bench/compaction_bench.py` from anywher
 
 from app.compaction import runner as runner_module
 from app.compaction.engine import summarise as engine_summarise
-from app.compaction.model_client import ChatModelClient, ChatResult
+from app.compaction.model_client import ChatModelClient
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.runner import CompactionRunner
 from app.compaction.service import plan_session
@@ -93,17 +89,18 @@ from app.core.tokens import get_counter
 from app.db.models import SessionRow
 from bench.common import (
     DATASET,
-    Throwaway,
+    Recorder,
+    app_client,
     check,
-    database_options,
-    database_server,
+    ints,
     load_average,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
     progress,
     server_version,
-    throwaway_database,
 )
 from tests.fakellm import FakeLLM
 
@@ -258,18 +255,15 @@ def prepare(source: Source, codes: Sequence[str], preserved_turns: int) -> Case 
     return Case(source, planted, chunks, n, total)
 
 
-def bench_settings(database_url: str | None = None, model_url: str | None = None) -> Settings:
+def bench_settings(model_url: str | None = None) -> dict[str, Any]:
     """The app's settings in this bench: one compaction worker, the model if any."""
-    return load_settings(
-        database_url=database_url,
-        llm_base_url=model_url,
-        llm_model="fake" if model_url else None,
-        llm_api_key=None,
-        api_keys=None,
-        compaction_workers=1,
-        job_lease_s=30.0,
-        compaction=CompactionSettings(compact_timeout_s=30.0),
-    )
+    return {
+        "llm_base_url": model_url,
+        "llm_model": "fake" if model_url else None,
+        "compaction_workers": 1,
+        "job_lease_s": 30.0,
+        "compaction": CompactionSettings(compact_timeout_s=30.0),
+    }
 
 
 def session_body(case: Case, preserved_turns: int) -> dict[str, Any]:
@@ -351,7 +345,7 @@ def select_cases(
     settings: Settings | None = None,
 ) -> Selection:
     """Sessions that compact three times by the planner's own rule (see the module docstring)."""
-    settings = settings or bench_settings()
+    settings = settings or load_settings(database_url=None, **bench_settings())
     corpus = "\n".join(
         f"{s.system or ''}\n{json.dumps(s.messages, ensure_ascii=False)}" for s in sources
     )
@@ -376,44 +370,11 @@ def select_cases(
 # --- instrumentation ----------------------------------------------------------------------------
 
 
-class TimedClient(ChatModelClient):
-    """The app's model client, with the wall time of each `complete` call recorded."""
-
-    def __init__(self, inner: ChatModelClient) -> None:  # no super(): everything is delegated
-        self.inner = inner
-        self.model = inner.model
-        self.seconds: list[float] = []
-
-    def __repr__(self) -> str:
-        return f"TimedClient({self.inner!r})"
-
-    async def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        temperature: float,
-        max_tokens: int,
-        timeout_s: float,
-        response_format: dict[str, str] | None = None,
-    ) -> ChatResult:
-        start = time.perf_counter()
-        try:
-            return await self.inner.complete(
-                messages,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                timeout_s=timeout_s,
-                response_format=response_format,
-            )
-        finally:
-            self.seconds.append(time.perf_counter() - start)
-
-
 class Clocks:
     """Wall times of the runner's jobs (`run_once` that ran one: claim to commit), of the
     engine (`summarise`, the model call inside it) and of the model calls."""
 
-    def __init__(self, runner: CompactionRunner, client: TimedClient) -> None:
+    def __init__(self, runner: CompactionRunner, client: Recorder) -> None:
         self.jobs: list[float] = []
         self.engine: list[float] = []
         self.model = client.seconds
@@ -542,26 +503,11 @@ def squash(text: str) -> str:
     return " ".join(text.split())
 
 
-@contextlib.asynccontextmanager
-async def app_client(
-    url: str, model_url: str | None
-) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
-    from app.main import create_app
-
-    app = create_app(bench_settings(url, model_url), database_url=url)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://contextd.bench", timeout=120
-        ) as client:
-            yield client, app
-
-
 @dataclass(slots=True)
 class Harness:
     client: httpx.AsyncClient
     runner: CompactionRunner
-    model: TimedClient
+    model: Recorder
     clocks: Clocks
     llm: FakeLLM
 
@@ -569,17 +515,17 @@ class Harness:
         """The model client, or none: exactly what an unset CONTEXTD_LLM_BASE_URL gives the
         runner (`model_client` yields None; nothing else in the app reads the model client).
         Safe between sessions: jobs run one at a time and the runner reads it per job."""
-        self.runner.client = self.model if config.use_model else None
+        self.runner.client = cast("ChatModelClient", self.model) if config.use_model else None
         self.llm.behaviour = config.behaviour or "normal"
 
 
 @contextlib.asynccontextmanager
 async def harness(url: str) -> AsyncIterator[Harness]:
-    async with FakeLLM() as llm, app_client(url, llm.base_url) as (client, app):
+    async with FakeLLM() as llm, app_client(url, **bench_settings(llm.base_url)) as (client, app):
         runner: CompactionRunner = app.state.compactions
         if runner.client is None:
             raise RuntimeError("the app has no model client")
-        model = TimedClient(runner.client)
+        model = Recorder(runner.client)
         clocks = Clocks(runner, model)
         try:
             yield Harness(client, runner, model, clocks, llm)
@@ -724,19 +670,12 @@ def retention_table(results: Results) -> str:
 
 
 def growth_table(results: Results) -> str:
-    headers = [
-        "configuration",
-        "k",
-        "tokens before (mean)",
-        "tokens after (mean)",
-        "range tokens (mean)",
-        "summary input tokens (mean)",
-        "of which previous summary",
-        "compacted history so far (mean)",
-        "input / history so far",
-        "summary tokens after (mean)",
-        "statuses",
-    ]
+    headers = (
+        "configuration", "k", "tokens before (mean)", "tokens after (mean)",
+        "range tokens (mean)", "summary input tokens (mean)", "of which previous summary",
+        "compacted history so far (mean)", "input / history so far",
+        "summary tokens after (mean)", "statuses",
+    )  # fmt: skip
     rows: list[list[object]] = []
     for variant, runs in results.items():
         for k in range(1, COMPACTIONS + 1):
@@ -794,18 +733,11 @@ def growth_verdict(results: Results) -> str:
 
 
 def latency_table(results: Results) -> str:
-    headers = [
-        "configuration",
-        "jobs",
-        "latency excl. model p50 ms",
-        "p95 ms",
-        "max ms",
-        "of which summarise p50 ms",
-        "of which the rest p50 ms",
-        "model calls / job",
-        "model call p50 ms",
-        "job wall p50 ms",
-    ]
+    headers = (
+        "configuration", "jobs", "latency excl. model p50 ms", "p95 ms", "max ms",
+        "of which summarise p50 ms", "of which the rest p50 ms", "model calls / job",
+        "model call p50 ms", "job wall p50 ms",
+    )  # fmt: skip
     rows: list[list[object]] = []
     for variant, runs in results.items():
         steps = [s for r in runs if r.error is None for s in r.steps]
@@ -851,12 +783,9 @@ def misses(results: Results, per_variant: int = 10) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    database_options(p)
+    p = parser(__doc__)
     p.add_argument("--sessions", type=int, help="the N longest qualifying sessions (default: all)")
-    p.add_argument(
-        "--preserved-turns", default="2,4", help="min_preserved_turns values, comma-separated"
-    )
+    p.add_argument("--preserved-turns", type=ints, default="2,4", help="min_preserved_turns values")
     p.add_argument("--max-seconds", type=float, default=900, help="give up after this long")
     p.add_argument(
         "--control",
@@ -869,10 +798,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.sessions = QUICK_SESSIONS
     if args.sessions is not None and args.sessions < 1:
         p.error("--sessions: at least 1")
-    try:
-        args.preserved_turns = [int(v) for v in args.preserved_turns.split(",") if v.strip()]
-    except ValueError:
-        p.error("--preserved-turns: integers, comma-separated")
     if not args.preserved_turns or any(not 0 <= v <= 20 for v in args.preserved_turns):
         p.error("--preserved-turns: each between 0 and 20")
     return args
@@ -890,10 +815,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # No synthetic fallback here: the planted constraints need the real sessions.
         print(f"dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET)", file=sys.stderr)
         return 2
-    server = database_server(args)
-    from app.db.engine import run_migrations
-    from app.observability.logging import configure_logging
-
     sources = load_sources()
     plans = {p: select_cases(sources, args.sessions, p) for p in args.preserved_turns}
     if not any(selection.cases for selection in plans.values()):
@@ -901,11 +822,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     load_start = load_average()
-    with throwaway_database(server) as db:
-        progress(f"database {db.url.rsplit('/', 1)[-1].split('?')[0]} on {db.server}; migrating")
-        run_migrations(db.url)
-        configure_logging("json", "WARNING")
-        results, version = asyncio.run(run_bounded(args, db, plans))
+    configs = [*CONFIGS, CONTROL] if args.control else list(CONFIGS)
+    with migrated_database(args) as db:
+        version = asyncio.run(server_version(db.url))
+        results = asyncio.run(asyncio.wait_for(run_all(db.url, plans, configs), args.max_seconds))
     print(
         f"contextd compaction bench: {machine_info()}; PostgreSQL {version} ({db.server}); "
         f"dataset {DATASET.name}: {len(sources)} sessions"
@@ -960,15 +880,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
     progress(f"done in {time.perf_counter() - started:.0f}s; database dropped")
     return 0
-
-
-async def run_bounded(
-    args: argparse.Namespace, db: Throwaway, plans: dict[int, Selection]
-) -> tuple[Results, str]:
-    async with asyncio.timeout(args.max_seconds):
-        version = await server_version(db.url)
-        configs = [*CONFIGS, CONTROL] if args.control else list(CONFIGS)
-        return await run_all(db.url, plans, configs), version
 
 
 if __name__ == "__main__":

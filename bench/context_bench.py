@@ -40,20 +40,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import gc
+import itertools
 import json
 import math
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import asyncpg
 import httpx
 
 if __package__ in (None, ""):  # `python bench/context_bench.py` from anywhere
@@ -62,22 +61,22 @@ if __package__ in (None, ""):  # `python bench/context_bench.py` from anywhere
 from bench.common import (
     DATASET,
     Throwaway,
+    app_client,
     contextd_server,
     cycled,
-    database_options,
-    database_server,
     dataset_warning,
     expect,
+    ints,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
-    plain_url,
     progress,
-    seed_session,
     server_version,
-    throwaway_database,
+    set_statistics,
     with_unique_ids,
 )
 
@@ -112,9 +111,8 @@ class Figures:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    database_options(p)
-    p.add_argument("--sizes", default="1000,10000,100000", help="log sizes, comma-separated")
+    p = parser(__doc__)
+    p.add_argument("--sizes", type=ints, default="1000,10000,100000", help="log sizes")
     p.add_argument("--budget", type=int, default=32000, help="max_tokens of every context call")
     p.add_argument("--strategy", default=None, help="strategy (default: the session's own)")
     p.add_argument(
@@ -144,33 +142,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     if args.quick:
-        args.sizes, args.repeat, args.cold_repeat, args.rounds = "200,1000", 20, 3, 2
+        args.sizes, args.repeat, args.cold_repeat, args.rounds = [200, 1000], 20, 3, 2
         args.lc_seconds, args.seed_batch, args.append_steps = 5.0, 200, 5
-    args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
-    if not args.sizes or any(not 1 <= n <= MAX_SIZE for n in args.sizes):
-        p.error(f"--sizes: each between 1 and {MAX_SIZE:,}")
-    if args.budget < 1:
-        p.error("--budget: at least 1")
-    if args.repeat < 1 or args.cold_repeat < 0 or args.lc_min_repeat < 1 or args.append_steps < 0:
-        p.error("--repeat and --lc-min-repeat at least 1, --cold-repeat and --append-steps 0+")
-    if not 1 <= args.rounds <= args.repeat:
-        p.error("--rounds: between 1 and --repeat")
-    if not 1 <= args.seed_batch <= 1000:
-        p.error("--seed-batch: between 1 and 1000 (the default per-append limit)")
+    if not args.sizes or not 1 <= args.rounds <= args.repeat or not 1 <= args.seed_batch <= 1000:
+        p.error("--sizes: one or more; --rounds: 1 to --repeat; --seed-batch: 1 to 1000")
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = database_server(args)
-    from app.db.engine import run_migrations
-
     started = time.perf_counter()
     load_start = load_average()
-    with throwaway_database(server) as db:
-        progress(f"database {db.url.rsplit('/', 1)[-1].split('?')[0]} on {db.server}; migrating")
-        run_migrations(db.url)
-        rows, header = asyncio.run(run_bounded(args, db))
+    with migrated_database(args) as db:
+        rows, header = asyncio.run(asyncio.wait_for(run(args, db), args.max_seconds))
     print(header)
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
     print()
@@ -181,9 +165,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-async def run_bounded(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], str]:
-    async with asyncio.timeout(args.max_seconds):
-        return await run(args, db)
+# One POST of the seed stays well under the default 8 MiB body limit.
+SEED_BATCH_BYTES = 4 * 1024 * 1024
+
+
+async def seed_session(
+    client: httpx.AsyncClient, sid: str, count: int, messages: Sequence[dict[str, Any]], size: int
+) -> float:
+    """Append `count` messages cycling through `messages` through the real API, in POSTs of
+    at most `size` messages and about SEED_BATCH_BYTES of JSON; returns seconds taken."""
+    start = time.perf_counter()
+    batch: list[dict[str, Any]] = []
+    nbytes = 0
+    for m in itertools.chain(cycled(messages, count, salt=f"{sid}-"), [None]):
+        n = 0 if m is None else len(json.dumps(m, ensure_ascii=False).encode())
+        if batch and (m is None or len(batch) >= size or nbytes + n > SEED_BATCH_BYTES):
+            r = await client.post(f"/sessions/{sid}/messages", json={"messages": batch})
+            expect(r, 201)
+            batch, nbytes = [], 0
+        if m is not None:
+            batch.append(m)
+            nbytes += n
+    return time.perf_counter() - start
 
 
 def agent_messages() -> list[dict[str, Any]]:
@@ -228,7 +231,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
         query["strategy"] = args.strategy
 
     figures: list[Figures] = []
-    async with contextd_server(db.url) as base, app_in_process(db.url) as app:
+    async with contextd_server(db.url) as base, app_client(db.url) as (_, app):
         timeout = httpx.Timeout(300.0)
         async with httpx.AsyncClient(base_url=base, timeout=timeout) as http:
             for size in args.sizes:
@@ -245,7 +248,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
             body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
             expect(await http.put(f"/sessions/{spare}", json=body), 201)
             await seed_session(http, spare, min(200, len(messages)), messages, args.seed_batch)
-            await analyze(db.url)
+            await set_statistics(db.url, "analyze")  # as autovacuum eventually does
 
             async def inproc(sid: str) -> tuple[float, dict[str, Any]]:
                 return await build_in_process(app, DEFAULT_TENANT, sid, params)
@@ -311,18 +314,6 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
     return figures, header
 
 
-@contextlib.asynccontextmanager
-async def app_in_process(url: str) -> AsyncIterator[FastAPI]:
-    from app.core.settings import load_settings
-    from app.main import create_app
-    from app.observability.logging import configure_logging
-
-    configure_logging("json", "WARNING")  # keep stderr readable; the server logs as users run it
-    app = create_app(load_settings(database_url=url), database_url=url)
-    async with app.router.lifespan_context(app):
-        yield app
-
-
 async def build_in_process(
     app: FastAPI, tenant: str, sid: str, params: ContextParams
 ) -> tuple[float, dict[str, Any]]:
@@ -330,12 +321,9 @@ async def build_in_process(
     from app.context import service
 
     state = app.state
-    # The caches the app owns (app/context/caches.py); older revisions kept them global.
-    caches = getattr(state.services, "caches", None)
-    extra = (caches,) if caches is not None else ()
     start = time.perf_counter()
     payload = await service.payload(
-        state.database, state.events, tenant, sid, params, state.settings, *extra
+        state.database, state.events, tenant, sid, params, state.settings, state.services.caches
     )
     return (time.perf_counter() - start) * 1000, payload
 
@@ -343,24 +331,9 @@ async def build_in_process(
 def clear_engine_caches(app: FastAPI) -> None:
     """Forget what earlier calls of this process computed (window rows, previews, cuts,
     signal scans): the next build() pays what a first call pays."""
-    services = app.state.services
-    if getattr(services, "caches", None) is not None:
-        from app.context.caches import Caches
+    from app.context.caches import Caches
 
-        app.state.services = dataclasses.replace(services, caches=Caches())
-        return
-    from app.context import service  # older revisions: module-level caches
-
-    getattr(service, "clear_caches")()  # noqa: B009 (absent from this revision)
-
-
-async def analyze(url: str) -> None:
-    """Refresh planner statistics after seeding, as autovacuum eventually does."""
-    conn = await asyncpg.connect(plain_url(url), timeout=30)
-    try:
-        await conn.execute("ANALYZE")
-    finally:
-        await conn.close()
+    app.state.services = dataclasses.replace(app.state.services, caches=Caches())
 
 
 # --- LangChain -------------------------------------------------------------------------------

@@ -56,12 +56,9 @@ from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.core.conversation import LoggedMessage
 from app.core.tokens import get_counter
+from bench.common import DATASET, parser
 from tests.fakellm import FakeLLM
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = Path(
-    os.environ.get("CONTEXTD_DATASET") or ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
-)
 SUMMARISERS = ("extractive", "normal", "paraphrase", "drop_oldest", "invent_seq",
                "invent_number", "echo_prompt", "invent_fact")  # fmt: skip
 KINDS = ("constraint", "question", "artifact", "decision", "todo", "error")
@@ -263,7 +260,7 @@ async def main_async(args: argparse.Namespace, sessions: list[dict[str, Any]]) -
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = parser(__doc__, database=False)
     p.add_argument("--sessions", type=int, help="at most N sessions per language")
     p.add_argument("--times", default="1,2,3,5", help="compactions per session")
     p.add_argument("--summarisers", default=",".join(SUMMARISERS))

@@ -23,9 +23,6 @@ Statistics modes, each on a fresh database and a fresh server process:
   plans are made from the table's physical size and default selectivities;
 - `analyze`: ANALYZE after reaching each size, before measuring, as autovacuum
   eventually would (it also invalidates cached plans, so it hides less).
-
-Writes to a fresh `contextd_growth_<random>` database on the given server
-(default `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL) and drops it.
 """
 
 from __future__ import annotations
@@ -49,12 +46,13 @@ from bench.common import (
     Throwaway,
     contextd_server,
     cycled,
-    database_options,
     database_server,
     expect,
+    ints,
     load_average,
     machine_info,
     markdown_table,
+    parser,
     percentile,
     progress,
     server_version,
@@ -79,9 +77,8 @@ class Size:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    database_options(p)
-    p.add_argument("--sizes", default="1000,10000,100000", help="sizes reached, increasing")
+    p = parser(__doc__)
+    p.add_argument("--sizes", type=ints, default="1000,10000,100000", help="sizes reached")
     p.add_argument("--stats", default="none,analyze", help="statistics modes: none, analyze")
     p.add_argument("--measure", type=int, default=200, help="timed steps (append + context)")
     p.add_argument("--budget", type=int, default=8000, help="max_tokens of every context call")
@@ -90,8 +87,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="sizes 200,2000, 30 steps (smoke test)")
     args = p.parse_args(argv)
     if args.quick:
-        args.sizes, args.measure = "200,2000", 30
-    args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+        args.sizes, args.measure = [200, 2000], 30
     args.stats = [s.strip() for s in args.stats.split(",") if s.strip()]
     if not args.sizes or args.sizes != sorted(set(args.sizes)) or args.sizes[0] < 1:
         p.error("--sizes: positive and increasing")

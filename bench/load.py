@@ -46,16 +46,16 @@ from bench.common import (
     HttpError,
     RawHttp,
     contextd_server,
-    database_options,
-    database_server,
+    ints,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
     plain_url,
     progress,
-    throwaway_database,
     use_uvloop,
 )
 from tests.support.tail import tail_violation
@@ -658,25 +658,12 @@ class Level:
         return self.generator_cpu_s * 1000 / self.requests if self.requests else math.nan
 
 
-HEADERS = [
-    "agents",
-    "servers",
-    "achieved req/s",
-    "generator CPU ms/req",
-    "appends/s (msgs)",
-    "append req/s",
-    "context req/s",
-    "context p50 ms",
-    "context p99 ms",
-    "append p50 ms",
-    "append p99 ms",
-    "errors",
-    "invariant violations",
-    "compactions ok/degraded/failed/noop",
-    "payloads with summary",
-    "server log errors",
-    "checker",
-]
+HEADERS = (
+    "agents", "servers", "achieved req/s", "generator CPU ms/req", "appends/s (msgs)",
+    "append req/s", "context req/s", "context p50 ms", "context p99 ms", "append p50 ms",
+    "append p99 ms", "errors", "invariant violations", "compactions ok/degraded/failed/noop",
+    "payloads with summary", "server log errors", "checker",
+)  # fmt: skip
 
 
 async def run_level(
@@ -729,30 +716,19 @@ async def run_level(
             await asyncio.gather(*(checked(a) for a in crew))
             jobs, job_problems = await job_counts(url)
         log_problems = [p for log in logs for p in server_log_problems(log)]
-    return Level(
-        agents,
-        args.servers,
-        seconds,
-        generator_cpu_s,
-        stats,
-        check,
-        jobs,
-        job_problems,
-        left_active,
-        log_problems,
-    )
+    return Level(agents, args.servers, seconds, generator_cpu_s, stats, check, jobs,
+                 job_problems, left_active, log_problems)  # fmt: skip
 
 
 # --- main --------------------------------------------------------------------------------------
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--agents", default="10,50,200", help="agent counts, comma-separated")
+    p = parser(__doc__)
+    p.add_argument("--agents", type=ints, default="10,50,200", help="agent counts")
     p.add_argument("--duration", type=float, default=20, help="seconds of load per agent count")
     p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="contextd servers")
     p.add_argument("--workers", type=int, default=1, help="`serve --workers` of each server")
-    database_options(p)
     p.add_argument("--max-turns", type=int, default=400, help="turns per agent at most")
     p.add_argument("--drain-seconds", type=float, default=60, help="wait for compactions after")
     p.add_argument("--pool-size", type=int, default=10, help="CONTEXTD_DB_POOL_SIZE per server")
@@ -767,21 +743,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.serve_fake_llm:
         asyncio.run(serve_fake_llm())
         return 0
-    from app.db.engine import run_migrations
-
     use_uvloop()  # the generator's own loop: it shares the cores with the server
-    server = database_server(args)
     texts = Texts.from_dataset()
     levels: list[Level] = []
     budget_end = time.monotonic() + args.max_seconds
-    for agents in [int(a) for a in args.agents.split(",") if a.strip()]:
+    for agents in args.agents:
         remaining = budget_end - time.monotonic()
         if remaining <= 0:
             progress(f"--max-seconds reached; skipping {agents} agents")
             break
-        with throwaway_database(server, prefix="contextd_load") as db:
+        with migrated_database(args, prefix="contextd_load") as db:
             progress(f"{agents} agents, {args.servers} server(s), database on {db.server}")
-            run_migrations(db.url)
             run = f"{agents}x{args.servers}"
             level = asyncio.run(
                 asyncio.wait_for(run_level(args, db.url, agents, texts, run), remaining)

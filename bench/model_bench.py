@@ -82,24 +82,24 @@ if __package__ in (None, ""):  # `python bench/model_bench.py` from anywhere
 
 from app.compaction.artifacts import decode, range_artifacts, roll_artifacts
 from app.compaction.gate import KINDS as GATE_KINDS
-from app.compaction.model_client import ChatModelClient, ChatResult
 from app.compaction.provenance import message_text, split_cites
 from app.compaction.signals import classify, extract_identifiers, normalise, split_sentences
 from app.core.conversation import LoggedMessage, call_function, content_text
-from app.core.settings import CompactionSettings, load_settings
+from app.core.settings import CompactionSettings
 from app.core.tokens import get_counter
 from bench.common import (
     DATASET,
+    Recorder,
+    app_client,
     check,
-    database_options,
-    database_server,
-    free_port,
     load_average,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     progress,
-    throwaway_database,
 )
+from tests.support.ports import free_port
 from tests.unit.compaction_helpers import log_of
 
 COUNTER = get_counter(None)
@@ -159,27 +159,6 @@ def llama_server(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
             proc.wait(10)
         if proc.poll() is None:
             proc.kill()
-
-
-class Recorder:
-    """The runner's model client, delegated, with each answer's text kept."""
-
-    def __init__(self, inner: ChatModelClient) -> None:
-        self.inner = inner
-        self.answers: list[ChatResult] = []
-        self.seconds: list[float] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def complete(self, *args: Any, **kwargs: Any) -> ChatResult:
-        started = time.perf_counter()
-        try:
-            result = await self.inner.complete(*args, **kwargs)
-        finally:
-            self.seconds.append(time.perf_counter() - started)
-        self.answers.append(result)
-        return result
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -436,34 +415,27 @@ async def run_all(
     url: str, model_url: str, model: str, work: list[tuple[dict[str, Any], list[Any]]],
     args: argparse.Namespace,
 ) -> list[Run]:  # fmt: skip
-    from app.main import create_app
-
-    settings = load_settings(
-        database_url=url, llm_base_url=model_url, llm_model=model, llm_api_key=None,
-        api_keys=None, compaction_workers=1, job_lease_s=30.0,
-        compaction=CompactionSettings(compact_timeout_s=args.timeout_s),
-    )  # fmt: skip
-    app = create_app(settings, database_url=url)
+    settings = {
+        "llm_base_url": model_url, "llm_model": model, "compaction_workers": 1,
+        "job_lease_s": 30.0, "compaction": CompactionSettings(compact_timeout_s=args.timeout_s),
+    }  # fmt: skip
     runs: list[Run] = []
-    async with app.router.lifespan_context(app):
+    async with app_client(url, **settings) as (c, app):
+        c.timeout = httpx.Timeout(args.timeout_s * 3 + 60)
         runner = app.state.compactions
         rec = Recorder(runner.client)
         runner.client = rec
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://contextd.bench", timeout=args.timeout_s * 3 + 60
-        ) as c:
-            for i, (source, parts) in enumerate(work, start=1):
-                progress(f"{i}/{len(work)} {source['id']}")
-                run = Run(source["id"], source["source"])
-                try:
-                    await run_session(c, rec, source, parts, args, run)
-                except Exception as exc:  # one broken session must not hide the others
-                    run.error = f"{type(exc).__name__}: {exc}"
-                    progress(f"  error: {run.error}")
-                runs.append(run)
-                if args.dump:  # after each session: a run cut short keeps what it measured
-                    save(runs, Path(args.dump))
+        for i, (source, parts) in enumerate(work, start=1):
+            progress(f"{i}/{len(work)} {source['id']}")
+            run = Run(source["id"], source["source"])
+            try:
+                await run_session(c, rec, source, parts, args, run)
+            except Exception as exc:  # one broken session must not hide the others
+                run.error = f"{type(exc).__name__}: {exc}"
+                progress(f"  error: {run.error}")
+            runs.append(run)
+            if args.dump:  # after each session: a run cut short keeps what it measured
+                save(runs, Path(args.dump))
         progress(f"structured output the endpoint ended with: {rec.inner.json_form}")
     return runs
 
@@ -634,7 +606,7 @@ def report(runs: list[Run], compactions: int) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument(
         "--llama-python",
         default=os.environ.get("LLAMA_PYTHON"),
@@ -649,7 +621,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=240.0, help="compact_timeout_s")
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--threads", type=int, default=1)
-    database_options(p)
     p.add_argument("--dump", help="write each run's measurements here (JSON), after each session")
     p.add_argument("--report-from", help="print the report of a --dump file; run nothing")
     args = p.parse_args(argv)
@@ -663,20 +634,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_from:
         print(report(load(Path(args.report_from)), args.compactions))
         return 0
-    from app.db.engine import run_migrations
-    from app.observability.logging import configure_logging
-
     traces = agent_sessions(10**6)
     work = [(s, parts) for s in traces
             if (parts := chunks(s["messages"], args.compactions, args.chunk_tokens))]  # fmt: skip
     work = work[: args.sessions]
     started, load_start = time.perf_counter(), load_average()
-    with throwaway_database(database_server(args)) as db:
-        run_migrations(db.url)
-        configure_logging("json", "WARNING")
-
-        with llama_server(args) as (url, model):
-            runs = asyncio.run(run_all(db.url, url, model, work, args))
+    with migrated_database(args) as db, llama_server(args) as (url, model):
+        runs = asyncio.run(run_all(db.url, url, model, work, args))
     print(f"contextd model bench: {machine_info()}; model {args.model_name} on llama.cpp's "
           f"server (n_ctx {args.n_ctx}, {args.threads} thread(s)); compact_timeout_s "
           f"{args.timeout_s:g}")  # fmt: skip

@@ -48,8 +48,8 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +62,16 @@ import httpx
 from bench.common import (
     DATASET,
     admin,
-    database_options,
+    app_client,
     database_server,
     dataset_warning,
+    ints,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
     plain_url,
     progress,
@@ -80,19 +83,9 @@ from bench.common import (
 TENANT = "default"
 
 
-@asynccontextmanager
-async def app_state(url: str) -> AsyncIterator[Any]:
-    from app.core.settings import load_settings
-    from app.main import create_app
-    from app.observability.logging import configure_logging
-
-    settings = load_settings(
-        database_url=None, run_compactions_in_process=False, log_level="WARNING"
-    )
-    configure_logging("json", settings.log_level)  # the table alone on stdout
-    app = create_app(settings, database_url=url)
-    async with app.router.lifespan_context(app):
-        yield app
+def app_state(url: str) -> AbstractAsyncContextManager[tuple[httpx.AsyncClient, Any]]:
+    """The app in this process (`bench.common.app_client`); compactions are not run."""
+    return app_client(url, run_compactions_in_process=False)
 
 
 # --- 1. latency --------------------------------------------------------------------------
@@ -192,8 +185,8 @@ async def load(url: str, big: int, total: int) -> None:
         progress(f"  GIN index built in {time.perf_counter() - start:.0f}s")
     finally:
         await conn.close()
-    async with app_state(url) as app:
-        await echo(app, sids[0], echoed_codes(big))
+    async with app_state(url) as (c, app):
+        await echo(c, app, sids[0], echoed_codes(big))
     conn = await asyncpg.connect(plain_url(url))
     try:
         await conn.execute("CREATE TABLE bench_loaded (at timestamptz DEFAULT now())")
@@ -323,7 +316,7 @@ def echoed_codes(big: int) -> list[str]:
     ]
 
 
-async def echo(app: Any, sid: str, codes: Sequence[str]) -> None:
+async def echo(c: httpx.AsyncClient, app: Any, sid: str, codes: Sequence[str]) -> None:
     """Each code searched ECHOES times by a model through the recall tool, as an agent
     loop with the Python client appends it: the call, then the client's answer (the
     search at the tool's limit, formatted as `contextd_client.recall` does). Part of the
@@ -335,27 +328,25 @@ async def echo(app: Any, sid: str, codes: Sequence[str]) -> None:
     from app.search import service
 
     db = app.state.database
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
-        for k in range(ECHOES):
-            for n, code in enumerate(codes):
-                found = await service.search(db, TENANT, sid, code, limit=SEARCH_LIMIT)
-                answer = format_search(SearchResult.model_validate(found.as_dict(sid, code)))
-                call_id = f"echo-{k}-{n}"
-                arguments = json.dumps({"query": code})
-                r = await c.post(
-                    f"/sessions/{sid}/messages",
-                    json={
-                        "messages": [
-                            {"role": "assistant", "content": None, "tool_calls": [{
-                                "id": call_id, "type": "function",
-                                "function": {"name": NAME, "arguments": arguments},
-                            }]},
-                            {"role": "tool", "tool_call_id": call_id, "content": answer},
-                        ]
-                    },
-                )  # fmt: skip
-                r.raise_for_status()
+    for k in range(ECHOES):
+        for n, code in enumerate(codes):
+            found = await service.search(db, TENANT, sid, code, limit=SEARCH_LIMIT)
+            answer = format_search(SearchResult.model_validate(found.as_dict(sid, code)))
+            call_id = f"echo-{k}-{n}"
+            arguments = json.dumps({"query": code})
+            r = await c.post(
+                f"/sessions/{sid}/messages",
+                json={
+                    "messages": [
+                        {"role": "assistant", "content": None, "tool_calls": [{
+                            "id": call_id, "type": "function",
+                            "function": {"name": NAME, "arguments": arguments},
+                        }]},
+                        {"role": "tool", "tool_call_id": call_id, "content": answer},
+                    ]
+                },
+            )  # fmt: skip
+            r.raise_for_status()
 
 
 def _holder(n: int) -> int:
@@ -370,7 +361,7 @@ async def latency(url: str, args: argparse.Namespace) -> tuple[list[list[object]
 
     sid = layout(args.big, args.messages)[0][0]
     rows: list[list[object]] = []
-    async with app_state(url) as app:
+    async with app_state(url) as (_, app):
         db = app.state.database
         kinds = queries(load_messages(), args.big)
         for q in kinds["unique code"][:5]:  # warm the pool and the cache a little
@@ -499,68 +490,66 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
 
     rows: list[list[object]] = []
     misses: list[str] = []
-    async with app_state(url) as app:
+    async with app_state(url) as (c, app):
         db = app.state.database
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
 
-            async def found(sid: str, q: str, ident: str) -> bool:
-                """Whether one of the top 3 messages for `q` holds `ident`."""
-                try:
-                    hits = (await search(db, TENANT, sid, q, limit=3)).hits
-                except ValidationFailed:  # a query past its bounds
-                    hits = []
-                for h in hits:
-                    async with db.transaction() as s:
-                        m = await messages_repo.one(s, TENANT, sid, h.seq)
-                    if m is not None and ident in searchable_text(m.body):
-                        return True
-                misses.append(f"{sid}: {q!r}")
-                return False
+        async def found(sid: str, q: str, ident: str) -> bool:
+            """Whether one of the top 3 messages for `q` holds `ident`."""
+            try:
+                hits = (await search(db, TENANT, sid, q, limit=3)).hits
+            except ValidationFailed:  # a query past its bounds
+                hits = []
+            for h in hits:
+                async with db.transaction() as s:
+                    m = await messages_repo.one(s, TENANT, sid, h.seq)
+                if m is not None and ident in searchable_text(m.body):
+                    return True
+            misses.append(f"{sid}: {q!r}")
+            return False
 
-            convs_by_lang = conversations()
-            runs = [("en", args.budget)] + [("zh", b) for b in args.zh_budgets]
-            for lang, budget in runs:
-                asked = ids = nls = 0
-                for n, msgs in enumerate(convs_by_lang[lang]):
-                    sid = f"recall-{lang}-{budget}-{n}"
-                    done = 0
-                    history_text = ""
-                    if lang == "en" and args.pad:
-                        history_text = await pad(c, sid, args.pad, n)
-                    seen: set[str] = set()
-                    tokens = 0
-                    for t, m in enumerate(msgs):
-                        # Chinese: what a user's turn names too (the dialogues are short).
-                        turns = ("assistant", "user") if lang == "zh" else ("assistant",)
-                        if t == 0 or m["role"] not in turns:
+        convs_by_lang = conversations()
+        runs = [("en", args.budget)] + [("zh", b) for b in args.zh_budgets]
+        for lang, budget in runs:
+            asked = ids = nls = 0
+            for n, msgs in enumerate(convs_by_lang[lang]):
+                sid = f"recall-{lang}-{budget}-{n}"
+                done = 0
+                history_text = ""
+                if lang == "en" and args.pad:
+                    history_text = await pad(c, sid, args.pad, n)
+                seen: set[str] = set()
+                tokens = 0
+                for t, m in enumerate(msgs):
+                    # Chinese: what a user's turn names too (the dialogues are short).
+                    turns = ("assistant", "user") if lang == "zh" else ("assistant",)
+                    if t == 0 or m["role"] not in turns:
+                        continue
+                    batch = msgs[done:t]
+                    if batch:
+                        r = await c.post(f"/sessions/{sid}/messages", json={"messages": batch})
+                        assert r.status_code in (200, 201), r.text[:300]
+                        tokens = r.json()["budget"]["current_tokens"]
+                        history_text += "\n".join(searchable_text(x) for x in batch) + "\n"
+                        done = t
+                    if tokens <= budget:
+                        continue
+                    payload = (
+                        await c.get(f"/sessions/{sid}/context", params={"max_tokens": budget})
+                    ).json()
+                    shown = json.dumps(payload["messages"], ensure_ascii=False)
+                    text = searchable_text(m)
+                    wanted = extract_identifiers(text)
+                    if lang == "zh":
+                        wanted += chinese_terms(text, history_text, shown)
+                    for ident in wanted:
+                        if ident in seen or ident in shown or ident not in history_text:
                             continue
-                        batch = msgs[done:t]
-                        if batch:
-                            r = await c.post(f"/sessions/{sid}/messages", json={"messages": batch})
-                            assert r.status_code in (200, 201), r.text[:300]
-                            tokens = r.json()["budget"]["current_tokens"]
-                            history_text += "\n".join(searchable_text(x) for x in batch) + "\n"
-                            done = t
-                        if tokens <= budget:
-                            continue
-                        payload = (
-                            await c.get(f"/sessions/{sid}/context", params={"max_tokens": budget})
-                        ).json()
-                        shown = json.dumps(payload["messages"], ensure_ascii=False)
-                        text = searchable_text(m)
-                        wanted = extract_identifiers(text)
-                        if lang == "zh":
-                            wanted += chinese_terms(text, history_text, shown)
-                        for ident in wanted:
-                            if ident in seen or ident in shown or ident not in history_text:
-                                continue
-                            seen.add(ident)
-                            asked += 1
-                            ids += await found(sid, ident, ident)
-                            nls += await found(sid, NL[lang].format(ident), ident)
-                rows.append([lang, budget, asked, f"{ids}/{asked} = {ids / max(asked, 1):.1%}",
-                             f"{nls}/{asked} = {nls / max(asked, 1):.1%}"])  # fmt: skip
+                        seen.add(ident)
+                        asked += 1
+                        ids += await found(sid, ident, ident)
+                        nls += await found(sid, NL[lang].format(ident), ident)
+            rows.append([lang, budget, asked, f"{ids}/{asked} = {ids / max(asked, 1):.1%}",
+                         f"{nls}/{asked} = {nls / max(asked, 1):.1%}"])  # fmt: skip
     for line in misses[:80]:
         progress(f"  miss: {line}")
     if len(misses) > 80:
@@ -569,18 +558,13 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = parser(__doc__)
     p.add_argument("--parts", default="latency,recall")
-    database_options(p)
     p.add_argument("--messages", type=int, default=1_000_000)
     p.add_argument("--big", type=int, default=100_000)
     p.add_argument("--budget", type=int, default=8000)
     # The Chinese dialogues are short: at 8,000 tokens few identifiers are ever left out.
-    p.add_argument(
-        "--zh-budgets",
-        type=lambda v: [int(b) for b in v.split(",")],
-        default=[300, 500, 1000, 2000],
-    )
+    p.add_argument("--zh-budgets", type=ints, default="300,500,1000,2000")
     p.add_argument(
         "--keep",
         action="store_true",
@@ -608,10 +592,7 @@ def main() -> int:
         print(markdown_table(headers, rows))
         print(f"\n{note}")
     if "recall" in parts:
-        with throwaway_database(server, prefix="contextd_recall") as db:
-            from app.db.engine import run_migrations
-
-            run_migrations(db.url)
+        with migrated_database(args, prefix="contextd_recall") as db:
             rows = asyncio.run(recall_at_3(db.url, args))
         print("\n## recall@3 of identifiers the payload lacks\n")
         headers = ["language", "budget", "asked", "by identifier", "by question"]

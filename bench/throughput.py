@@ -3,8 +3,7 @@
     python bench/throughput.py [--workers 1,2] [--clients 50] [--sessions N] [--duration 15]
                                [--pgbench-clients 10,50] [--database-url URL]
 
-In a throwaway database (on `--database-url`, else `CONTEXTD_DATABASE_URL`, else
-an embedded PostgreSQL in a temporary folder), migrated to head:
+In a throwaway database, migrated to head:
 
 1. For each `--workers` count W: `contextd serve --workers W` on 127.0.0.1, and
    C clients (one keep-alive connection each, one session each) appending one
@@ -57,15 +56,15 @@ if __package__ in (None, ""):  # `python bench/throughput.py` from anywhere
 from bench.common import (
     RawHttp,
     contextd_server,
-    database_options,
-    database_server,
+    ints,
     load_average,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
     plain_url,
     progress,
-    throwaway_database,
     use_uvloop,
 )
 
@@ -150,23 +149,17 @@ def cpu_probe_s() -> float:
     return time.process_time() - start
 
 
-class Http:
-    """One keep-alive connection to one server (bench/common.py's RawHttp)."""
+class Http(RawHttp):
+    """One keep-alive connection to one server."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.raw = RawHttp(timeout_s=60)
+    def __init__(self, base: str) -> None:
+        super().__init__(timeout_s=60)
+        url = urlsplit(base)
+        self.host, self.port = url.hostname or "127.0.0.1", url.port or 80
 
-    @classmethod
-    async def connect(cls, host: str, port: int) -> Http:
-        return cls(host, port)
-
-    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        status, _, content = await self.raw.request(method, self.host, self.port, path, body)
+    async def send(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        status, _, content = await self.request(method, self.host, self.port, path, body)
         return status, content
-
-    def close(self) -> None:
-        self.raw.close()
 
 
 @dataclass
@@ -188,12 +181,10 @@ async def run_clients(
     on_ready: Callable[[], None] | None = None,
     sessions: int | None = None,
 ) -> tuple[list[Client], float]:
-    url = urlsplit(base)
-    host, port = url.hostname or "127.0.0.1", url.port or 80
     # One session per client, or `sessions` shared round-robin (appends only).
     shared = sessions or clients
     group = [Client(f"tp-{op}-w{workers}-s{i % shared}") for i in range(clients)]
-    conns = [await Http.connect(host, port) for _ in group]
+    conns = [Http(base) for _ in group]
     if op == "context":  # a history of a few hundred messages to fit into 8k tokens
         history = [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i} " * 40}
@@ -201,7 +192,7 @@ async def run_clients(
         ]
         for c, conn in zip(group, conns, strict=True):
             body = json.dumps({"messages": history}).encode()
-            status, raw = await conn.request("POST", f"/sessions/{c.sid}/messages", body)
+            status, raw = await conn.send("POST", f"/sessions/{c.sid}/messages", body)
             assert status == 201, raw[:300]
     if on_ready is not None:
         on_ready()
@@ -216,7 +207,7 @@ async def run_clients(
                 return
             if op == "context":
                 client.sent += 1
-                status, answer = await conn.request(
+                status, answer = await conn.send(
                     "GET", f"/sessions/{client.sid}/context?max_tokens=8000"
                 )
                 done = time.perf_counter()
@@ -229,7 +220,7 @@ async def run_clients(
             body = json.dumps(
                 {"messages": [{"role": "user", "content": f"step {client.sent}", "id": mid}]}
             ).encode()
-            status, answer = await conn.request("POST", f"/sessions/{client.sid}/messages", body)
+            status, answer = await conn.send("POST", f"/sessions/{client.sid}/messages", body)
             done = time.perf_counter()
             if status in (200, 201):
                 client.acked[mid] = json.loads(answer)["messages"][0]["seq"]
@@ -246,8 +237,7 @@ async def run_clients(
 
 async def check(base: str, group: list[Client]) -> tuple[int, int, int]:
     """(lost, duplicated or misplaced, unacknowledged stored) over every session."""
-    url = urlsplit(base)
-    conn = await Http.connect(url.hostname or "127.0.0.1", url.port or 80)
+    conn = Http(base)
     lost = dup = extra = 0
     acked: dict[str, dict[str, int]] = {}  # clients sharing a session: their acks together
     for client in group:
@@ -257,7 +247,7 @@ async def check(base: str, group: list[Client]) -> tuple[int, int, int]:
             stored: list[tuple[str, int]] = []
             after = 0
             while True:
-                status, raw = await conn.request(
+                status, raw = await conn.send(
                     "GET", f"/sessions/{sid}/messages?limit=1000&after_seq={after}"
                 )
                 if status == 404 and not session_acked:
@@ -341,12 +331,11 @@ def pgbench(
 
 
 async def seed_pgbench_sessions(base: str, clients: int) -> None:
-    url = urlsplit(base)
-    conn = await Http.connect(url.hostname or "127.0.0.1", url.port or 80)
+    conn = Http(base)
     try:
         for i in range(clients):
             body = json.dumps({"messages": [{"role": "user", "content": "seed"}]}).encode()
-            status, raw = await conn.request("POST", f"/sessions/pgb-{i}/messages", body)
+            status, raw = await conn.send("POST", f"/sessions/pgb-{i}/messages", body)
             assert status == 201, raw[:300]
     finally:
         conn.close()
@@ -431,9 +420,8 @@ async def measure_context(
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    database_options(p)
-    p.add_argument("--workers", default="1,2", help="`serve --workers` counts, comma-separated")
+    p = parser(__doc__)
+    p.add_argument("--workers", type=ints, default="1,2", help="`serve --workers` counts")
     p.add_argument("--clients", type=int, default=50, help="concurrent appending clients")
     p.add_argument(
         "--sessions",
@@ -443,21 +431,15 @@ def main() -> int:
     )
     p.add_argument("--duration", type=float, default=15, help="measured seconds per row")
     p.add_argument("--warmup", type=float, default=3, help="unmeasured seconds before")
-    p.add_argument("--pgbench-clients", default="10,50", help="pgbench connection counts ('' none)")
+    p.add_argument("--pgbench-clients", type=ints, default="10,50", help="pgbench connections")
     p.add_argument("--op", choices=("append", "context"), default="append", help="what to time")
     p.add_argument("--pgbench", default=shutil.which("pgbench") or "pgbench", help="its binary")
     args = p.parse_args()
-    args.workers = [int(x) for x in args.workers.split(",") if x]
-    args.pgbench_clients = [int(x) for x in args.pgbench_clients.split(",") if x]
-    server = database_server(args)
     rows: list[list[object]] = []
     bad = 0
     load_before = load_average()
     probe = cpu_probe_s()
-    with throwaway_database(server, prefix="contextd_tp") as db:
-        from app.db.engine import run_migrations
-
-        run_migrations(db.url)
+    with migrated_database(args, prefix="contextd_tp") as db:
         use_uvloop()
         for w in args.workers:
             row, errors = asyncio.run(measure_workers(db.url, w, args))
@@ -469,44 +451,20 @@ def main() -> int:
                 tps, p50, p99, pg_ms, bench_ms = pgbench(
                     args.pgbench, db.url, c, args.duration, Path(tmp)
                 )
-                rows.append(
-                    [
-                        "PostgreSQL alone (pgbench, same transaction)",
-                        c,
-                        round(tps),
-                        round(p50, 1),
-                        round(p99, 1),
-                        "",
-                        "",
-                        round(pg_ms, 2),
-                        round(bench_ms, 2),
-                        "",
-                        "",
-                    ]
-                )
+                label = "PostgreSQL alone (pgbench, same transaction)"
+                rows.append([label, c, round(tps), round(p50, 1), round(p99, 1), "", "",
+                             round(pg_ms, 2), round(bench_ms, 2), "", ""])  # fmt: skip
         where = db.server
     print(f"{machine_info()}; database: {where}")
     print(f"load average before: {load_before}; after: {load_average()}")
     print(f"CPU probe (5M-step Python loop): {probe:.2f} s of CPU (~0.3 s on an idle core)")
     print(f"{args.duration:.0f} s measured per row after {args.warmup:.0f} s of warm-up\n")
-    print(
-        markdown_table(
-            [
-                "server",
-                "clients",
-                "appends/s",
-                "p50 ms",
-                "p99 ms",
-                "max ms",
-                "server CPU ms/request",
-                "PostgreSQL CPU ms/request",
-                "load generator CPU ms/request",
-                "non-2xx",
-                "lost / dup / unacked stored",
-            ],
-            rows,
-        )
-    )
+    headers = (
+        "server", "clients", "appends/s", "p50 ms", "p99 ms", "max ms", "server CPU ms/request",
+        "PostgreSQL CPU ms/request", "load generator CPU ms/request", "non-2xx",
+        "lost / dup / unacked stored",
+    )  # fmt: skip
+    print(markdown_table(headers, rows))
     return 1 if bad else 0
 
 
