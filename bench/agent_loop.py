@@ -7,36 +7,15 @@
                                [--misses FILE] [--calls FILE]
                                [--database-url URL | --embedded]
 
-For every dataset session (with `k` planted mid-run user instructions from
-`tests/support/planted.py`), before every assistant message of the trace (a
-model call) the messages since the previous call are appended to a contextd
-session (in-process app, throwaway PostgreSQL database) and the payload is
-asked for at each budget and strategy, echoing the previous payload's
-`prefix_id`. Beside it, on the same calls:
-
-- `trim_messages`: LangChain's `trim_messages(strategy="last",
-  include_system=True, start_on="human")`, same counter;
-- `naive window`: the system prompt, the first user message, then the newest
-  whole units of the history (a tool group with its call, or one message)
-  that fit, newest first (a unit too large for the room left is skipped, older
-  ones are still tried), re-selected on every call.
-
-With `--compaction on` every budget has its own session with `auto_compact`
-on and `context_limit` = the budget (no output reserve, no safety margin, so
-compaction triggers at 90% of it); no model is configured, so compactions store
-the extractive summary. The bench waits for a compaction the call triggered to
-end before the next append, as the agent's model call would. The baselines
-never compact: their rows are the same in both tables.
-
-Measured per method on the *trimming calls* (the whole history with the system prompt
-does not fit the budget; the same calls for every method), unless a column says all:
-grounding (the identifiers the trace's real next step uses that only the history
-could have told it, held in the payload), + recall@3 (those the search endpoint finds
-among its top 3 hits), misses masked / left out, re-reads, recent / budget, stable
-prefix and cost, planted instructions kept, tool-group violations, latest user. Each
-column, the rows (agent traces, dialogues, the dataset, long runs), the tuning and
-checking halves (parity of the SHA-256 of a session's id), the recall@3 table by
-language and the targets table: docs/agent-loop.md ("What it measures").
+Before every assistant message of each dataset session's trace (a model call, with
+`k` planted mid-run user instructions of `tests/support/planted.py`), the messages
+since the previous call are appended to a contextd session (in-process app, throwaway
+database) and the payload asked for at each budget and strategy, echoing the previous
+`prefix_id`; beside it, on the same calls, LangChain's `trim_messages` and a naive
+recent-first window. With `--compaction on` every budget has its own session that
+compacts (extractive, no model), each job run in the agent's model call (`settle`).
+How to run it, the loop, the baselines, every column (on the *trimming calls*), the
+rows, the tuning and checking halves and the targets: docs/agent-loop.md.
 
 `--misses FILE` writes each identifier a contextd payload lacks on a trimming call
 (with whether the search found it, its top hits and every earlier message holding it),
@@ -84,7 +63,8 @@ from bench.common import (
     parser,
     progress,
 )
-from bench.context_quality import Case, plant, violations
+from tests.support.planted import Instruction
+from tests.support.planted import plant as plant_instructions
 
 TRIM_MESSAGES = "trim_messages"
 NAIVE = "naive window"
@@ -98,6 +78,54 @@ PRIMING = COUNTER.count_messages([])
 # Cache reads bill at a tenth of the input price (Anthropic; OpenAI bills 0.25-0.5x and
 # caches from 1,024 tokens in 128-token steps, which the bench ignores).
 CACHED_PRICE = 0.1
+
+
+@dataclass
+class Case:
+    """A dataset session with its planted instructions, and each message's token count."""
+
+    id: str
+    kind: str  # agent | dialogue
+    system: str | None
+    messages: list[dict[str, Any]]
+    planted: dict[int, Instruction]  # index of the planted message -> its instruction
+    users: set[int]  # indexes of every user message, planted ones included
+    latest_user: int
+    counts: list[int] = field(default_factory=list)
+
+
+def plant(session: Mapping[str, Any], k: int = 4, offset: int = 0) -> Case:
+    """`session` with `k` mid-run user instructions of tests/support/planted.py (English,
+    Chinese, Spanish, German in turn, sharing no word with the signal detectors) at step
+    boundaries spread over the run, never inside a tool group."""
+    msgs, planted = plant_instructions(session["messages"], k, offset=offset)
+    users = {i for i, m in enumerate(msgs) if m["role"] == "user"}
+    case = Case(
+        session["id"],
+        session["meta"]["kind"],
+        session.get("system"),
+        msgs,
+        {p.index: p.instruction for p in planted},
+        users,
+        max(users),
+    )
+    case.counts = [COUNTER.count_message(m) for m in msgs]
+    return case
+
+
+def violations(payload: Sequence[Mapping[str, Any]]) -> int:
+    """Tool results without their call before them, and calls without their results."""
+    bad = 0
+    waiting: set[str] = set()
+    for m in payload:
+        if m["role"] == "tool":
+            if m.get("tool_call_id") not in waiting:
+                bad += 1
+            waiting.discard(str(m.get("tool_call_id")))
+            continue
+        bad += bool(waiting)
+        waiting = {str(c["id"]) for c in m.get("tool_calls") or ()}
+    return bad + bool(waiting)
 
 
 def call_points(messages: Sequence[dict[str, Any]]) -> list[int]:
@@ -1031,22 +1059,17 @@ def method_label(name: str) -> str:
 
 def row_of(t: Tally) -> list[object]:
     missed = t.ids_needed - t.ids_held
-    cells: list[object] = [
-        f"{t.calls:,} ({t.trim_calls:,})",
-        f"{pct(t.ids_held, t.ids_needed)} of {t.ids_needed:,}",
+    return [
+        f"{t.calls:,} ({t.trim_calls:,})", f"{pct(t.ids_held, t.ids_needed)} of {t.ids_needed:,}",
         pct(t.ids_held + t.ids_recalled, t.ids_needed),
         f"{pct(t.ids_recalled, missed)} of {missed:,}" if missed else "–",
         f"{t.missed_masked:,} / {t.missed_left_out:,}" if missed else "0 / 0",
-        pct(t.recent, t.budget),
-        pct(t.trim_stable, t.trim_input),
-        pct(t.stable_tokens, t.input_tokens),
-        cost(t.trim_input, t.trim_stable),
+        pct(t.recent, t.budget), pct(t.trim_stable, t.trim_input),
+        pct(t.stable_tokens, t.input_tokens), cost(t.trim_input, t.trim_stable),
         f"{t.rereads:,} of {t.repeats:,}",
-        f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
-        t.violations,
+        f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}", t.violations,
         pct(t.latest_user, t.with_user),
-    ]
-    return cells
+    ]  # fmt: skip
 
 
 def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) -> str:

@@ -287,57 +287,37 @@ class Recorder:
 
 
 @contextlib.asynccontextmanager
-async def contextd_server(
-    database_url: str,
+async def served(
+    cmd: Sequence[str],
+    ready_url: str,
     timeout_s: float = 60,
-    workers: int = 1,
-    env_extra: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
     log_path: Path | None = None,
-) -> AsyncIterator[str]:
-    """Run `contextd serve` (the same entry point users run) on a free loopback port,
-    with `env_extra` in its environment, its output in `log_path` (kept) or a temporary
-    file. Yields the base URL once /readyz answers 200; stops the process at the end.
-    """
-    port = free_port()
+) -> AsyncIterator[None]:
+    """Run the server `cmd`, its output in `log_path` (kept)
+    or a temporary file, until `ready_url` answers 200; stop it at the end."""
     kept = log_path is not None
     if log_path is None:
         log, name = tempfile.mkstemp(prefix="contextd-bench-", suffix=".log")
         log_path = Path(name)
     else:
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, "CONTEXTD_HOST": "127.0.0.1"}
-    env.pop("CONTEXTD_API_KEYS", None)
-    env.update(env_extra or {})
-    # The code of this checkout, not whatever `app` the interpreter has installed (a
-    # git worktree sharing another checkout's venv runs that checkout's otherwise).
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
-        *("--workers", str(workers)),
-        env=env,
-        cwd=tempfile.gettempdir(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        *cmd, env=env, cwd=tempfile.gettempdir(), stdout=log, stderr=subprocess.STDOUT
     )
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
-        async with httpx.AsyncClient(base_url=base, timeout=2) as probe:
+        async with httpx.AsyncClient(timeout=2) as probe:
             while True:
                 if proc.returncode is not None:
-                    raise RuntimeError(
-                        f"contextd serve exited with {proc.returncode}:\n{_tail(log_path)}"
-                    )
+                    raise RuntimeError(f"{cmd[:4]} exited {proc.returncode}:\n{_tail(log_path)}")
                 with contextlib.suppress(httpx.TransportError):
-                    if (await probe.get("/readyz")).status_code == 200:
+                    if (await probe.get(ready_url)).status_code == 200:
                         break
                 if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"contextd serve not ready after {timeout_s}s:\n{_tail(log_path)}"
-                    )
+                    raise RuntimeError(f"{cmd[:4]} not ready in {timeout_s}s:\n{_tail(log_path)}")
                 await asyncio.sleep(0.1)
-        yield base
+        yield
     finally:
         if proc.returncode is None:
             proc.terminate()
@@ -349,6 +329,30 @@ async def contextd_server(
         os.close(log)
         if not kept:
             log_path.unlink(missing_ok=True)
+
+
+@contextlib.asynccontextmanager
+async def contextd_server(
+    database_url: str,
+    timeout_s: float = 60,
+    workers: int = 1,
+    env_extra: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+) -> AsyncIterator[str]:
+    """`contextd serve` (the same entry point users run) on a free loopback port, with
+    `env_extra` in its environment; yields the base URL once /readyz answers 200."""
+    port = free_port()
+    env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, "CONTEXTD_HOST": "127.0.0.1"}
+    env.pop("CONTEXTD_API_KEYS", None)
+    env.update(env_extra or {})
+    # The code of this checkout, not whatever `app` the interpreter has installed (a
+    # git worktree sharing another checkout's venv runs that checkout's otherwise).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    base = f"http://127.0.0.1:{port}"
+    cmd += ["--workers", str(workers)]
+    async with served(cmd, f"{base}/readyz", timeout_s, env, log_path):
+        yield base
 
 
 def _tail(path: Path, lines: int = 30) -> str:

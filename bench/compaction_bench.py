@@ -642,13 +642,9 @@ def steps_at(runs: Sequence[Run], k: int) -> list[tuple[Run, Step]]:
 
 
 def retention_table(results: Results) -> str:
-    headers = [
-        "configuration",
-        "sessions",
-        *(f"visible after {k} (%)" for k in range(1, COMPACTIONS + 1)),
-        f"verbatim after {COMPACTIONS} (%)",
-        f"in summary after {COMPACTIONS} (%)",
-    ]
+    after = [f"visible after {k} (%)" for k in range(1, COMPACTIONS + 1)]
+    headers = ["configuration", "sessions", *after, f"verbatim after {COMPACTIONS} (%)",
+               f"in summary after {COMPACTIONS} (%)"]  # fmt: skip
     rows: list[list[object]] = []
     for variant, runs in results.items():
         groups: list[tuple[str, Sequence[Run]]] = [("all", runs)]
@@ -686,21 +682,15 @@ def growth_table(results: Results) -> str:
             for s in at:
                 key = s.status if s.summarizer is None else f"{s.status}/{s.summarizer}"
                 statuses[key] = statuses.get(key, 0) + 1
-            rows.append(
-                [
-                    variant.label,
-                    k,
-                    mean([s.tokens_before for s in at]),
-                    mean([s.tokens_after for s in at]),
-                    mean([s.range_tokens for s in at]),
-                    mean([s.input_tokens for s in at]),
-                    mean([s.input_tokens - s.range_tokens for s in at]),
-                    mean([s.compacted_so_far for s in at]),
-                    inputs / history if history else None,
-                    mean([s.summary_tokens for s in at]),
-                    ", ".join(f"{n} {v}" for v, n in sorted(statuses.items())),
-                ]
-            )
+            rows.append([
+                variant.label, k, mean([s.tokens_before for s in at]),
+                mean([s.tokens_after for s in at]), mean([s.range_tokens for s in at]),
+                mean([s.input_tokens for s in at]),
+                mean([s.input_tokens - s.range_tokens for s in at]),
+                mean([s.compacted_so_far for s in at]), inputs / history if history else None,
+                mean([s.summary_tokens for s in at]),
+                ", ".join(f"{n} {v}" for v, n in sorted(statuses.items())),
+            ])  # fmt: skip
     return markdown_table(headers, rows)
 
 
@@ -743,20 +733,13 @@ def latency_table(results: Results) -> str:
         steps = [s for r in runs if r.error is None for s in r.steps]
         per_call = [s.model_s / s.model_calls * 1000 for s in steps if s.model_calls]
         latency = [s.latency_s * 1000 for s in steps]
-        rows.append(
-            [
-                variant.label,
-                len(steps),
-                percentile(latency, 50),
-                percentile(latency, 95),
-                max(latency, default=None),
-                percentile([s.engine_only_s * 1000 for s in steps], 50),
-                percentile([(s.job_s - s.engine_s) * 1000 for s in steps], 50),
-                mean([s.model_calls for s in steps]),
-                percentile(per_call, 50) if per_call else None,
-                percentile([s.job_s * 1000 for s in steps], 50),
-            ]
-        )
+        rows.append([
+            variant.label, len(steps), percentile(latency, 50), percentile(latency, 95),
+            max(latency, default=None), percentile([s.engine_only_s * 1000 for s in steps], 50),
+            percentile([(s.job_s - s.engine_s) * 1000 for s in steps], 50),
+            mean([s.model_calls for s in steps]), percentile(per_call, 50) if per_call else None,
+            percentile([s.job_s * 1000 for s in steps], 50),
+        ])  # fmt: skip
     return markdown_table(headers, rows)
 
 

@@ -30,10 +30,6 @@ alike:
   counted on every call: LangChain has no cached counts. Its repeats are
   bounded by `--lc-seconds` per size (at least `--lc-min-repeat`); the table
   says how many ran.
-
-It works in a fresh `contextd_bench_<random>` database on the given server
-(default `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL in a temporary
-folder) and drops it at the end. Progress goes to stderr, the table to stdout.
 """
 
 from __future__ import annotations
@@ -412,37 +408,21 @@ def _pair(values: Sequence[float]) -> str:
 
 
 def table(rows: Sequence[Figures]) -> str:
-    headers = [
-        "log size",
-        "ours in-process p50 / p99 ms (warm)",
-        "first call ms",
-        "cold p50 ms",
-        "after an append p50 ms",
-        "ours HTTP p50 / p99 ms",
-        "trim_messages p50 ms (runs)",
-        "ratio trim / ours in-process",
-        "ratio trim / ours HTTP",
-        "sent msgs / tokens: ours",
+    headers = (
+        "log size", "ours in-process p50 / p99 ms (warm)", "first call ms", "cold p50 ms",
+        "after an append p50 ms", "ours HTTP p50 / p99 ms", "trim_messages p50 ms (runs)",
+        "ratio trim / ours in-process", "ratio trim / ours HTTP", "sent msgs / tokens: ours",
         "sent msgs / tokens: trim",
-    ]
+    )  # fmt: skip
     body = []
     for r in rows:
         lc = percentile(r.lc_ms, 50)
-        body.append(
-            [
-                r.size,
-                _pair(r.warm_ms),
-                r.first_ms,
-                percentile(r.cold_ms, 50),
-                percentile(r.append_ms, 50),
-                _pair(r.http_ms),
-                f"{lc:,.1f} ({len(r.lc_ms)})",
-                f"{lc / percentile(r.warm_ms, 50):,.0f}x",
-                f"{lc / percentile(r.http_ms, 50):,.0f}x",
-                f"{r.ours_sent} / {r.ours_tokens:,}",
-                f"{r.lc_sent} / {r.lc_tokens:,}",
-            ]
-        )
+        body.append([
+            r.size, _pair(r.warm_ms), r.first_ms, percentile(r.cold_ms, 50),
+            percentile(r.append_ms, 50), _pair(r.http_ms), f"{lc:,.1f} ({len(r.lc_ms)})",
+            f"{lc / percentile(r.warm_ms, 50):,.0f}x", f"{lc / percentile(r.http_ms, 50):,.0f}x",
+            f"{r.ours_sent} / {r.ours_tokens:,}", f"{r.lc_sent} / {r.lc_tokens:,}",
+        ])  # fmt: skip
     return markdown_table(headers, body)
 
 

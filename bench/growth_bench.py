@@ -9,18 +9,14 @@ from the first size to the last. Growth is appends of `--grow-batch` messages,
 each followed by a context call (key_messages, `--budget` tokens), so every
 hot statement runs many times on the server's pooled connections while the
 session is small. At each size the bench then times `--measure` rounds of an
-agent's step: append the next two messages, then `GET /context`.
-
-A cost that follows the log instead of the window shows up as p50s that grow
-with the size. That is how a prepared statement's cached generic plan, chosen
-while the session was small (PostgreSQL switches to one after five executions
-and never looks back), showed: 118 ms per context call at 100k messages in a
-long-lived process against 5 ms in a fresh one. A bench that measures each
-size on fresh state (a new session, a new process) cannot see it.
+agent's step: append the next two messages, then `GET /context`. A cost that
+follows the log instead of the window shows up as p50s that grow with the size,
+as a generic plan cached while the session was small did (app/db/engine.py); a
+bench that measures each size on fresh state cannot see it.
 
 Statistics modes, each on a fresh database and a fresh server process:
-- `none`: never ANALYZEd (the tables of this database have autovacuum off):
-  plans are made from the table's physical size and default selectivities;
+- `none`: the bench never ANALYZEs (autovacuum does what it does on a new
+  deployment);
 - `analyze`: ANALYZE after reaching each size, before measuring, as autovacuum
   eventually would (it also invalidates cached plans, so it hides less).
 """
@@ -180,33 +176,15 @@ def agent_stream() -> Iterator[dict[str, Any]]:
 
 def table(rows: Sequence[Size]) -> str:
     first = {r.stats: percentile(r.context_ms, 50) for r in reversed(rows)}
-    return markdown_table(
-        [
-            "statistics",
-            "messages",
-            "context p50 ms",
-            "context p99 ms",
-            "p50 / first size",
-            "append p50 ms",
-            "append p99 ms",
-            "kept",
-            "grown in s",
-        ],
-        [
-            [
-                r.stats,
-                r.size,
-                percentile(r.context_ms, 50),
-                percentile(r.context_ms, 99),
-                f"×{percentile(r.context_ms, 50) / first[r.stats]:.2f}",
-                percentile(r.append_ms, 50),
-                percentile(r.append_ms, 99),
-                r.kept,
-                r.grow_s,
-            ]
-            for r in rows
-        ],
-    )
+    headers = ("statistics", "messages", "context p50 ms", "context p99 ms", "p50 / first size",
+               "append p50 ms", "append p99 ms", "kept", "grown in s")  # fmt: skip
+    body = [
+        [r.stats, r.size, percentile(r.context_ms, 50), percentile(r.context_ms, 99),
+         f"×{percentile(r.context_ms, 50) / first[r.stats]:.2f}", percentile(r.append_ms, 50),
+         percentile(r.append_ms, 99), r.kept, r.grow_s]
+        for r in rows
+    ]  # fmt: skip
+    return markdown_table(headers, body)
 
 
 if __name__ == "__main__":

@@ -626,24 +626,13 @@ class Level:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(s.errors.items())) or "0"
         jobs = "/".join(str(self.jobs.get(k, 0)) for k in ("success", "degraded", "failed", "noop"))
         return [
-            self.agents,
-            self.servers,
-            self.achieved_rate,
-            self.generator_cpu_ms_per_request,
-            s.acked_messages / self.seconds,
-            s.append_requests / self.seconds,
-            s.contexts / self.seconds,
-            percentile(s.context_ms, 50),
-            percentile(s.context_ms, 99),
-            percentile(s.append_ms, 50),
-            percentile(s.append_ms, 99),
-            errors,
-            len(s.violations),
-            jobs,
-            s.contexts_with_summary,
-            len(self.log_problems),
+            self.agents, self.servers, self.achieved_rate, self.generator_cpu_ms_per_request,
+            s.acked_messages / self.seconds, s.append_requests / self.seconds,
+            s.contexts / self.seconds, percentile(s.context_ms, 50), percentile(s.context_ms, 99),
+            percentile(s.append_ms, 50), percentile(s.append_ms, 99), errors, len(s.violations),
+            jobs, s.contexts_with_summary, len(self.log_problems),
             "ok" if self.check.ok and not self.left_active else "FAILED",
-        ]
+        ]  # fmt: skip
 
     @property
     def requests(self) -> int:

