@@ -104,6 +104,7 @@ class Figures:
     lc_sent: int = 0  # history messages trim_messages kept
     lc_tokens: int = 0
     lc_history: list[BaseMessage] = field(default_factory=list)
+    lc_runs: int | None = None  # decided after the untimed warm-up
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -274,7 +275,6 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
             lc = LangChainTrim(counter, args.budget)
             warm_per_round = math.ceil(args.repeat / args.rounds)
             cold_per_round = math.ceil(args.cold_repeat / args.rounds)
-            lc_plan = {f.size: LcPlan() for f in figures}
             for r in range(args.rounds):
                 k = r % len(figures)
                 for f in figures[k:] + figures[:k]:
@@ -291,7 +291,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
                         start = time.perf_counter()
                         expect(await http.get(f"/sessions/{f.sid}/context", params=query), 200)
                         f.http_ms.append((time.perf_counter() - start) * 1000)
-                    lc_round(lc, f, lc_plan[f.size], args, r)
+                    lc_round(lc, f, args, r)
 
             # An agent appends between two calls: the window moves and the new rows'
             # bodies are read for the first time. Measured last, so that every other
@@ -376,24 +376,16 @@ class LangChainTrim:
         return out
 
 
-@dataclass(slots=True)
-class LcPlan:
-    runs: int | None = None  # decided after the untimed warm-up
-
-
-def lc_round(
-    lc: LangChainTrim, f: Figures, plan: LcPlan, args: argparse.Namespace, round_no: int
-) -> None:
-    if plan.runs is None:
+def lc_round(lc: LangChainTrim, f: Figures, args: argparse.Namespace, round_no: int) -> None:
+    if f.lc_runs is None:
         start = time.perf_counter()
         kept = lc(f.lc_history)  # untimed warm-up: sizes the number of runs
         once = time.perf_counter() - start
         f.lc_sent = len(kept) - 1
         f.lc_tokens = sum(lc.counter(m) for m in kept) + lc.priming
-        plan.runs = max(args.lc_min_repeat, min(args.repeat, int(args.lc_seconds / once)))
-        progress(f"N={f.size:,}: trim_messages {once * 1000:,.0f} ms once; {plan.runs} runs")
-    left_rounds = args.rounds - round_no
-    n = math.ceil((plan.runs - len(f.lc_ms)) / left_rounds)
+        f.lc_runs = max(args.lc_min_repeat, min(args.repeat, int(args.lc_seconds / once)))
+        progress(f"N={f.size:,}: trim_messages {once * 1000:,.0f} ms once; {f.lc_runs} runs")
+    n = math.ceil((f.lc_runs - len(f.lc_ms)) / (args.rounds - round_no))
     for _ in range(n):
         start = time.perf_counter()
         lc(f.lc_history)
