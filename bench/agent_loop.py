@@ -33,6 +33,7 @@ import json
 import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from itertools import zip_longest
@@ -85,7 +86,6 @@ class Case:
     """A dataset session with its planted instructions, and each message's token count."""
 
     id: str
-    kind: str  # agent | dialogue
     system: str | None
     messages: list[dict[str, Any]]
     planted: dict[int, Instruction]  # index of the planted message -> its instruction
@@ -102,7 +102,6 @@ def plant(session: Mapping[str, Any], k: int = 4, offset: int = 0) -> Case:
     users = {i for i, m in enumerate(msgs) if m["role"] == "user"}
     case = Case(
         session["id"],
-        session["meta"]["kind"],
         session.get("system"),
         msgs,
         {p.index: p.instruction for p in planted},
@@ -782,13 +781,6 @@ class Entry:
         self.lang = self.lang or language_of(self.case)
 
 
-def group_of(session: Mapping[str, Any]) -> str:
-    meta = session["meta"]
-    if meta["kind"] == "agent":
-        return "agent traces"
-    return f"dialogues ({meta['lang']})"
-
-
 def long_runs(
     sessions: Sequence[Mapping[str, Any]], n: int, max_tokens: int
 ) -> list[dict[str, Any]]:
@@ -835,10 +827,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def load_entries(args: argparse.Namespace) -> list[Entry]:
     sessions = read_jsonl(args.dataset)
-    entries = [
-        Entry(plant(s, args.k, offset=n), group_of(s))
-        for n, s in enumerate(sessions[: args.limit or None])
-    ]
+    entries = []
+    for n, s in enumerate(sessions[: args.limit or None]):
+        agent = s["meta"]["kind"] == "agent"
+        group = "agent traces" if agent else f"dialogues ({s['meta']['lang']})"
+        entries.append(Entry(plant(s, args.k, offset=n), group))
     if args.long:
         runs = long_runs(read_jsonl(args.long_dataset), args.long, args.long_max_tokens)
         for n, s in enumerate(runs):
@@ -1239,9 +1232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with migrated_database(args, prefix="contextd_agentloop") as db:
         totals = asyncio.run(run(args, db.url, entries))
     tallies = with_all(totals.tallies, args.budgets)
-    counts: dict[str, int] = {}
-    for e in entries:
-        counts[e.group] = counts.get(e.group, 0) + 1
+    counts = Counter(e.group for e in entries)
     halves = {h: sum(e.half == h for e in entries) for h in HALVES}
     long = [e for e in entries if e.group == "long agent runs"]
     print(
@@ -1259,22 +1250,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"- {e.case.id} ({e.half}): {len(e.case.messages)} messages, {tokens:,} tokens")
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
     for mode in args.compaction:
-        print()
-        what = (
-            f"auto-compaction on (extractive, no model; {totals.compactions} compactions)"
-            if mode == "on"
-            else "auto-compaction off"
-        )
-        print(f"### {what}; trimming calls unless the column says all")
-        print()
+        what = "auto-compaction off"
+        if mode == "on":
+            what = f"auto-compaction on (extractive, no model; {totals.compactions} compactions)"
+        print(f"\n### {what}; trimming calls unless the column says all\n")
         print(table(tallies, mode, args.strategies))
-        print()
-        print(f"Recall@3 of the identifiers each payload misses, by language, {what}:")
-        print()
+        print(f"\nRecall@3 of the identifiers each payload misses, by language, {what}:\n")
         print(recall_table(totals.recalls, mode, args.strategies))
-        print()
-        print(f"Targets, {method_label(DEFAULT_STRATEGY)}, {what}:")
-        print()
+        print(f"\nTargets, {method_label(DEFAULT_STRATEGY)}, {what}:\n")
         print(targets(tallies, mode))
     print(f"\n{time.perf_counter() - started:.0f}s", file=sys.stderr)
     return 0

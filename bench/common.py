@@ -48,10 +48,8 @@ DATASET = Path(
 
 
 def dataset_warning() -> str:
-    """A header line for benches that fall back to the synthetic dialogue ("" with the dataset).
-
-    The fallback is a different load: figures from it must not pass for the dataset's.
-    """
+    """A header line for benches that fall back to the synthetic dialogue ("" with the
+    dataset): a different load, whose figures must not pass for the dataset's."""
     if DATASET.exists():
         return ""
     return (
@@ -80,21 +78,11 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> 
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(r: list[str]) -> str:
-        return (
-            "| "
-            + " | ".join(
-                v.rjust(w) if i else v.ljust(w)
-                for i, (v, w) in enumerate(zip(r, widths, strict=True))
-            )
-            + " |"
-        )
+        pairs = enumerate(zip(r, widths, strict=True))
+        return "| " + " | ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in pairs) + " |"
 
-    rule = (
-        "|"
-        + "|".join("-" * (w + 1) + ":" if i else ":" + "-" * (w + 1) for i, w in enumerate(widths))
-        + "|"
-    )
-    return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
+    rule = "|".join("-" * (w + 1) + ":" if i else ":" + "-" * (w + 1) for i, w in enumerate(widths))
+    return "\n".join([line(cells[0]), f"|{rule}|", *map(line, cells[1:])])
 
 
 def _cell(v: object) -> str:
@@ -150,14 +138,6 @@ def machine_info() -> str:
 # --- URLs and throwaway databases --------------------------------------------------------------
 
 
-def redact(url: str) -> str:
-    head, sep, rest = url.partition("://")
-    creds, at, tail = rest.rpartition("@")
-    if at and ":" in creds:
-        creds = creds.split(":", 1)[0] + ":***"
-    return f"{head}{sep}{creds}{at}{tail}"
-
-
 async def server_version(url: str) -> str:
     conn = await asyncpg.connect(plain_url(url), timeout=30)
     try:
@@ -206,8 +186,10 @@ def throwaway_database(
     """
     tmp: Path | None = None
     if server_url:
+        from app.cli_args import redacted
+
         base = plain_url(server_url)
-        where = redact(base)
+        where = redacted(base)
     else:
         from app.db.embedded import start_embedded
 
@@ -286,6 +268,17 @@ class Recorder:
 # --- a real server process ---------------------------------------------------------------------
 
 
+async def stop(proc: asyncio.subprocess.Process) -> None:
+    """Terminate `proc`, then kill it if it is still there after 15 s."""
+    if proc.returncode is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 15)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
 @contextlib.asynccontextmanager
 async def served(
     cmd: Sequence[str],
@@ -319,13 +312,7 @@ async def served(
                 await asyncio.sleep(0.1)
         yield
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await stop(proc)
         os.close(log)
         if not kept:
             log_path.unlink(missing_ok=True)
@@ -359,6 +346,40 @@ def _tail(path: Path, lines: int = 30) -> str:
     with contextlib.suppress(OSError):
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     return ""
+
+
+# --- reading a log back ---------------------------------------------------------------------
+
+
+async def get_json(
+    client: httpx.AsyncClient, url: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """GET with the retries any client needs (transport errors, 503), bounded."""
+    for attempt in range(8):
+        try:
+            r = await client.get(url, params=params)
+        except httpx.TransportError:
+            await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+            continue
+        if r.status_code == 503:
+            await asyncio.sleep(min(float(r.headers.get("retry-after", "1")), 2.0))
+            continue
+        r.raise_for_status()
+        return dict(r.json())
+    raise RuntimeError(f"GET {url} failed 8 times")
+
+
+async def read_log(client: httpx.AsyncClient, base: str, sid: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    after = 0
+    for _ in range(10_000):
+        url = f"{base}/sessions/{sid}/messages"
+        page = await get_json(client, url, {"after_seq": after, "limit": 1000})
+        out.extend(page["messages"])
+        if page["next_after_seq"] is None:
+            return out
+        after = int(page["next_after_seq"])
+    raise RuntimeError(f"{sid}: the log never ended")
 
 
 # --- realistic messages and seeding ------------------------------------------------------------
@@ -442,6 +463,22 @@ async def set_statistics(url: str, mode: str) -> None:
 # --- a lean HTTP/1.1 client for load generators ---------------------------------------------
 
 
+@dataclass
+class Reply:
+    """An answer of RawHttp."""
+
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
 class HttpError(Exception):
     """The connection failed or the answer was not HTTP/1.1 we can read: a transport error."""
 
@@ -470,8 +507,8 @@ class RawHttp:
 
     async def request(
         self, method: str, host: str, port: int, path: str, body: bytes | None = None
-    ) -> tuple[int, dict[str, str], bytes]:
-        """(status, headers with lower-case names, body)."""
+    ) -> Reply:
+        """The answer (its headers' names in lower case)."""
         try:
             async with asyncio.timeout(self.timeout_s):
                 return await self._exchange(method, host, port, path, body)
@@ -481,7 +518,7 @@ class RawHttp:
 
     async def _exchange(
         self, method: str, host: str, port: int, path: str, body: bytes | None
-    ) -> tuple[int, dict[str, str], bytes]:
+    ) -> Reply:
         key = (host, port)
         streams = self._streams.get(key)
         if streams is None:
@@ -503,7 +540,7 @@ class RawHttp:
         content = await reader.readexactly(int(headers["content-length"]))
         if headers.get("connection", "").lower() == "close":
             self._drop(key)
-        return status, headers, content
+        return Reply(status, headers, content)
 
     def _drop(self, key: tuple[str, int]) -> None:
         streams = self._streams.pop(key, None)

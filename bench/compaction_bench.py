@@ -34,10 +34,7 @@ one compaction worker), each for every `--preserved-turns` value:
 - with `--control`, also a model that ignores the prompt (FakeLLM "minimal"):
   a negative control showing that the measurement does see constraints lost.
 
-The configurations share one app and database: the runner's model client is
-swapped per session (None for extractive only, which is what an unset
-`CONTEXTD_LLM_BASE_URL` gives it), and they alternate session by session so
-background load hits them alike.
+They share one app and database (`Harness.use`) and alternate session by session.
 
 Measured:
 
@@ -163,21 +160,13 @@ class Case:
 def load_sources(path: Path = DATASET) -> list[Source]:
     out = []
     with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            row = json.loads(line)
+        for row in (json.loads(line) for line in f if line.strip()):
             meta = row.get("meta") or {}
-            out.append(
-                Source(
-                    id=str(row["id"]),
-                    source=str(row.get("source", "?")),
-                    kind=str(meta.get("kind", "?")),
-                    lang="zh" if meta.get("lang") == "zh" else "en",
-                    system=row.get("system") or None,
-                    messages=[m for m in row["messages"] if m.get("role") != "system"],
-                )
-            )
+            lang = "zh" if meta.get("lang") == "zh" else "en"
+            messages = [m for m in row["messages"] if m.get("role") != "system"]
+            out.append(Source(str(row["id"]), str(row.get("source", "?")),
+                              str(meta.get("kind", "?")), lang, row.get("system") or None,
+                              messages))  # fmt: skip
     return out
 
 
@@ -438,14 +427,6 @@ class Step:
     model_s: float  # the model calls
     model_calls: int
     missed: list[str] = field(default_factory=list)
-
-    @property
-    def latency_s(self) -> float:
-        return self.job_s - self.model_s
-
-    @property
-    def engine_only_s(self) -> float:
-        return self.engine_s - self.model_s
 
 
 @dataclass(slots=True)
@@ -732,10 +713,11 @@ def latency_table(results: Results) -> str:
     for variant, runs in results.items():
         steps = [s for r in runs if r.error is None for s in r.steps]
         per_call = [s.model_s / s.model_calls * 1000 for s in steps if s.model_calls]
-        latency = [s.latency_s * 1000 for s in steps]
+        latency = [(s.job_s - s.model_s) * 1000 for s in steps]
+        engine = [(s.engine_s - s.model_s) * 1000 for s in steps]
         rows.append([
             variant.label, len(steps), percentile(latency, 50), percentile(latency, 95),
-            max(latency, default=None), percentile([s.engine_only_s * 1000 for s in steps], 50),
+            max(latency, default=None), percentile(engine, 50),
             percentile([(s.job_s - s.engine_s) * 1000 for s in steps], 50),
             mean([s.model_calls for s in steps]), percentile(per_call, 50) if per_call else None,
             percentile([s.job_s * 1000 for s in steps], 50),
@@ -834,31 +816,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "POST /compact {wait, force} after each; context_limit leaves room for the whole "
         "session, so GET /context never trims: what is missing is missing from compaction"
     )
-    print()
-    print("Planted constraints visible in GET /context after each compaction")
-    print()
-    print(retention_table(results))
-    print()
-    print("Tokens around each compaction (GET /budget current_tokens) and summary input growth")
-    print()
-    print(growth_table(results))
-    print()
-    print("Summary input growth:")
-    print(growth_verdict(results))
-    print()
-    print(
-        "Compaction latency excluding the model: wall time of the runner's job (run_once: "
-        "claim, load, plan, candidates, summarise, store, commit) minus the wall time of its "
-        "ChatModelClient.complete calls (HTTP round trip to the fake server on the same event "
-        "loop included); summarise = the engine (summarise() minus its model calls); the "
-        "rest = database and bookkeeping; extractive makes no call. In-process, one worker, "
-        "one job at a time, the two configurations alternating session by session"
-    )
-    print()
-    print(latency_table(results))
-    print()
-    print("Constraints not visible:")
-    print(misses(results))
+    for title, body in (
+        ("Planted constraints visible in GET /context after each compaction",
+         retention_table(results)),
+        ("Tokens around each compaction (GET /budget current_tokens) and summary input growth",
+         growth_table(results)),
+        ("Summary input growth:", growth_verdict(results)),
+        ("Compaction latency excluding the model: the runner's job (claim to commit) less its "
+         "model calls; summarise = the engine less its model calls; the rest = database and "
+         "bookkeeping (the module docstring)", latency_table(results)),
+        ("Constraints not visible:", misses(results)),
+    ):  # fmt: skip
+        print(f"\n{title}\n\n{body}")
     print()
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
     progress(f"done in {time.perf_counter() - started:.0f}s; database dropped")

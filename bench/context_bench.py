@@ -82,7 +82,6 @@ if TYPE_CHECKING:
 
     from app.context.params import ContextParams
 
-MAX_SIZE = 1_000_000
 MODEL = "gpt-4o"  # o200k_base: the exact counter both sides use
 SYSTEM = "You are a careful coding agent. Work in small steps and run the tests."
 WARMUP = 3
@@ -231,9 +230,9 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
     async with contextd_server(db.url) as base, app_client(db.url) as (_, app):
         timeout = httpx.Timeout(300.0)
         async with httpx.AsyncClient(base_url=base, timeout=timeout) as http:
+            body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
             for size in args.sizes:
                 sid = f"ctx-{size}-{uuid.uuid4().hex[:8]}"
-                body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
                 expect(await http.put(f"/sessions/{sid}", json=body), 201)
                 progress(f"N={size:,}: seeding {sid} over HTTP")
                 seconds = await seed_session(http, sid, size, messages, args.seed_batch)
@@ -242,7 +241,6 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
             # One-time costs of the process (statement compilation, connections, imports)
             # go to a small session of their own, not to the first size measured.
             spare = f"ctx-warmup-{uuid.uuid4().hex[:8]}"
-            body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
             expect(await http.put(f"/sessions/{spare}", json=body), 201)
             await seed_session(http, spare, min(200, len(messages)), messages, args.seed_batch)
             await set_statistics(db.url, "analyze")  # as autovacuum eventually does

@@ -28,10 +28,9 @@ import asyncio
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -96,36 +95,29 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = database_server(args)
     started = time.perf_counter()
     load_start = load_average()
     rows: list[Size] = []
-    header = ""
     for stats in args.stats:
-        with throwaway_database(server, prefix="contextd_growth") as db:
+        with throwaway_database(database_server(args), prefix="contextd_growth") as db:
             progress(f"stats={stats}: database {db.url.rsplit('/', 1)[-1]} on {db.server}")
-            header = asyncio.run(_header(db, args))
+            version = asyncio.run(server_version(db.url))
             rows += asyncio.run(asyncio.wait_for(grow(args, db, stats), args.max_seconds))
-    print(header)
-    print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
-    print()
+    print(
+        f"contextd growth bench: {machine_info()}; PostgreSQL {version} ({db.server}); one "
+        f"session grown in one `contextd serve` process to "
+        f"{', '.join(f'{n:,}' for n in args.sizes)} messages in appends of {args.grow_batch}, "
+        f"each followed by a context call; at each size {args.measure} steps of "
+        f"(append {STEP} messages, GET /context key_messages max_tokens={args.budget})"
+    )
+    print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}\n")
     print(table(rows))
     progress(f"done in {time.perf_counter() - started:.0f}s; databases dropped")
     return 0
 
 
-async def _header(db: Throwaway, args: argparse.Namespace) -> str:
-    return (
-        f"contextd growth bench: {machine_info()}; PostgreSQL {await server_version(db.url)} "
-        f"({db.server}); one session grown in one `contextd serve` process to "
-        f"{', '.join(f'{n:,}' for n in args.sizes)} messages in appends of {args.grow_batch}, "
-        f"each followed by a context call; at each size {args.measure} steps of "
-        f"(append {STEP} messages, GET /context key_messages max_tokens={args.budget})"
-    )
-
-
 async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size]:
-    stream = agent_stream()
+    stream = cycled(agent_messages(), 10**9, salt="g")  # tool-call ids unique per cycle
     sid = f"growth-{uuid.uuid4().hex[:8]}"
     query = {"max_tokens": args.budget, "strategy": "key_messages"}
     out: list[Size] = []
@@ -167,11 +159,6 @@ async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size
                 f"stats={stats} N={size:,}: context p50 {percentile(figures.context_ms, 50):.1f} ms"
             )
     return out
-
-
-def agent_stream() -> Iterator[dict[str, Any]]:
-    """The dataset's agent messages cycled without end, tool-call ids unique per cycle."""
-    return cycled(agent_messages(), 10**9, salt="g")
 
 
 def table(rows: Sequence[Size]) -> str:

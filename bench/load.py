@@ -45,7 +45,9 @@ from bench.common import (
     REPO_ROOT,
     HttpError,
     RawHttp,
+    Reply,
     contextd_server,
+    get_json,
     ints,
     load_average,
     load_messages,
@@ -56,6 +58,8 @@ from bench.common import (
     percentile,
     plain_url,
     progress,
+    read_log,
+    stop,
     use_uvloop,
 )
 from tests.support.tail import tail_violation
@@ -120,23 +124,6 @@ def digest(m: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps([m.get(k) for k in keys], sort_keys=True).encode()).hexdigest()
 
 
-# --- the agents' HTTP ---------------------------------------------------------------------------
-
-
-@dataclass
-class Reply:
-    status_code: int
-    headers: dict[str, str]
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", "replace")
-
-
 # --- texts -------------------------------------------------------------------------------------
 
 
@@ -163,21 +150,13 @@ class Texts:
 
 class Agent:
     def __init__(
-        self,
-        n: int,
-        run: str,
-        ports: Sequence[int],
-        texts: Texts,
-        stats: Stats,
-        seed: int,
+        self, n: int, run: str, ports: Sequence[int], texts: Texts, stats: Stats, seed: int
     ) -> None:
         self.n = n
         self.name = f"a{n}"
         self.sid = f"load-{run}-a{n}"
         self.ports = list(ports)
-        # Its own keep-alive connections (bench/common.py's RawHttp): the generator shares
-        # the cores with the server, and httpx cost ~0.7 ms of CPU per request.
-        self.http = RawHttp(REQUEST_TIMEOUT_S)
+        self.http = RawHttp(REQUEST_TIMEOUT_S)  # why not httpx: RawHttp's docstring
         self.texts = texts
         self.stats = stats
         self.rng = random.Random(seed * 100_003 + n)
@@ -204,7 +183,7 @@ class Agent:
             content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
             start = time.perf_counter()
             try:
-                r = Reply(*await self.http.request(method, "127.0.0.1", port, path, content))
+                r = await self.http.request(method, "127.0.0.1", port, path, content)
             except HttpError as exc:
                 self.stats.errors[f"{kind} {exc.cause}"] += 1
                 await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
@@ -418,37 +397,6 @@ class CheckResult:
         return not self.problems
 
 
-async def get_json(
-    client: httpx.AsyncClient, url: str, params: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """GET with the retries any client needs (transport errors, 503), bounded."""
-    for attempt in range(MAX_ATTEMPTS):
-        try:
-            r = await client.get(url, params=params)
-        except httpx.TransportError:
-            await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
-            continue
-        if r.status_code == 503:
-            await asyncio.sleep(min(float(r.headers.get("retry-after", "1")), 2.0))
-            continue
-        r.raise_for_status()
-        return dict(r.json())
-    raise RuntimeError(f"GET {url} failed {MAX_ATTEMPTS} times")
-
-
-async def read_log(client: httpx.AsyncClient, base: str, sid: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    after = 0
-    for _ in range(10_000):
-        url = f"{base}/sessions/{sid}/messages"
-        page = await get_json(client, url, {"after_seq": after, "limit": 1000})
-        out.extend(page["messages"])
-        if page["next_after_seq"] is None:
-            return out
-        after = int(page["next_after_seq"])
-    raise RuntimeError(f"{sid}: the log never ended")
-
-
 async def check_agent(
     client: httpx.AsyncClient, base: str, agent: Agent, result: CheckResult
 ) -> None:
@@ -529,9 +477,7 @@ async def job_counts(url: str) -> tuple[dict[str, int], list[str]]:
     for r in bad:
         result = json.loads(r["result"] or "{}")
         detail = {
-            k: v
-            for k, v in result.items()
-            if "reason" in k or "error" in k or "anchor" in k or k == "missing_anchors"
+            k: v for k, v in result.items() if any(w in k for w in ("reason", "error", "anchor"))
         }
         why.append(f"{r['session_id']}: {r['status']} {r['reason'] or ''} {detail}")
     if noops:
@@ -560,13 +506,7 @@ async def fake_llm_process() -> AsyncIterator[str]:
             raise RuntimeError("the fake model did not start")
         yield line.decode().strip()
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), 10)
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await stop(proc)
 
 
 async def serve_fake_llm() -> None:

@@ -324,10 +324,6 @@ class Run:
     error: str | None = None
 
 
-def context_text(ctx: dict[str, Any]) -> str:
-    return "\n".join(content_text(m) for m in ctx.get("messages") or ())
-
-
 async def run_session(
     c: httpx.AsyncClient, rec: Recorder, source: dict[str, Any], parts: list[list[dict[str, Any]]],
     args: argparse.Namespace, run: Run,
@@ -361,7 +357,7 @@ async def run_session(
         trail = list(roll_artifacts(trail, new, max_tokens=10**9, counter=COUNTER)[0])
         want = probes(log, watermark, trail, share)
         model_text = "\n".join(a.text for a in rec.answers[answers:])
-        final = context_text(ctx)
+        final = "\n".join(content_text(m) for m in ctx.get("messages") or ())
         summary = str((state.get("summary") or {}).get("text") or "")
         step = Step(
             k, str(done.get("status")), done.get("reason") or meta.get("reason"),
@@ -479,14 +475,9 @@ def gate_report(runs: Sequence[Run], compactions: int) -> list[str]:
             f"{sum(s.reason == 'invented' for s in at)}), failed {statuses['failed']}, noop "
             f"{statuses['noop']}; gate action "
             + (", ".join(f"{a} ×{n}" for a, n in sorted(actions.items())) or "-")
-            + "; the model's items: citation kept {kept}, corrected {corrected}, dropped "
-            "{dropped} (unsupported {unsupported}, echo {echo})".format(
-                kept=cites["kept"],
-                corrected=cites["corrected"],
-                dropped=cites["dropped"],
-                unsupported=cites["unsupported"],
-                echo=cites["echo"],
-            )
+            + f"; the model's items: citation kept {cites['kept']}, corrected "
+            f"{cites['corrected']}, dropped {cites['dropped']} (unsupported "
+            f"{cites['unsupported']}, echo {cites['echo']})"
         )
         rows = []
         for kind, c in gate_counts(gated).items():

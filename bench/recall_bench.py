@@ -4,9 +4,8 @@
         [--messages 1000000] [--big 100000] [--keep]
         [--budget 8000] [--zh-budgets 300,500,1000,2000] [--pad 0] [--statistics analyze|none]
 
-Each part runs in a throwaway database (on `--database-url`, else
-`CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL), migrated to head, with the
-app built in this process (`create_app`: no HTTP server in between).
+Each part runs in a throwaway database, migrated to head, with the app built in this
+process (`create_app`: no HTTP server in between).
 
 1. latency: `--messages` messages in all, `--big` of them in one session and the
    rest in sessions of 5,000: each distinct dataset message's row and lexemes are
@@ -34,8 +33,6 @@ app built in this process (`create_app`: no HTTP server in between).
    also the names and phrases it takes from earlier, `chinese_terms`) that the
    payload does not hold and the log before it does: search with it, and with a
    question naming it; a hit when one of the top 3 messages holds it.
-
-The table goes to stdout, progress to stderr.
 """
 
 from __future__ import annotations
@@ -76,7 +73,6 @@ from bench.common import (
     plain_url,
     progress,
     set_statistics,
-    throwaway_database,
     with_database,
 )
 
@@ -99,11 +95,6 @@ KEEP_PREFIX = "contextd_recall_keep"
 
 def _code(sid_first_code: int, seq: int) -> str:
     return f"RX-{sid_first_code + (seq - 1) // CODE_EVERY}"
-
-
-def _coded(m: dict[str, Any], code: str) -> dict[str, Any]:
-    # A unique code in a message, as tool outputs carry ids.
-    return {**m, "content": f"{m.get('content') or ''}\nresult id {code}"}
 
 
 def layout(big: int, total: int) -> tuple[list[str], list[int]]:
@@ -131,18 +122,11 @@ async def load(url: str, big: int, total: int) -> None:
         await conn.execute(
             "CREATE TEMP TABLE src (k int PRIMARY KEY, role text, body jsonb, words text)"
         )
-        await conn.copy_records_to_table(
-            "src",
-            records=[
-                (
-                    k,
-                    m["role"],
-                    json.dumps(m, ensure_ascii=False),
-                    tsvector_literal(searchable_text(m)),
-                )
-                for k, m in enumerate(messages)
-            ],
-        )
+        records = [
+            (k, m["role"], json.dumps(m, ensure_ascii=False), tsvector_literal(searchable_text(m)))
+            for k, m in enumerate(messages)
+        ]
+        await conn.copy_records_to_table("src", records=records)
         await conn.execute(
             "CREATE TEMP TABLE coded (sid text, seq bigint, body jsonb, words text,"
             " PRIMARY KEY (sid, seq))"
@@ -150,7 +134,8 @@ async def load(url: str, big: int, total: int) -> None:
         coded = []
         for sid, n, first in zip(sids, sizes, firsts, strict=True):
             for seq in range(1, n + 1, CODE_EVERY):
-                body = _coded(messages[(seq - 1) % len(messages)], _code(first, seq))
+                m = messages[(seq - 1) % len(messages)]  # a unique code, as tool outputs carry ids
+                body = {**m, "content": f"{m.get('content') or ''}\nresult id {_code(first, seq)}"}
                 coded.append((sid, seq, json.dumps(body, ensure_ascii=False),
                               tsvector_literal(searchable_text(body))))  # fmt: skip
         await conn.copy_records_to_table("coded", records=coded)
@@ -187,12 +172,6 @@ async def load(url: str, big: int, total: int) -> None:
         await conn.close()
     async with app_state(url) as (c, app):
         await echo(c, app, sids[0], echoed_codes(big))
-    conn = await asyncpg.connect(plain_url(url))
-    try:
-        await conn.execute("CREATE TABLE bench_loaded (at timestamptz DEFAULT now())")
-        await conn.execute("INSERT INTO bench_loaded DEFAULT VALUES")
-    finally:
-        await conn.close()
 
 
 def fingerprint(args: argparse.Namespace) -> str:
@@ -218,8 +197,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
     from app.db.engine import run_migrations
 
     if not args.keep:
-        with throwaway_database(server, prefix="contextd_recall") as db:
-            run_migrations(db.url)
+        with migrated_database(args, prefix="contextd_recall") as db:
             asyncio.run(load(db.url, args.big, args.messages))
             asyncio.run(set_statistics(db.url, args.statistics))
             yield db.url
@@ -229,25 +207,21 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
     base = plain_url(server)
     name = f"{KEEP_PREFIX}_{fingerprint(args)}"
 
-    async def existing() -> tuple[list[str], bool]:
+    async def existing() -> dict[str, bool]:
+        """The kept databases, each with whether its load ended (its comment says so)."""
         conn = await asyncpg.connect(base)
         try:
             rows = await conn.fetch(
-                "SELECT datname FROM pg_database WHERE datname LIKE $1", KEEP_PREFIX + "_%"
+                "SELECT datname, shobj_description(oid, 'pg_database') = 'loaded' AS loaded "
+                "FROM pg_database WHERE datname LIKE $1",
+                KEEP_PREFIX + "_%",
             )
-            names = [r["datname"] for r in rows]
         finally:
             await conn.close()
-        if name not in names:
-            return names, False
-        conn = await asyncpg.connect(with_database(base, name))
-        try:
-            done = await conn.fetchval("SELECT to_regclass('bench_loaded') IS NOT NULL")
-        finally:
-            await conn.close()
-        return names, bool(done)
+        return {r["datname"]: bool(r["loaded"]) for r in rows}
 
-    names, loaded = asyncio.run(existing())
+    names = asyncio.run(existing())
+    loaded = names.get(name, False)
     for old in names:
         if old != name or not loaded:
             asyncio.run(admin(base, f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)'))
@@ -259,6 +233,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
         run_migrations(url)
         asyncio.run(load(url, args.big, args.messages))
         asyncio.run(set_statistics(url, args.statistics))
+        asyncio.run(admin(base, f"COMMENT ON DATABASE \"{name}\" IS 'loaded'"))
     yield url
 
 
@@ -459,10 +434,7 @@ async def pad(c: httpx.AsyncClient, sid: str, count: int, salt: int) -> str:
     return "\n".join(searchable_text(m) for m in msgs) + "\n"
 
 
-NL = {
-    "en": "what did the earlier output say about {}?",
-    "zh": "之前提到的{}是什么？",
-}
+NL = {"en": "what did the earlier output say about {}?", "zh": "之前提到的{}是什么？"}
 _CJK_RUN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]{4,}")
 
 
