@@ -68,16 +68,12 @@ bench-model: $(STAMP)  ## compaction through SmolLM2-135M on llama.cpp (not in `
 	$(BIN)/python bench/model_bench.py $(BENCH_MODEL_ARGS)
 
 bench: $(STAMP)  ## the benchmarks of docs/measured.md, in order (~20 min; CONTEXTD_DATABASE_URL or embedded; pgbench on PATH)
-	$(BIN)/python bench/log_bench.py
-	$(BIN)/python bench/context_quality.py
+	$(BIN)/python bench/agent_loop.py --quick
 	$(BIN)/python bench/context_bench.py --repeat 40 --rounds 2
 	$(BIN)/python bench/compaction_bench.py --control
-	$(BIN)/python bench/claim_bench.py
 	$(BIN)/python bench/load.py --agents 10,50,200 --duration 20
 	$(BIN)/python bench/throughput.py --op append --workers 1,2 --clients 50 --duration 15 --pgbench-clients 10,50
 	$(BIN)/python bench/growth_bench.py --stats none,analyze
-	$(BIN)/python bench/calibration_bench.py
-	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/vector_bench.py
 
 # `make clean` works on this folder whatever the caller's (make -f, make -C) and removes

@@ -7,36 +7,15 @@
                                [--misses FILE] [--calls FILE]
                                [--database-url URL | --embedded]
 
-For every dataset session (with `k` planted mid-run user instructions from
-`tests/support/planted.py`), before every assistant message of the trace (a
-model call) the messages since the previous call are appended to a contextd
-session (in-process app, throwaway PostgreSQL database) and the payload is
-asked for at each budget and strategy, echoing the previous payload's
-`prefix_id`. Beside it, on the same calls:
-
-- `trim_messages`: LangChain's `trim_messages(strategy="last",
-  include_system=True, start_on="human")`, same counter;
-- `naive window`: the system prompt, the first user message, then the newest
-  whole units of the history (a tool group with its call, or one message)
-  that fit, newest first (a unit too large for the room left is skipped, older
-  ones are still tried), re-selected on every call.
-
-With `--compaction on` every budget has its own session with `auto_compact`
-on and `context_limit` = the budget (no output reserve, no safety margin, so
-compaction triggers at 90% of it); no model is configured, so compactions store
-the extractive summary. The bench waits for a compaction the call triggered to
-end before the next append, as the agent's model call would. The baselines
-never compact: their rows are the same in both tables.
-
-Measured per method on the *trimming calls* (the whole history with the system prompt
-does not fit the budget; the same calls for every method), unless a column says all:
-grounding (the identifiers the trace's real next step uses that only the history
-could have told it, held in the payload), + recall@3 (those the search endpoint finds
-among its top 3 hits), misses masked / left out, re-reads, recent / budget, stable
-prefix and cost, planted instructions kept, tool-group violations, latest user. Each
-column, the rows (agent traces, dialogues, the dataset, long runs), the tuning and
-checking halves (parity of the SHA-256 of a session's id), the recall@3 table by
-language and the targets table: docs/agent-loop.md ("What it measures").
+Before every assistant message of each dataset session's trace (a model call, with
+`k` planted mid-run user instructions of `tests/support/planted.py`), the messages
+since the previous call are appended to a contextd session (in-process app, throwaway
+database) and the payload asked for at each budget and strategy, echoing the previous
+`prefix_id`; beside it, on the same calls, LangChain's `trim_messages` and a naive
+recent-first window. With `--compaction on` every budget has its own session that
+compacts (extractive, no model), each job run in the agent's model call (`settle`).
+How to run it, the loop, the baselines, every column (on the *trimming calls*), the
+rows, the tuning and checking halves and the targets: docs/agent-loop.md.
 
 `--misses FILE` writes each identifier a contextd payload lacks on a trimming call
 (with whether the search found it, its top hits and every earlier message holding it),
@@ -54,6 +33,7 @@ import json
 import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from itertools import zip_longest
@@ -74,15 +54,18 @@ from app.core.tokens import get_counter
 from app.db.models.job import ACTIVE
 from bench.common import (
     DATASET,
+    app_client,
     check,
-    database_options,
-    database_server,
+    ints,
     load_average,
     machine_info,
     markdown_table,
-    throwaway_database,
+    migrated_database,
+    parser,
+    progress,
 )
-from bench.context_quality import Case, plant, violations
+from tests.support.planted import Instruction
+from tests.support.planted import plant as plant_instructions
 
 TRIM_MESSAGES = "trim_messages"
 NAIVE = "naive window"
@@ -96,6 +79,52 @@ PRIMING = COUNTER.count_messages([])
 # Cache reads bill at a tenth of the input price (Anthropic; OpenAI bills 0.25-0.5x and
 # caches from 1,024 tokens in 128-token steps, which the bench ignores).
 CACHED_PRICE = 0.1
+
+
+@dataclass
+class Case:
+    """A dataset session with its planted instructions, and each message's token count."""
+
+    id: str
+    system: str | None
+    messages: list[dict[str, Any]]
+    planted: dict[int, Instruction]  # index of the planted message -> its instruction
+    users: set[int]  # indexes of every user message, planted ones included
+    latest_user: int
+    counts: list[int] = field(default_factory=list)
+
+
+def plant(session: Mapping[str, Any], k: int = 4, offset: int = 0) -> Case:
+    """`session` with `k` mid-run user instructions of tests/support/planted.py (English,
+    Chinese, Spanish, German in turn, sharing no word with the signal detectors) at step
+    boundaries spread over the run, never inside a tool group."""
+    msgs, planted = plant_instructions(session["messages"], k, offset=offset)
+    users = {i for i, m in enumerate(msgs) if m["role"] == "user"}
+    case = Case(
+        session["id"],
+        session.get("system"),
+        msgs,
+        {p.index: p.instruction for p in planted},
+        users,
+        max(users),
+    )
+    case.counts = [COUNTER.count_message(m) for m in msgs]
+    return case
+
+
+def violations(payload: Sequence[Mapping[str, Any]]) -> int:
+    """Tool results without their call before them, and calls without their results."""
+    bad = 0
+    waiting: set[str] = set()
+    for m in payload:
+        if m["role"] == "tool":
+            if m.get("tool_call_id") not in waiting:
+                bad += 1
+            waiting.discard(str(m.get("tool_call_id")))
+            continue
+        bad += bool(waiting)
+        waiting = {str(c["id"]) for c in m.get("tool_calls") or ()}
+    return bad + bool(waiting)
 
 
 def call_points(messages: Sequence[dict[str, Any]]) -> list[int]:
@@ -752,13 +781,6 @@ class Entry:
         self.lang = self.lang or language_of(self.case)
 
 
-def group_of(session: Mapping[str, Any]) -> str:
-    meta = session["meta"]
-    if meta["kind"] == "agent":
-        return "agent traces"
-    return f"dialogues ({meta['lang']})"
-
-
 def long_runs(
     sessions: Sequence[Mapping[str, Any]], n: int, max_tokens: int
 ) -> list[dict[str, Any]]:
@@ -805,10 +827,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def load_entries(args: argparse.Namespace) -> list[Entry]:
     sessions = read_jsonl(args.dataset)
-    entries = [
-        Entry(plant(s, args.k, offset=n), group_of(s))
-        for n, s in enumerate(sessions[: args.limit or None])
-    ]
+    entries = []
+    for n, s in enumerate(sessions[: args.limit or None]):
+        agent = s["meta"]["kind"] == "agent"
+        group = "agent traces" if agent else f"dialogues ({s['meta']['lang']})"
+        entries.append(Entry(plant(s, args.k, offset=n), group))
     if args.long:
         runs = long_runs(read_jsonl(args.long_dataset), args.long, args.long_max_tokens)
         for n, s in enumerate(runs):
@@ -903,6 +926,18 @@ async def run_entry(
             check(await c.put(f"/sessions/{sid}", json=body), 200, 201)
             sessions[(mode, budget)] = sid
     streams: dict[Key, Stream] = {}
+
+    async def search_misses(t: Tally, key: Key, upto: int, missing: list[str]) -> None:
+        """recall@3 of the identifiers a payload lacks; the log any session holds is the
+        one searched (messages[:upto])."""
+        found = inside = 0
+        for value in missing:
+            hit = await recall.found(c, next(iter(sessions.values())), case, upto, value)
+            found += hit
+            inside += not hit and not recall.held(case, upto, value)
+        t.ids_recalled += found
+        totals.recalled(key, entry.lang, len(missing), found, inside)
+
     done = 0
     for upto in call_points(case.messages):
         if upto > done:
@@ -914,8 +949,6 @@ async def run_entry(
         ids = needed(history, upto, case.messages[upto])
         repeats = repeats_of(results, upto, case.messages[upto])
         whole = full_tokens(case, upto)
-        # Any of the case's sessions holds the log the search reads (messages[:upto]).
-        search_sid = next(iter(sessions.values()))
         for budget in budgets:
             latest = max(users) if users else None
             call = Call(case, upto, budget, whole > budget, ids, latest, repeats)
@@ -936,13 +969,7 @@ async def run_entry(
                     sent = whole_by_seq(case, got)
                     compared = measure(t, call, payload, counts, held, stream, sent)
                     missing = locate_misses(t, call, history, payload, held)
-                    found = inside = 0
-                    for value in missing:
-                        hit = await recall.found(c, search_sid, case, upto, value)
-                        found += hit
-                        inside += not hit and not recall.held(case, upto, value)
-                    t.ids_recalled += found
-                    totals.recalled(key, entry.lang, len(missing), found, inside)
+                    await search_misses(t, key, upto, missing)
                     if args.calls is not None:
                         before = stream.summary_through
                         write_call(args.calls, key, call, counts, compared, got, before)
@@ -966,13 +993,7 @@ async def run_entry(
                 t = totals.tally(key)
                 measure(t, call, trimmed.payload, counts, held, stream)
                 missing = locate_misses(t, call, history, trimmed.payload, held)
-                found = inside = 0
-                for value in missing:
-                    hit = await recall.found(c, search_sid, case, upto, value)
-                    found += hit
-                    inside += not hit and not recall.held(case, upto, value)
-                t.ids_recalled += found
-                totals.recalled(key, entry.lang, len(missing), found, inside)
+                await search_misses(t, key, upto, missing)
         totals.calls[entry.group] = totals.calls.get(entry.group, 0) + 1
         # The agent's model call runs now: a compaction the appends triggered ends before
         # the next step is appended.
@@ -986,37 +1007,15 @@ async def run_entry(
 
 
 async def run(args: argparse.Namespace, database_url: str, entries: list[Entry]) -> Totals:
-    from app.core.settings import load_settings
-    from app.main import create_app
-    from app.observability.logging import configure_logging
-
-    configure_logging("json", "WARNING")
-    # No model: a compaction stores the extractive summary.
-    settings = load_settings(
-        database_url=database_url,
-        llm_base_url=None,
-        llm_model=None,
-        llm_api_key=None,
-        api_keys=None,
-        compaction_workers=1,
-        run_compactions_in_process=False,  # settle() runs the jobs
-    )
     totals = Totals()
-    app = create_app(settings, database_url=database_url)
     started = time.perf_counter()
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://bench", timeout=120
-        ) as c:
-            for n, entry in enumerate(entries):
-                await run_entry(c, entry, args, totals, app.state.compactions)
-                print(
-                    f"[{time.perf_counter() - started:.0f}s] {n + 1}/{len(entries)} "
-                    f"{entry.case.id}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+    # No model: a compaction stores the extractive summary. settle() runs the jobs.
+    settings = {"compaction_workers": 1, "run_compactions_in_process": False}
+    async with app_client(database_url, **settings) as (c, app):
+        for n, entry in enumerate(entries):
+            await run_entry(c, entry, args, totals, app.state.compactions)
+            elapsed = time.perf_counter() - started
+            progress(f"[{elapsed:.0f}s] {n + 1}/{len(entries)} {entry.case.id}")
     return totals
 
 
@@ -1053,44 +1052,26 @@ def method_label(name: str) -> str:
 
 def row_of(t: Tally) -> list[object]:
     missed = t.ids_needed - t.ids_held
-    cells: list[object] = [
-        f"{t.calls:,} ({t.trim_calls:,})",
-        f"{pct(t.ids_held, t.ids_needed)} of {t.ids_needed:,}",
+    return [
+        f"{t.calls:,} ({t.trim_calls:,})", f"{pct(t.ids_held, t.ids_needed)} of {t.ids_needed:,}",
         pct(t.ids_held + t.ids_recalled, t.ids_needed),
         f"{pct(t.ids_recalled, missed)} of {missed:,}" if missed else "–",
         f"{t.missed_masked:,} / {t.missed_left_out:,}" if missed else "0 / 0",
-        pct(t.recent, t.budget),
-        pct(t.trim_stable, t.trim_input),
-        pct(t.stable_tokens, t.input_tokens),
-        cost(t.trim_input, t.trim_stable),
+        pct(t.recent, t.budget), pct(t.trim_stable, t.trim_input),
+        pct(t.stable_tokens, t.input_tokens), cost(t.trim_input, t.trim_stable),
         f"{t.rereads:,} of {t.repeats:,}",
-        f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}",
-        t.violations,
+        f"{pct(t.instructions_kept, t.instructions)} of {t.instructions}", t.violations,
         pct(t.latest_user, t.with_user),
-    ]
-    return cells
+    ]  # fmt: skip
 
 
 def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) -> str:
-    headers = [
-        "sessions",
-        "half",
-        "budget",
-        "method",
-        "calls (trimming)",
-        "grounding",
-        "+ recall@3",
-        "recall@3 of misses",
-        "misses masked / left out",
-        "recent / budget",
-        "stable, trimming",
-        "stable, all",
-        "cost, trimming",
-        "re-reads (all)",
-        "instructions kept",
-        "tool-group violations",
-        "latest user",
-    ]
+    headers = (
+        "sessions", "half", "budget", "method", "calls (trimming)", "grounding", "+ recall@3",
+        "recall@3 of misses", "misses masked / left out", "recent / budget", "stable, trimming",
+        "stable, all", "cost, trimming", "re-reads (all)", "instructions kept",
+        "tool-group violations", "latest user",
+    )  # fmt: skip
     rows = []
     budgets = sorted({k[3] for k in tallies})
     for group in GROUPS:
@@ -1101,15 +1082,7 @@ def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) ->
                     t = tallies.get((mode_of, half, group, budget, method))
                     if t is None or not t.trim_calls:
                         continue
-                    rows.append(
-                        [
-                            group,
-                            half,
-                            f"{budget:,}",
-                            method_label(method),
-                            *row_of(t),
-                        ]
-                    )
+                    rows.append([group, half, f"{budget:,}", method_label(method), *row_of(t)])
     return markdown_table(headers, rows)
 
 
@@ -1154,16 +1127,8 @@ def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
     """The default strategy against the issue's targets, per half: grounding at or above
     the naive window's, stable prefix at least 80% (8k) / 95% (32k and above), input cost
     on trimming calls at most half the naive window's."""
-    headers = (
-        "sessions",
-        "budget",
-        "half",
-        "grounding (naive)",
-        "stable, trimming",
-        "cost (naive)",
-        "re-reads (naive)",
-        "targets met",
-    )
+    headers = ("sessions", "budget", "half", "grounding (naive)", "stable, trimming",
+               "cost (naive)", "re-reads (naive)", "targets met")  # fmt: skip
     rows = []
     for group in ("dataset (all)", "long agent runs"):
         for budget in sorted({k[3] for k in tallies if k[2] == group}):
@@ -1185,17 +1150,10 @@ def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
                 if c > cn / 2:
                     failed.append("cost")
                 rows.append(
-                    (
-                        group,
-                        f"{budget:,}",
-                        half,
-                        f"{100 * g:.1f}% ({100 * gn:.1f}%)",
-                        f"{100 * st:.1f}%",
-                        f"{c:.2f} ({cn:.2f})",
-                        f"{ours.rereads} ({naive.rereads})",
-                        "yes" if not failed else "no: " + ", ".join(failed),
-                    )
-                )
+                    (group, f"{budget:,}", half, f"{100 * g:.1f}% ({100 * gn:.1f}%)",
+                     f"{100 * st:.1f}%", f"{c:.2f} ({cn:.2f})", f"{ours.rereads} ({naive.rereads})",
+                     "yes" if not failed else "no: " + ", ".join(failed))
+                )  # fmt: skip
     return markdown_table(headers, rows)
 
 
@@ -1203,13 +1161,14 @@ def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--budgets", default="8000,32000,128000")
+    p = parser(__doc__)
+    p.add_argument("--budgets", type=ints, default="8000,32000,128000")
     p.add_argument("--strategies", default="", help="comma-separated; default every strategy")
     p.add_argument("--compaction", default=None, help="off, on, or off,on (default off,on)")
     p.add_argument("--limit", type=int, default=0, help="first N dataset sessions only")
     p.add_argument(
         "--dialogue-budgets",
+        type=ints,
         default="1000,2000",
         help="extra budgets for the dialogues (none of them trims at 8,000)",
     )
@@ -1225,7 +1184,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=0,
         help="cut each long run at its first model call past this many tokens (0: whole)",
     )
-    p.add_argument("--long-budgets", default="32000,128000")
+    p.add_argument("--long-budgets", type=ints, default="32000,128000")
     p.add_argument("--k", type=int, default=4, help="planted instructions per session")
     p.add_argument(
         "--quick",
@@ -1236,7 +1195,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--long-dataset", type=Path, default=None, help="beside --dataset by default")
-    database_options(p)
     p.add_argument(
         "--misses",
         type=argparse.FileType("w"),
@@ -1252,22 +1210,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     if args.quick:
-        args.budgets, args.long_budgets, args.dialogue_budgets = "8000,32000", "32000", "2000"
+        args.budgets, args.long_budgets, args.dialogue_budgets = [8000, 32000], [32000], [2000]
         args.strategies, args.long, args.limit = DEFAULT_STRATEGY, 2, 0
         args.compaction = args.compaction or "off"
         args.long_max_tokens = 80_000
-    args.compaction = args.compaction or "off,on"
+    args.compaction = [m for m in (args.compaction or "off,on").split(",") if m.strip()]
     if args.long_dataset is None:
         args.long_dataset = args.dataset.parent / "long-agent-runs.jsonl"
-
-    def ints(text: str) -> list[int]:
-        return [int(b) for b in text.split(",") if b.strip()]
-
-    args.budgets = ints(args.budgets)
-    args.long_budgets = ints(args.long_budgets)
-    args.dialogue_budgets = ints(args.dialogue_budgets)
     args.strategies = [s for s in args.strategies.split(",") if s.strip()] or available_strategies()
-    args.compaction = [m for m in args.compaction.split(",") if m.strip()]
     unknown = set(args.strategies) - set(available_strategies())
     if unknown or not args.budgets or not set(args.compaction) <= {"off", "on"}:
         p.error(f"bad --strategies {sorted(unknown)} or --budgets or --compaction")
@@ -1276,19 +1226,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = database_server(args)
-    from app.db.migrate import run_migrations
-
     entries = load_entries(args)
     load_start = load_average()
     started = time.perf_counter()
-    with throwaway_database(server, prefix="contextd_agentloop") as db:
-        run_migrations(db.url)
+    with migrated_database(args, prefix="contextd_agentloop") as db:
         totals = asyncio.run(run(args, db.url, entries))
     tallies = with_all(totals.tallies, args.budgets)
-    counts: dict[str, int] = {}
-    for e in entries:
-        counts[e.group] = counts.get(e.group, 0) + 1
+    counts = Counter(e.group for e in entries)
     halves = {h: sum(e.half == h for e in entries) for h in HALVES}
     long = [e for e in entries if e.group == "long agent runs"]
     print(
@@ -1306,22 +1250,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"- {e.case.id} ({e.half}): {len(e.case.messages)} messages, {tokens:,} tokens")
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
     for mode in args.compaction:
-        print()
-        what = (
-            f"auto-compaction on (extractive, no model; {totals.compactions} compactions)"
-            if mode == "on"
-            else "auto-compaction off"
-        )
-        print(f"### {what}; trimming calls unless the column says all")
-        print()
+        what = "auto-compaction off"
+        if mode == "on":
+            what = f"auto-compaction on (extractive, no model; {totals.compactions} compactions)"
+        print(f"\n### {what}; trimming calls unless the column says all\n")
         print(table(tallies, mode, args.strategies))
-        print()
-        print(f"Recall@3 of the identifiers each payload misses, by language, {what}:")
-        print()
+        print(f"\nRecall@3 of the identifiers each payload misses, by language, {what}:\n")
         print(recall_table(totals.recalls, mode, args.strategies))
-        print()
-        print(f"Targets, {method_label(DEFAULT_STRATEGY)}, {what}:")
-        print()
+        print(f"\nTargets, {method_label(DEFAULT_STRATEGY)}, {what}:\n")
         print(targets(tallies, mode))
     print(f"\n{time.perf_counter() - started:.0f}s", file=sys.stderr)
     return 0

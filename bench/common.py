@@ -16,7 +16,6 @@ import math
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,15 +24,19 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import httpx
+
+if TYPE_CHECKING:
+    from app.compaction.model_client import ChatModelClient, ChatResult
 
 # Re-exported: the benches import these from here.
 from tests.support.databases import admin as admin
 from tests.support.databases import plain_url as plain_url
 from tests.support.databases import with_database as with_database
+from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET
@@ -45,20 +48,14 @@ DATASET = Path(
 
 
 def dataset_warning() -> str:
-    """A header line for benches that fall back to the synthetic dialogue ("" with the dataset).
-
-    The fallback is a different load: figures from it must not pass for the dataset's.
-    """
+    """A header line for benches that fall back to the synthetic dialogue ("" with the
+    dataset): a different load, whose figures must not pass for the dataset's."""
     if DATASET.exists():
         return ""
     return (
         f"\nWARNING: dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET): "
         "these figures are from a synthetic dialogue, not comparable with the dataset's"
     )
-
-
-# One POST of the seed stays well under the default 8 MiB body limit.
-SEED_BATCH_BYTES = 4 * 1024 * 1024
 
 
 # --- statistics and output -------------------------------------------------------------------
@@ -81,21 +78,11 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> 
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(r: list[str]) -> str:
-        return (
-            "| "
-            + " | ".join(
-                v.rjust(w) if i else v.ljust(w)
-                for i, (v, w) in enumerate(zip(r, widths, strict=True))
-            )
-            + " |"
-        )
+        pairs = enumerate(zip(r, widths, strict=True))
+        return "| " + " | ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in pairs) + " |"
 
-    rule = (
-        "|"
-        + "|".join("-" * (w + 1) + ":" if i else ":" + "-" * (w + 1) for i, w in enumerate(widths))
-        + "|"
-    )
-    return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
+    rule = "|".join("-" * (w + 1) + ":" if i else ":" + "-" * (w + 1) for i, w in enumerate(widths))
+    return "\n".join([line(cells[0]), f"|{rule}|", *map(line, cells[1:])])
 
 
 def _cell(v: object) -> str:
@@ -151,14 +138,6 @@ def machine_info() -> str:
 # --- URLs and throwaway databases --------------------------------------------------------------
 
 
-def redact(url: str) -> str:
-    head, sep, rest = url.partition("://")
-    creds, at, tail = rest.rpartition("@")
-    if at and ":" in creds:
-        creds = creds.split(":", 1)[0] + ":***"
-    return f"{head}{sep}{creds}{at}{tail}"
-
-
 async def server_version(url: str) -> str:
     conn = await asyncpg.connect(plain_url(url), timeout=30)
     try:
@@ -167,9 +146,19 @@ async def server_version(url: str) -> str:
         await conn.close()
 
 
-def database_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--database-url", help="PostgreSQL server to create the throwaway database on")
-    p.add_argument("--embedded", action="store_true", help="an embedded PostgreSQL even if set")
+def parser(doc: str | None, database: bool = True) -> argparse.ArgumentParser:
+    """A bench's command line: its docstring as the help, and with `database`, where its
+    throwaway database goes (`database_server`)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    if database:
+        p.add_argument("--database-url", help="PostgreSQL server for the throwaway database")
+        p.add_argument("--embedded", action="store_true", help="an embedded PostgreSQL even if set")
+    return p
+
+
+def ints(text: str) -> list[int]:
+    """A comma-separated list of integers (`1000,10_000`), as an argparse type."""
+    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
 
 
 def database_server(args: argparse.Namespace) -> str | None:
@@ -197,8 +186,10 @@ def throwaway_database(
     """
     tmp: Path | None = None
     if server_url:
+        from app.cli_args import redacted
+
         base = plain_url(server_url)
-        where = redact(base)
+        where = redacted(base)
     else:
         from app.db.embedded import start_embedded
 
@@ -219,13 +210,112 @@ def throwaway_database(
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def migrated_database(
+    args: argparse.Namespace, prefix: str = "contextd_bench"
+) -> Iterator[Throwaway]:
+    """`throwaway_database` on the server `args` names, migrated to head."""
+    from app.db.migrate import run_migrations
+
+    with throwaway_database(database_server(args), prefix) as db:
+        run_migrations(db.url)
+        yield db
+
+
+@contextlib.asynccontextmanager
+async def app_client(url: str, **settings: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    """The app on `url` in this process, under its lifespan, and a client of it through
+    httpx's ASGI transport (no network). `settings` go over these: no model, no API key
+    (whatever the environment says), logs of warnings only, so stdout holds the tables.
+    The app is the second item (its `state`: the runner, the database, the caches)."""
+    from app.core.settings import load_settings
+    from app.main import create_app
+    from app.observability.logging import configure_logging
+
+    configure_logging("json", "WARNING")
+    unset = {"llm_base_url": None, "llm_model": None, "llm_api_key": None, "api_keys": None}
+    app = create_app(load_settings(**{"database_url": url, **unset, **settings}), database_url=url)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://bench", timeout=120
+        ) as c:
+            yield c, app
+
+
+class Recorder:
+    """A model client (the runner's), delegated, with each answer and the wall time of
+    each `complete` call kept."""
+
+    def __init__(self, inner: ChatModelClient) -> None:
+        self.inner = inner
+        self.answers: list[ChatResult] = []
+        self.seconds: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def complete(self, *args: Any, **kwargs: Any) -> ChatResult:
+        started = time.perf_counter()
+        try:
+            result = await self.inner.complete(*args, **kwargs)
+        finally:
+            self.seconds.append(time.perf_counter() - started)
+        self.answers.append(result)
+        return result
+
+
 # --- a real server process ---------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+async def stop(proc: asyncio.subprocess.Process) -> None:
+    """Terminate `proc`, then kill it if it is still there after 15 s."""
+    if proc.returncode is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 15)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def served(
+    cmd: Sequence[str],
+    ready_url: str,
+    timeout_s: float = 60,
+    env: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+) -> AsyncIterator[None]:
+    """Run the server `cmd`, its output in `log_path` (kept)
+    or a temporary file, until `ready_url` answers 200; stop it at the end."""
+    kept = log_path is not None
+    if log_path is None:
+        log, name = tempfile.mkstemp(prefix="contextd-bench-", suffix=".log")
+        log_path = Path(name)
+    else:
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, env=env, cwd=tempfile.gettempdir(), stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        async with httpx.AsyncClient(timeout=2) as probe:
+            while True:
+                if proc.returncode is not None:
+                    raise RuntimeError(f"{cmd[:4]} exited {proc.returncode}:\n{_tail(log_path)}")
+                with contextlib.suppress(httpx.TransportError):
+                    if (await probe.get(ready_url)).status_code == 200:
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{cmd[:4]} not ready in {timeout_s}s:\n{_tail(log_path)}")
+                await asyncio.sleep(0.1)
+        yield
+    finally:
+        await stop(proc)
+        os.close(log)
+        if not kept:
+            log_path.unlink(missing_ok=True)
 
 
 @contextlib.asynccontextmanager
@@ -236,67 +326,60 @@ async def contextd_server(
     env_extra: Mapping[str, str] | None = None,
     log_path: Path | None = None,
 ) -> AsyncIterator[str]:
-    """Run `contextd serve` (the same entry point users run) on a free loopback port,
-    with `env_extra` in its environment, its output in `log_path` (kept) or a temporary
-    file. Yields the base URL once /readyz answers 200; stops the process at the end.
-    """
+    """`contextd serve` (the same entry point users run) on a free loopback port, with
+    `env_extra` in its environment; yields the base URL once /readyz answers 200."""
     port = free_port()
-    kept = log_path is not None
-    if log_path is None:
-        log, name = tempfile.mkstemp(prefix="contextd-bench-", suffix=".log")
-        log_path = Path(name)
-    else:
-        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     env = {**os.environ, "CONTEXTD_DATABASE_URL": database_url, "CONTEXTD_HOST": "127.0.0.1"}
     env.pop("CONTEXTD_API_KEYS", None)
     env.update(env_extra or {})
     # The code of this checkout, not whatever `app` the interpreter has installed (a
     # git worktree sharing another checkout's venv runs that checkout's otherwise).
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
-        *("--workers", str(workers)),
-        env=env,
-        cwd=tempfile.gettempdir(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout_s
-        async with httpx.AsyncClient(base_url=base, timeout=2) as probe:
-            while True:
-                if proc.returncode is not None:
-                    raise RuntimeError(
-                        f"contextd serve exited with {proc.returncode}:\n{_tail(log_path)}"
-                    )
-                with contextlib.suppress(httpx.TransportError):
-                    if (await probe.get("/readyz")).status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"contextd serve not ready after {timeout_s}s:\n{_tail(log_path)}"
-                    )
-                await asyncio.sleep(0.1)
+    cmd += ["--workers", str(workers)]
+    async with served(cmd, f"{base}/readyz", timeout_s, env, log_path):
         yield base
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        os.close(log)
-        if not kept:
-            log_path.unlink(missing_ok=True)
 
 
 def _tail(path: Path, lines: int = 30) -> str:
     with contextlib.suppress(OSError):
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     return ""
+
+
+# --- reading a log back ---------------------------------------------------------------------
+
+
+async def get_json(
+    client: httpx.AsyncClient, url: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """GET with the retries any client needs (transport errors, 503), bounded."""
+    for attempt in range(8):
+        try:
+            r = await client.get(url, params=params)
+        except httpx.TransportError:
+            await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+            continue
+        if r.status_code == 503:
+            await asyncio.sleep(min(float(r.headers.get("retry-after", "1")), 2.0))
+            continue
+        r.raise_for_status()
+        return dict(r.json())
+    raise RuntimeError(f"GET {url} failed 8 times")
+
+
+async def read_log(client: httpx.AsyncClient, base: str, sid: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    after = 0
+    for _ in range(10_000):
+        url = f"{base}/sessions/{sid}/messages"
+        page = await get_json(client, url, {"after_seq": after, "limit": 1000})
+        out.extend(page["messages"])
+        if page["next_after_seq"] is None:
+            return out
+        after = int(page["next_after_seq"])
+    raise RuntimeError(f"{sid}: the log never ended")
 
 
 # --- realistic messages and seeding ------------------------------------------------------------
@@ -356,43 +439,6 @@ def with_unique_ids(m: dict[str, Any], suffix: str) -> dict[str, Any]:
     return m
 
 
-def batches(
-    messages: Iterator[dict[str, Any]], size: int, max_bytes: int = SEED_BATCH_BYTES
-) -> Iterator[list[dict[str, Any]]]:
-    """Groups of at most `size` messages and about `max_bytes` of JSON, in order."""
-    batch: list[dict[str, Any]] = []
-    nbytes = 0
-    for m in messages:
-        n = len(json.dumps(m, ensure_ascii=False).encode())
-        if batch and (len(batch) >= size or nbytes + n > max_bytes):
-            yield batch
-            batch, nbytes = [], 0
-        batch.append(m)
-        nbytes += n
-    if batch:
-        yield batch
-
-
-async def seed_session(
-    client: httpx.AsyncClient,
-    sid: str,
-    count: int,
-    messages: Sequence[dict[str, Any]],
-    batch_size: int = 500,
-) -> float:
-    """Append `count` dataset messages to `sid` through the real API; returns seconds taken."""
-    start = time.perf_counter()
-    for batch in batches(cycled(messages, count, salt=f"{sid}-"), batch_size):
-        r = await client.post(f"/sessions/{sid}/messages", json={"messages": batch})
-        if r.status_code != 201:
-            raise RuntimeError(f"seeding {sid}: HTTP {r.status_code}: {r.text[:500]}")
-    return time.perf_counter() - start
-
-
-# Tables whose rows belong to one session, and the column naming the session.
-SESSION_TABLES = (("sessions", "id"), ("messages", "session_id"), ("tool_calls", "session_id"))
-
-
 async def set_statistics(url: str, mode: str) -> None:
     """`analyze`: ANALYZE now, as autovacuum eventually would (the steady state). `none`: no
     statistics, and autovacuum off for this database's tables, so plans stay those of a
@@ -414,43 +460,23 @@ async def set_statistics(url: str, mode: str) -> None:
         await conn.close()
 
 
-async def clone_session(url: str, tenant: str, source: str, targets: Sequence[str]) -> None:
-    """Copy a session's row, log and tool calls under new ids, inside the database.
-
-    Much faster than seeding each copy over HTTP; the copies are byte-for-byte the
-    state the API produced for the source. Columns are read from the catalogue,
-    so the copy follows schema changes.
-    """
-    conn = await asyncpg.connect(plain_url(url), timeout=30)
-    try:
-        async with conn.transaction():
-            for table, key in SESSION_TABLES:
-                cols = [
-                    r["column_name"]
-                    for r in await conn.fetch(
-                        "SELECT column_name FROM information_schema.columns "
-                        "WHERE table_schema = current_schema() AND table_name = $1 "
-                        "AND is_generated = 'NEVER' "
-                        "AND COALESCE(identity_generation, '') <> 'ALWAYS' "
-                        "ORDER BY ordinal_position",
-                        table,
-                    )
-                ]
-                names = ", ".join(f'"{c}"' for c in cols)
-                values = ", ".join("$3::text" if c == key else f'"{c}"' for c in cols)
-                for target in targets:
-                    await conn.execute(
-                        f'INSERT INTO "{table}" ({names}) SELECT {values} FROM "{table}" '
-                        f'WHERE tenant_id = $1 AND "{key}" = $2',
-                        tenant,
-                        source,
-                        target,
-                    )
-    finally:
-        await conn.close()
-
-
 # --- a lean HTTP/1.1 client for load generators ---------------------------------------------
+
+
+@dataclass
+class Reply:
+    """An answer of RawHttp."""
+
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
 
 
 class HttpError(Exception):
@@ -481,8 +507,8 @@ class RawHttp:
 
     async def request(
         self, method: str, host: str, port: int, path: str, body: bytes | None = None
-    ) -> tuple[int, dict[str, str], bytes]:
-        """(status, headers with lower-case names, body)."""
+    ) -> Reply:
+        """The answer (its headers' names in lower case)."""
         try:
             async with asyncio.timeout(self.timeout_s):
                 return await self._exchange(method, host, port, path, body)
@@ -492,7 +518,7 @@ class RawHttp:
 
     async def _exchange(
         self, method: str, host: str, port: int, path: str, body: bytes | None
-    ) -> tuple[int, dict[str, str], bytes]:
+    ) -> Reply:
         key = (host, port)
         streams = self._streams.get(key)
         if streams is None:
@@ -514,7 +540,7 @@ class RawHttp:
         content = await reader.readexactly(int(headers["content-length"]))
         if headers.get("connection", "").lower() == "close":
             self._drop(key)
-        return status, headers, content
+        return Reply(status, headers, content)
 
     def _drop(self, key: tuple[str, int]) -> None:
         streams = self._streams.pop(key, None)

@@ -2,7 +2,6 @@
 
     python bench/compaction_bench.py [--database-url URL] [--sessions N] [--quick]
                                      [--preserved-turns 2,4] [--control] [--max-seconds 900]
-    python bench/compaction_bench.py --agent [--agent-sessions 4]   # agent runs (see below)
     python bench/compaction_bench.py --gate ...  # the quality gate: bench/gate_bench.py
 
 Each dataset session gets three planted constraint turns early on (a user
@@ -35,10 +34,7 @@ one compaction worker), each for every `--preserved-turns` value:
 - with `--control`, also a model that ignores the prompt (FakeLLM "minimal"):
   a negative control showing that the measurement does see constraints lost.
 
-The configurations share one app and database: the runner's model client is
-swapped per session (None for extractive only, which is what an unset
-`CONTEXTD_LLM_BASE_URL` gives it), and they alternate session by session so
-background load hits them alike.
+They share one app and database (`Harness.use`) and alternate session by session.
 
 Measured:
 
@@ -53,10 +49,6 @@ Measured:
   job (claim, load, plan, summarise, store, commit) minus the wall time of
   every `ChatModelClient.complete` call it made (HTTP round trip to the fake
   server included). With no model nothing is subtracted.
-
-It works in a fresh `contextd_bench_<random>` database on the given server
-(default `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL) and drops it at
-the end. All traffic stays on 127.0.0.1. Progress goes to stderr, tables to stdout.
 """
 
 from __future__ import annotations
@@ -73,7 +65,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -82,7 +74,7 @@ if __package__ in (None, ""):  # `python bench/compaction_bench.py` from anywher
 
 from app.compaction import runner as runner_module
 from app.compaction.engine import summarise as engine_summarise
-from app.compaction.model_client import ChatModelClient, ChatResult
+from app.compaction.model_client import ChatModelClient
 from app.compaction.outcome import SummaryOutcome
 from app.compaction.runner import CompactionRunner
 from app.compaction.service import plan_session
@@ -94,17 +86,18 @@ from app.core.tokens import get_counter
 from app.db.models import SessionRow
 from bench.common import (
     DATASET,
-    Throwaway,
+    Recorder,
+    app_client,
     check,
-    database_options,
-    database_server,
+    ints,
     load_average,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
     progress,
     server_version,
-    throwaway_database,
 )
 from tests.support.fakellm import FakeLLM
 
@@ -167,21 +160,13 @@ class Case:
 def load_sources(path: Path = DATASET) -> list[Source]:
     out = []
     with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            row = json.loads(line)
+        for row in (json.loads(line) for line in f if line.strip()):
             meta = row.get("meta") or {}
-            out.append(
-                Source(
-                    id=str(row["id"]),
-                    source=str(row.get("source", "?")),
-                    kind=str(meta.get("kind", "?")),
-                    lang="zh" if meta.get("lang") == "zh" else "en",
-                    system=row.get("system") or None,
-                    messages=[m for m in row["messages"] if m.get("role") != "system"],
-                )
-            )
+            lang = "zh" if meta.get("lang") == "zh" else "en"
+            messages = [m for m in row["messages"] if m.get("role") != "system"]
+            out.append(Source(str(row["id"]), str(row.get("source", "?")),
+                              str(meta.get("kind", "?")), lang, row.get("system") or None,
+                              messages))  # fmt: skip
     return out
 
 
@@ -259,18 +244,15 @@ def prepare(source: Source, codes: Sequence[str], preserved_turns: int) -> Case 
     return Case(source, planted, chunks, n, total)
 
 
-def bench_settings(database_url: str | None = None, model_url: str | None = None) -> Settings:
+def bench_settings(model_url: str | None = None) -> dict[str, Any]:
     """The app's settings in this bench: one compaction worker, the model if any."""
-    return load_settings(
-        database_url=database_url,
-        llm_base_url=model_url,
-        llm_model="fake" if model_url else None,
-        llm_api_key=None,
-        api_keys=None,
-        compaction_workers=1,
-        job_lease_s=30.0,
-        compaction=CompactionSettings(compact_timeout_s=30.0),
-    )
+    return {
+        "llm_base_url": model_url,
+        "llm_model": "fake" if model_url else None,
+        "compaction_workers": 1,
+        "job_lease_s": 30.0,
+        "compaction": CompactionSettings(compact_timeout_s=30.0),
+    }
 
 
 def session_body(case: Case, preserved_turns: int) -> dict[str, Any]:
@@ -352,7 +334,7 @@ def select_cases(
     settings: Settings | None = None,
 ) -> Selection:
     """Sessions that compact three times by the planner's own rule (see the module docstring)."""
-    settings = settings or bench_settings()
+    settings = settings or load_settings(database_url=None, **bench_settings())
     corpus = "\n".join(
         f"{s.system or ''}\n{json.dumps(s.messages, ensure_ascii=False)}" for s in sources
     )
@@ -377,44 +359,11 @@ def select_cases(
 # --- instrumentation ----------------------------------------------------------------------------
 
 
-class TimedClient(ChatModelClient):
-    """The app's model client, with the wall time of each `complete` call recorded."""
-
-    def __init__(self, inner: ChatModelClient) -> None:  # no super(): everything is delegated
-        self.inner = inner
-        self.model = inner.model
-        self.seconds: list[float] = []
-
-    def __repr__(self) -> str:
-        return f"TimedClient({self.inner!r})"
-
-    async def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        temperature: float,
-        max_tokens: int,
-        timeout_s: float,
-        response_format: dict[str, str] | None = None,
-    ) -> ChatResult:
-        start = time.perf_counter()
-        try:
-            return await self.inner.complete(
-                messages,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                timeout_s=timeout_s,
-                response_format=response_format,
-            )
-        finally:
-            self.seconds.append(time.perf_counter() - start)
-
-
 class Clocks:
     """Wall times of the runner's jobs (`run_once` that ran one: claim to commit), of the
     engine (`summarise`, the model call inside it) and of the model calls."""
 
-    def __init__(self, runner: CompactionRunner, client: TimedClient) -> None:
+    def __init__(self, runner: CompactionRunner, client: Recorder) -> None:
         self.jobs: list[float] = []
         self.engine: list[float] = []
         self.model = client.seconds
@@ -479,14 +428,6 @@ class Step:
     model_calls: int
     missed: list[str] = field(default_factory=list)
 
-    @property
-    def latency_s(self) -> float:
-        return self.job_s - self.model_s
-
-    @property
-    def engine_only_s(self) -> float:
-        return self.engine_s - self.model_s
-
 
 @dataclass(slots=True)
 class Run:
@@ -543,26 +484,11 @@ def squash(text: str) -> str:
     return " ".join(text.split())
 
 
-@contextlib.asynccontextmanager
-async def app_client(
-    url: str, model_url: str | None
-) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
-    from app.main import create_app
-
-    app = create_app(bench_settings(url, model_url), database_url=url)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://contextd.bench", timeout=120
-        ) as client:
-            yield client, app
-
-
 @dataclass(slots=True)
 class Harness:
     client: httpx.AsyncClient
     runner: CompactionRunner
-    model: TimedClient
+    model: Recorder
     clocks: Clocks
     llm: FakeLLM
 
@@ -570,17 +496,17 @@ class Harness:
         """The model client, or none: exactly what an unset CONTEXTD_LLM_BASE_URL gives the
         runner (`model_client` yields None; nothing else in the app reads the model client).
         Safe between sessions: jobs run one at a time and the runner reads it per job."""
-        self.runner.client = self.model if config.use_model else None
+        self.runner.client = cast("ChatModelClient", self.model) if config.use_model else None
         self.llm.behaviour = config.behaviour or "normal"
 
 
 @contextlib.asynccontextmanager
 async def harness(url: str) -> AsyncIterator[Harness]:
-    async with FakeLLM() as llm, app_client(url, llm.base_url) as (client, app):
+    async with FakeLLM() as llm, app_client(url, **bench_settings(llm.base_url)) as (client, app):
         runner: CompactionRunner = app.state.compactions
         if runner.client is None:
             raise RuntimeError("the app has no model client")
-        model = TimedClient(runner.client)
+        model = Recorder(runner.client)
         clocks = Clocks(runner, model)
         try:
             yield Harness(client, runner, model, clocks, llm)
@@ -697,13 +623,9 @@ def steps_at(runs: Sequence[Run], k: int) -> list[tuple[Run, Step]]:
 
 
 def retention_table(results: Results) -> str:
-    headers = [
-        "configuration",
-        "sessions",
-        *(f"visible after {k} (%)" for k in range(1, COMPACTIONS + 1)),
-        f"verbatim after {COMPACTIONS} (%)",
-        f"in summary after {COMPACTIONS} (%)",
-    ]
+    after = [f"visible after {k} (%)" for k in range(1, COMPACTIONS + 1)]
+    headers = ["configuration", "sessions", *after, f"verbatim after {COMPACTIONS} (%)",
+               f"in summary after {COMPACTIONS} (%)"]  # fmt: skip
     rows: list[list[object]] = []
     for variant, runs in results.items():
         groups: list[tuple[str, Sequence[Run]]] = [("all", runs)]
@@ -725,19 +647,12 @@ def retention_table(results: Results) -> str:
 
 
 def growth_table(results: Results) -> str:
-    headers = [
-        "configuration",
-        "k",
-        "tokens before (mean)",
-        "tokens after (mean)",
-        "range tokens (mean)",
-        "summary input tokens (mean)",
-        "of which previous summary",
-        "compacted history so far (mean)",
-        "input / history so far",
-        "summary tokens after (mean)",
-        "statuses",
-    ]
+    headers = (
+        "configuration", "k", "tokens before (mean)", "tokens after (mean)",
+        "range tokens (mean)", "summary input tokens (mean)", "of which previous summary",
+        "compacted history so far (mean)", "input / history so far",
+        "summary tokens after (mean)", "statuses",
+    )  # fmt: skip
     rows: list[list[object]] = []
     for variant, runs in results.items():
         for k in range(1, COMPACTIONS + 1):
@@ -748,21 +663,15 @@ def growth_table(results: Results) -> str:
             for s in at:
                 key = s.status if s.summarizer is None else f"{s.status}/{s.summarizer}"
                 statuses[key] = statuses.get(key, 0) + 1
-            rows.append(
-                [
-                    variant.label,
-                    k,
-                    mean([s.tokens_before for s in at]),
-                    mean([s.tokens_after for s in at]),
-                    mean([s.range_tokens for s in at]),
-                    mean([s.input_tokens for s in at]),
-                    mean([s.input_tokens - s.range_tokens for s in at]),
-                    mean([s.compacted_so_far for s in at]),
-                    inputs / history if history else None,
-                    mean([s.summary_tokens for s in at]),
-                    ", ".join(f"{n} {v}" for v, n in sorted(statuses.items())),
-                ]
-            )
+            rows.append([
+                variant.label, k, mean([s.tokens_before for s in at]),
+                mean([s.tokens_after for s in at]), mean([s.range_tokens for s in at]),
+                mean([s.input_tokens for s in at]),
+                mean([s.input_tokens - s.range_tokens for s in at]),
+                mean([s.compacted_so_far for s in at]), inputs / history if history else None,
+                mean([s.summary_tokens for s in at]),
+                ", ".join(f"{n} {v}" for v, n in sorted(statuses.items())),
+            ])  # fmt: skip
     return markdown_table(headers, rows)
 
 
@@ -795,37 +704,24 @@ def growth_verdict(results: Results) -> str:
 
 
 def latency_table(results: Results) -> str:
-    headers = [
-        "configuration",
-        "jobs",
-        "latency excl. model p50 ms",
-        "p95 ms",
-        "max ms",
-        "of which summarise p50 ms",
-        "of which the rest p50 ms",
-        "model calls / job",
-        "model call p50 ms",
-        "job wall p50 ms",
-    ]
+    headers = (
+        "configuration", "jobs", "latency excl. model p50 ms", "p95 ms", "max ms",
+        "of which summarise p50 ms", "of which the rest p50 ms", "model calls / job",
+        "model call p50 ms", "job wall p50 ms",
+    )  # fmt: skip
     rows: list[list[object]] = []
     for variant, runs in results.items():
         steps = [s for r in runs if r.error is None for s in r.steps]
         per_call = [s.model_s / s.model_calls * 1000 for s in steps if s.model_calls]
-        latency = [s.latency_s * 1000 for s in steps]
-        rows.append(
-            [
-                variant.label,
-                len(steps),
-                percentile(latency, 50),
-                percentile(latency, 95),
-                max(latency, default=None),
-                percentile([s.engine_only_s * 1000 for s in steps], 50),
-                percentile([(s.job_s - s.engine_s) * 1000 for s in steps], 50),
-                mean([s.model_calls for s in steps]),
-                percentile(per_call, 50) if per_call else None,
-                percentile([s.job_s * 1000 for s in steps], 50),
-            ]
-        )
+        latency = [(s.job_s - s.model_s) * 1000 for s in steps]
+        engine = [(s.engine_s - s.model_s) * 1000 for s in steps]
+        rows.append([
+            variant.label, len(steps), percentile(latency, 50), percentile(latency, 95),
+            max(latency, default=None), percentile(engine, 50),
+            percentile([(s.job_s - s.engine_s) * 1000 for s in steps], 50),
+            mean([s.model_calls for s in steps]), percentile(per_call, 50) if per_call else None,
+            percentile([s.job_s * 1000 for s in steps], 50),
+        ])  # fmt: skip
     return markdown_table(headers, rows)
 
 
@@ -852,12 +748,9 @@ def misses(results: Results, per_variant: int = 10) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    database_options(p)
+    p = parser(__doc__)
     p.add_argument("--sessions", type=int, help="the N longest qualifying sessions (default: all)")
-    p.add_argument(
-        "--preserved-turns", default="2,4", help="min_preserved_turns values, comma-separated"
-    )
+    p.add_argument("--preserved-turns", type=ints, default="2,4", help="min_preserved_turns values")
     p.add_argument("--max-seconds", type=float, default=900, help="give up after this long")
     p.add_argument(
         "--control",
@@ -865,22 +758,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also run a model that ignores the prompt (FakeLLM minimal): a negative control",
     )
     p.add_argument("--quick", action="store_true", help=f"{QUICK_SESSIONS} sessions (smoke)")
-    p.add_argument(
-        "--agent",
-        action="store_true",
-        help="agent-run mode (issue 8): planted instructions after 1/2/3/5 compactions, tokens "
-        "freed in one long turn, automatic noops per 100 appends",
-    )
-    p.add_argument("--agent-sessions", type=int, default=4, help="sessions per shape and config")
     args = p.parse_args(argv)
     if args.quick and not args.sessions:
         args.sessions = QUICK_SESSIONS
     if args.sessions is not None and args.sessions < 1:
         p.error("--sessions: at least 1")
-    try:
-        args.preserved_turns = [int(v) for v in args.preserved_turns.split(",") if v.strip()]
-    except ValueError:
-        p.error("--preserved-turns: integers, comma-separated")
     if not args.preserved_turns or any(not 0 <= v <= 20 for v in args.preserved_turns):
         p.error("--preserved-turns: each between 0 and 20")
     return args
@@ -894,16 +776,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rest.remove("--gate")
         return gate_bench.main(rest)
     args = parse_args(argv)
-    if args.agent:
-        return agent_main(args)
     if not DATASET.exists():
         # No synthetic fallback here: the planted constraints need the real sessions.
         print(f"dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET)", file=sys.stderr)
         return 2
-    server = database_server(args)
-    from app.db.migrate import run_migrations
-    from app.observability.logging import configure_logging
-
     sources = load_sources()
     plans = {p: select_cases(sources, args.sessions, p) for p in args.preserved_turns}
     if not any(selection.cases for selection in plans.values()):
@@ -911,11 +787,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     load_start = load_average()
-    with throwaway_database(server) as db:
-        progress(f"database {db.url.rsplit('/', 1)[-1].split('?')[0]} on {db.server}; migrating")
-        run_migrations(db.url)
-        configure_logging("json", "WARNING")
-        results, version = asyncio.run(run_bounded(args, db, plans))
+    configs = [*CONFIGS, CONTROL] if args.control else list(CONFIGS)
+    with migrated_database(args) as db:
+        version = asyncio.run(server_version(db.url))
+        results = asyncio.run(asyncio.wait_for(run_all(db.url, plans, configs), args.max_seconds))
     print(
         f"contextd compaction bench: {machine_info()}; PostgreSQL {version} ({db.server}); "
         f"dataset {DATASET.name}: {len(sources)} sessions"
@@ -941,344 +816,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "POST /compact {wait, force} after each; context_limit leaves room for the whole "
         "session, so GET /context never trims: what is missing is missing from compaction"
     )
-    print()
-    print("Planted constraints visible in GET /context after each compaction")
-    print()
-    print(retention_table(results))
-    print()
-    print("Tokens around each compaction (GET /budget current_tokens) and summary input growth")
-    print()
-    print(growth_table(results))
-    print()
-    print("Summary input growth:")
-    print(growth_verdict(results))
-    print()
-    print(
-        "Compaction latency excluding the model: wall time of the runner's job (run_once: "
-        "claim, load, plan, candidates, summarise, store, commit) minus the wall time of its "
-        "ChatModelClient.complete calls (HTTP round trip to the fake server on the same event "
-        "loop included); summarise = the engine (summarise() minus its model calls); the "
-        "rest = database and bookkeeping; extractive makes no call. In-process, one worker, "
-        "one job at a time, the two configurations alternating session by session"
-    )
-    print()
-    print(latency_table(results))
-    print()
-    print("Constraints not visible:")
-    print(misses(results))
+    for title, body in (
+        ("Planted constraints visible in GET /context after each compaction",
+         retention_table(results)),
+        ("Tokens around each compaction (GET /budget current_tokens) and summary input growth",
+         growth_table(results)),
+        ("Summary input growth:", growth_verdict(results)),
+        ("Compaction latency excluding the model: the runner's job (claim to commit) less its "
+         "model calls; summarise = the engine less its model calls; the rest = database and "
+         "bookkeeping (the module docstring)", latency_table(results)),
+        ("Constraints not visible:", misses(results)),
+    ):  # fmt: skip
+        print(f"\n{title}\n\n{body}")
     print()
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
-    progress(f"done in {time.perf_counter() - started:.0f}s; database dropped")
-    return 0
-
-
-async def run_bounded(
-    args: argparse.Namespace, db: Throwaway, plans: dict[int, Selection]
-) -> tuple[Results, str]:
-    async with asyncio.timeout(args.max_seconds):
-        version = await server_version(db.url)
-        configs = [*CONFIGS, CONTROL] if args.control else list(CONFIGS)
-        return await run_all(db.url, plans, configs), version
-
-
-# --- agent-run mode (--agent) ----------------------------------------------------------------
-#
-# Synthetic agent traces (the dataset's agent sessions are one user turn each, and the
-# question here is what compaction does inside such a turn): a task, then tool steps
-# (an assistant line, a call, a ~20-line result). Eight instructions of
-# tests/support/planted.py (two each in English, Chinese, Spanish, German, phrased with
-# no word of the constraint detector) are typed mid-run as user messages, all before
-# the first compaction, so every later compaction rolls them again.
-#
-# - "one long agent turn": task + 8 x (6 steps, instruction) + 20 steps; each round
-#   appends 30 more steps;
-# - "multi-turn": 8 x (instruction or question, answer) turns interleaved with 24 short
-#   dialogue turns; each round appends 12 more turns.
-#
-# POST /compact {wait, force} once per round; after compactions 1, 2, 3 and 5 the bench
-# counts the instructions visible (planted marker, verbatim) in GET /context at the
-# session's usable budget (8,000-token context): only instructions already below the
-# watermark count, so a visible one was carried by the summary (or is the turn anchor);
-# and whether that payload sent the summary at all (one larger than its window is not).
-
-AGENT_CONTEXT = 8000
-AGENT_ROUNDS = 5
-AGENT_REPORT_AT = (1, 2, 3, 5)
-AGENT_CONFIGS = (
-    ("model", True, "normal"),
-    ("extractive", False, None),
-    ("control (model ignores prompt)", True, "minimal"),
-)
-
-
-def agent_steps(first: int, n: int, tag: str = "") -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for i in range(first, first + n):
-        cid = f"{tag}c{i}"
-        out += [
-            {"role": "assistant", "content": f"Checking module m{i}."},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": cid,
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": f'{{"p": "pkg/m{i}.py"}}'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": cid, "content": f"def f{i}(x):\n    return x\n" * 20},
-        ]
-    return out
-
-
-def dialogue_turns(first: int, n: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for i in range(first, first + n):
-        out += [
-            {"role": "user", "content": f"What does module m{i} do, in two sentences?"},
-            {"role": "assistant", "content": f"Module m{i} parses records. " * 12},
-        ]
-    return out
-
-
-async def agent_session(
-    h: Harness, shape: str, offset: int
-) -> tuple[dict[int, tuple[int, int]], list[str], int]:
-    """{compaction k: (visible, compacted instructions)}, the keys lost, and how many of
-    the payloads read after a compaction sent its summary (a summary larger than the
-    window it is for is left out whole: the instructions it carries would go with it)."""
-    from tests.support.planted import choose
-
-    c = h.client
-    sid = f"abench-{uuid.uuid4().hex[:10]}"
-    check(await c.put(f"/sessions/{sid}", json={"context_limit": AGENT_CONTEXT}), 200, 201)
-    planted = choose(8, offset=offset)
-    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Migrate pkg to the new queue."}]
-    step = 0
-    if shape == "agent":
-        for ins in planted:
-            msgs += [*agent_steps(step, 6), ins.message()]
-            step += 6
-        msgs += agent_steps(step, 20)
-        step += 20
-    else:
-        for ins in planted:
-            msgs += [*dialogue_turns(step, 3), ins.message()]
-            msgs.append({"role": "assistant", "content": "Understood."})
-            step += 3
-    check(await c.post(f"/sessions/{sid}/messages", json={"messages": msgs}), 201)
-    seq_of = {}
-    log = check(await c.get(f"/sessions/{sid}/messages", params={"limit": 1000}), 200)
-    for m in log["messages"]:
-        for ins in planted:
-            if m["role"] == "user" and m["content"] == ins.text:
-                seq_of[ins.key] = m["seq"]
-    out: dict[int, tuple[int, int]] = {}
-    lost: list[str] = []
-    summary_sent = 0
-    for k in range(1, AGENT_ROUNDS + 1):
-        more = agent_steps(step, 30) if shape == "agent" else dialogue_turns(step, 12)
-        step += 30 if shape == "agent" else 12
-        check(await c.post(f"/sessions/{sid}/messages", json={"messages": more}), 201)
-        check(await c.post(f"/sessions/{sid}/compact", json={"wait": True, "force": True}), 200)
-        state = check(await c.get(f"/sessions/{sid}/compaction"), 200)
-        ctx = check(await c.get(f"/sessions/{sid}/context"), 200)
-        wm = state["last_compaction_seq"]
-        below = [i for i in planted if seq_of[i.key] <= wm]
-        visible = [i for i in below if i.visible_in(ctx["messages"])]
-        out[k] = (len(visible), len(below))
-        summary_sent += bool(ctx["summary"]["included"])
-        if k == AGENT_ROUNDS:
-            lost = [i.key for i in below if i not in visible]
-    return out, lost, summary_sent
-
-
-async def agent_freed(h: Harness, steps: int, context: int) -> tuple[int, int, int, int, int]:
-    """Compacting one long agent turn: effective history before and after, what the
-    session would send before and after (GET /budget current_tokens, summary included),
-    and the watermark."""
-    c = h.client
-    sid = f"afreed-{uuid.uuid4().hex[:10]}"
-    check(await c.put(f"/sessions/{sid}", json={"context_limit": context}), 200, 201)
-    msgs = [{"role": "user", "content": "Fix the build."}, *agent_steps(0, steps)]
-    for i in range(0, len(msgs), 900):  # at most 1000 messages per append
-        check(await c.post(f"/sessions/{sid}/messages", json={"messages": msgs[i : i + 900]}), 201)
-    before = check(await c.get(f"/sessions/{sid}"), 200)
-    check(await c.post(f"/sessions/{sid}/compact", json={"wait": True, "force": True}), 200)
-    after = check(await c.get(f"/sessions/{sid}"), 200)
-    return (
-        before["stats"]["context_tokens"],
-        after["stats"]["context_tokens"],
-        before["budget"]["current_tokens"],
-        after["budget"]["current_tokens"],
-        after["last_compaction_seq"],
-    )
-
-
-async def agent_noops(h: Harness, shape: str, appends: int) -> tuple[int, int, int]:
-    """(appends, noop jobs, stored jobs) of automatic compaction over one session."""
-    c = h.client
-    sid = f"anoop-{uuid.uuid4().hex[:10]}"
-    check(
-        await c.put(
-            f"/sessions/{sid}", json={"context_limit": AGENT_CONTEXT, "auto_compact": True}
-        ),
-        200,
-        201,
-    )
-    first = [{"role": "user", "content": "Migrate pkg to the new queue."}]
-    check(await c.post(f"/sessions/{sid}/messages", json={"messages": first}), 201)
-    for i in range(appends):
-        batch = agent_steps(i, 1, "n") if shape == "agent" else dialogue_turns(i, 1)
-        check(await c.post(f"/sessions/{sid}/messages", json={"messages": batch}), 201)
-        await asyncio.sleep(0)  # an agent's model call happens here; the runner gets a turn
-    for _ in range(600):
-        jobs = check(await c.get(f"/sessions/{sid}/compaction"), 200)["jobs"]
-        if all(j["status"] not in ("pending", "running") for j in jobs):
-            break
-        await asyncio.sleep(0.05)
-    ev = check(
-        await c.get(f"/sessions/{sid}/events", params={"type": "compaction.", "limit": 1000}), 200
-    )["events"]
-    noop = sum(e["type"] == "compaction.noop" for e in ev)
-    stored = sum(e["type"] in ("compaction.success", "compaction.degraded") for e in ev)
-    return appends, noop, stored
-
-
-async def agent_run_all(url: str, sessions: int) -> list[str]:
-    out: list[str] = []
-    async with harness(url) as h:
-        rows = []
-        losses: list[str] = []
-        for shape, label in (("agent", "one long agent turn"), ("multi", "multi-turn")):
-            for name, use_model, behaviour in AGENT_CONFIGS:
-                h.runner.client = h.model if use_model else None
-                h.llm.behaviour = behaviour or "normal"
-                totals = {k: [0, 0] for k in AGENT_REPORT_AT}
-                summary_sent = 0
-                for n in range(sessions):
-                    progress(f"agent retention: {label}, {name}, session {n + 1}/{sessions}")
-                    got, lost, sent = await agent_session(h, shape, offset=n)
-                    summary_sent += sent
-                    for k in AGENT_REPORT_AT:
-                        totals[k][0] += got[k][0]
-                        totals[k][1] += got[k][1]
-                    losses += [f"{label}/{name}: {key}" for key in lost]
-                rows.append(
-                    [label, name]
-                    + [
-                        f"{pct(v, t) or 0:.1f}% ({v}/{t})" if t else "–"
-                        for v, t in (totals[k] for k in AGENT_REPORT_AT)
-                    ]
-                    + [f"{summary_sent} of {sessions * AGENT_ROUNDS}"]
-                )
-        out += [
-            "Planted instructions (tests/support/planted.py: en, zh, es, de; 8 per session) "
-            "visible in GET /context after compaction k, among those below the watermark; "
-            "summary sent: payloads read after a compaction that included its summary",
-            "",
-            markdown_table(
-                [
-                    "session shape",
-                    "summariser",
-                    *(f"after {k}" for k in AGENT_REPORT_AT),
-                    "summary sent",
-                ],
-                rows,
-            ),
-            "",
-            "Lost after 5: " + (", ".join(losses) if losses else "none"),
-            "",
-        ]
-        h.runner.client = None
-        freed_rows = []
-        # Runs just past the compaction threshold (90% of the usable budget): where an
-        # automatic compaction happens.
-        for context, steps in ((8000, 33), (32_000, 134), (128_000, 520)):
-            progress(f"agent freed: {steps} steps")
-            before, after, sent_before, sent_after, wm = await agent_freed(h, steps, context)
-            freed_rows.append(
-                [
-                    f"{context:,} context: 1 user message + {steps} tool steps",
-                    before,
-                    after,
-                    f"{pct(before - after, before) or 0:.1f}%",
-                    sent_before,
-                    sent_after,
-                    f"{pct(sent_before - sent_after, sent_before) or 0:.1f}%",
-                    wm,
-                ]
-            )
-        out += [
-            "Compacting a single-turn agent run at the compaction threshold once (extractive, "
-            "defaults: keep_recent_ratio 0.3, min_preserved_steps 4): effective-history tokens, "
-            "and what "
-            "the session would send (GET /budget current_tokens: summary included)",
-            "",
-            markdown_table(
-                [
-                    "session",
-                    "history before",
-                    "after",
-                    "freed",
-                    "sent before",
-                    "after",
-                    "freed",
-                    "watermark",
-                ],
-                freed_rows,
-            ),
-            "",
-        ]
-        noop_rows = []
-        for shape, label in (("agent", "one long agent turn"), ("multi", "multi-turn")):
-            for name, use_model in (("model", True), ("extractive", False)):
-                h.runner.client = h.model if use_model else None
-                h.llm.behaviour = "normal"
-                progress(f"agent noops: {label}, {name}")
-                appends, noop, stored = await agent_noops(h, shape, 300)
-                noop_rows.append(
-                    [label, name, appends, stored, noop, f"{100 * noop / appends:.2f}"]
-                )
-        out += [
-            f"Automatic compaction (auto_compact, {AGENT_CONTEXT}-token context, defaults "
-            "otherwise): 300 appends of one step (or one turn) each",
-            "",
-            markdown_table(
-                [
-                    "session shape",
-                    "summariser",
-                    "appends",
-                    "stored jobs",
-                    "noop jobs",
-                    "noop per 100 appends",
-                ],
-                noop_rows,
-            ),
-        ]
-    return out
-
-
-def agent_main(args: argparse.Namespace) -> int:
-    server = database_server(args)
-    from app.db.migrate import run_migrations
-    from app.observability.logging import configure_logging
-
-    started = time.perf_counter()
-    with throwaway_database(server) as db:
-        run_migrations(db.url)
-        configure_logging("json", "WARNING")
-
-        async def go() -> list[str]:
-            async with asyncio.timeout(args.max_seconds):
-                return await agent_run_all(db.url, args.agent_sessions)
-
-        lines = asyncio.run(go())
-    print(f"contextd compaction bench --agent: {machine_info()}; synthetic agent traces")
-    print()
-    print("\n".join(lines))
     progress(f"done in {time.perf_counter() - started:.0f}s; database dropped")
     return 0
 

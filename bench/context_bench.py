@@ -30,30 +30,25 @@ alike:
   counted on every call: LangChain has no cached counts. Its repeats are
   bounded by `--lc-seconds` per size (at least `--lc-min-repeat`); the table
   says how many ran.
-
-It works in a fresh `contextd_bench_<random>` database on the given server
-(default `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL in a temporary
-folder) and drops it at the end. Progress goes to stderr, the table to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import gc
+import itertools
 import json
 import math
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import asyncpg
 import httpx
 
 if __package__ in (None, ""):  # `python bench/context_bench.py` from anywhere
@@ -62,22 +57,22 @@ if __package__ in (None, ""):  # `python bench/context_bench.py` from anywhere
 from bench.common import (
     DATASET,
     Throwaway,
+    app_client,
     contextd_server,
     cycled,
-    database_options,
-    database_server,
     dataset_warning,
     expect,
+    ints,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
-    plain_url,
     progress,
-    seed_session,
     server_version,
-    throwaway_database,
+    set_statistics,
     with_unique_ids,
 )
 
@@ -87,7 +82,6 @@ if TYPE_CHECKING:
 
     from app.context.params import ContextParams
 
-MAX_SIZE = 1_000_000
 MODEL = "gpt-4o"  # o200k_base: the exact counter both sides use
 SYSTEM = "You are a careful coding agent. Work in small steps and run the tests."
 WARMUP = 3
@@ -109,12 +103,12 @@ class Figures:
     lc_sent: int = 0  # history messages trim_messages kept
     lc_tokens: int = 0
     lc_history: list[BaseMessage] = field(default_factory=list)
+    lc_runs: int | None = None  # decided after the untimed warm-up
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    database_options(p)
-    p.add_argument("--sizes", default="1000,10000,100000", help="log sizes, comma-separated")
+    p = parser(__doc__)
+    p.add_argument("--sizes", type=ints, default="1000,10000,100000", help="log sizes")
     p.add_argument("--budget", type=int, default=32000, help="max_tokens of every context call")
     p.add_argument("--strategy", default=None, help="strategy (default: the session's own)")
     p.add_argument(
@@ -144,33 +138,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     if args.quick:
-        args.sizes, args.repeat, args.cold_repeat, args.rounds = "200,1000", 20, 3, 2
+        args.sizes, args.repeat, args.cold_repeat, args.rounds = [200, 1000], 20, 3, 2
         args.lc_seconds, args.seed_batch, args.append_steps = 5.0, 200, 5
-    args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
-    if not args.sizes or any(not 1 <= n <= MAX_SIZE for n in args.sizes):
-        p.error(f"--sizes: each between 1 and {MAX_SIZE:,}")
-    if args.budget < 1:
-        p.error("--budget: at least 1")
-    if args.repeat < 1 or args.cold_repeat < 0 or args.lc_min_repeat < 1 or args.append_steps < 0:
-        p.error("--repeat and --lc-min-repeat at least 1, --cold-repeat and --append-steps 0+")
-    if not 1 <= args.rounds <= args.repeat:
-        p.error("--rounds: between 1 and --repeat")
-    if not 1 <= args.seed_batch <= 1000:
-        p.error("--seed-batch: between 1 and 1000 (the default per-append limit)")
+    if not args.sizes or not 1 <= args.rounds <= args.repeat or not 1 <= args.seed_batch <= 1000:
+        p.error("--sizes: one or more; --rounds: 1 to --repeat; --seed-batch: 1 to 1000")
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = database_server(args)
-    from app.db.migrate import run_migrations
-
     started = time.perf_counter()
     load_start = load_average()
-    with throwaway_database(server) as db:
-        progress(f"database {db.url.rsplit('/', 1)[-1].split('?')[0]} on {db.server}; migrating")
-        run_migrations(db.url)
-        rows, header = asyncio.run(run_bounded(args, db))
+    with migrated_database(args) as db:
+        rows, header = asyncio.run(asyncio.wait_for(run(args, db), args.max_seconds))
     print(header)
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
     print()
@@ -181,9 +161,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-async def run_bounded(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], str]:
-    async with asyncio.timeout(args.max_seconds):
-        return await run(args, db)
+# One POST of the seed stays well under the default 8 MiB body limit.
+SEED_BATCH_BYTES = 4 * 1024 * 1024
+
+
+async def seed_session(
+    client: httpx.AsyncClient, sid: str, count: int, messages: Sequence[dict[str, Any]], size: int
+) -> float:
+    """Append `count` messages cycling through `messages` through the real API, in POSTs of
+    at most `size` messages and about SEED_BATCH_BYTES of JSON; returns seconds taken."""
+    start = time.perf_counter()
+    batch: list[dict[str, Any]] = []
+    nbytes = 0
+    for m in itertools.chain(cycled(messages, count, salt=f"{sid}-"), [None]):
+        n = 0 if m is None else len(json.dumps(m, ensure_ascii=False).encode())
+        if batch and (m is None or len(batch) >= size or nbytes + n > SEED_BATCH_BYTES):
+            r = await client.post(f"/sessions/{sid}/messages", json={"messages": batch})
+            expect(r, 201)
+            batch, nbytes = [], 0
+        if m is not None:
+            batch.append(m)
+            nbytes += n
+    return time.perf_counter() - start
 
 
 def agent_messages() -> list[dict[str, Any]]:
@@ -228,12 +227,12 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
         query["strategy"] = args.strategy
 
     figures: list[Figures] = []
-    async with contextd_server(db.url) as base, app_in_process(db.url) as app:
+    async with contextd_server(db.url) as base, app_client(db.url) as (_, app):
         timeout = httpx.Timeout(300.0)
         async with httpx.AsyncClient(base_url=base, timeout=timeout) as http:
+            body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
             for size in args.sizes:
                 sid = f"ctx-{size}-{uuid.uuid4().hex[:8]}"
-                body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
                 expect(await http.put(f"/sessions/{sid}", json=body), 201)
                 progress(f"N={size:,}: seeding {sid} over HTTP")
                 seconds = await seed_session(http, sid, size, messages, args.seed_batch)
@@ -242,10 +241,9 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
             # One-time costs of the process (statement compilation, connections, imports)
             # go to a small session of their own, not to the first size measured.
             spare = f"ctx-warmup-{uuid.uuid4().hex[:8]}"
-            body = {"auto_compact": False, "system_prompt": SYSTEM, "model": MODEL}
             expect(await http.put(f"/sessions/{spare}", json=body), 201)
             await seed_session(http, spare, min(200, len(messages)), messages, args.seed_batch)
-            await analyze(db.url)
+            await set_statistics(db.url, "analyze")  # as autovacuum eventually does
 
             async def inproc(sid: str) -> tuple[float, dict[str, Any]]:
                 return await build_in_process(app, DEFAULT_TENANT, sid, params)
@@ -275,7 +273,6 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
             lc = LangChainTrim(counter, args.budget)
             warm_per_round = math.ceil(args.repeat / args.rounds)
             cold_per_round = math.ceil(args.cold_repeat / args.rounds)
-            lc_plan = {f.size: LcPlan() for f in figures}
             for r in range(args.rounds):
                 k = r % len(figures)
                 for f in figures[k:] + figures[:k]:
@@ -292,7 +289,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
                         start = time.perf_counter()
                         expect(await http.get(f"/sessions/{f.sid}/context", params=query), 200)
                         f.http_ms.append((time.perf_counter() - start) * 1000)
-                    lc_round(lc, f, lc_plan[f.size], args, r)
+                    lc_round(lc, f, args, r)
 
             # An agent appends between two calls: the window moves and the new rows'
             # bodies are read for the first time. Measured last, so that every other
@@ -311,18 +308,6 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
     return figures, header
 
 
-@contextlib.asynccontextmanager
-async def app_in_process(url: str) -> AsyncIterator[FastAPI]:
-    from app.core.settings import load_settings
-    from app.main import create_app
-    from app.observability.logging import configure_logging
-
-    configure_logging("json", "WARNING")  # keep stderr readable; the server logs as users run it
-    app = create_app(load_settings(database_url=url), database_url=url)
-    async with app.router.lifespan_context(app):
-        yield app
-
-
 async def build_in_process(
     app: FastAPI, tenant: str, sid: str, params: ContextParams
 ) -> tuple[float, dict[str, Any]]:
@@ -330,12 +315,9 @@ async def build_in_process(
     from app.context import service
 
     state = app.state
-    # The caches the app owns (app/context/caches.py); older revisions kept them global.
-    caches = getattr(state.services, "caches", None)
-    extra = (caches,) if caches is not None else ()
     start = time.perf_counter()
     payload = await service.payload(
-        state.database, state.events, tenant, sid, params, state.settings, *extra
+        state.database, state.events, tenant, sid, params, state.settings, state.services.caches
     )
     return (time.perf_counter() - start) * 1000, payload
 
@@ -343,24 +325,9 @@ async def build_in_process(
 def clear_engine_caches(app: FastAPI) -> None:
     """Forget what earlier calls of this process computed (window rows, previews, cuts,
     signal scans): the next build() pays what a first call pays."""
-    services = app.state.services
-    if getattr(services, "caches", None) is not None:
-        from app.context.caches import Caches
+    from app.context.caches import Caches
 
-        app.state.services = dataclasses.replace(services, caches=Caches())
-        return
-    from app.context import service  # older revisions: module-level caches
-
-    getattr(service, "clear_caches")()  # noqa: B009 (absent from this revision)
-
-
-async def analyze(url: str) -> None:
-    """Refresh planner statistics after seeding, as autovacuum eventually does."""
-    conn = await asyncpg.connect(plain_url(url), timeout=30)
-    try:
-        await conn.execute("ANALYZE")
-    finally:
-        await conn.close()
+    app.state.services = dataclasses.replace(app.state.services, caches=Caches())
 
 
 # --- LangChain -------------------------------------------------------------------------------
@@ -407,24 +374,16 @@ class LangChainTrim:
         return out
 
 
-@dataclass(slots=True)
-class LcPlan:
-    runs: int | None = None  # decided after the untimed warm-up
-
-
-def lc_round(
-    lc: LangChainTrim, f: Figures, plan: LcPlan, args: argparse.Namespace, round_no: int
-) -> None:
-    if plan.runs is None:
+def lc_round(lc: LangChainTrim, f: Figures, args: argparse.Namespace, round_no: int) -> None:
+    if f.lc_runs is None:
         start = time.perf_counter()
         kept = lc(f.lc_history)  # untimed warm-up: sizes the number of runs
         once = time.perf_counter() - start
         f.lc_sent = len(kept) - 1
         f.lc_tokens = sum(lc.counter(m) for m in kept) + lc.priming
-        plan.runs = max(args.lc_min_repeat, min(args.repeat, int(args.lc_seconds / once)))
-        progress(f"N={f.size:,}: trim_messages {once * 1000:,.0f} ms once; {plan.runs} runs")
-    left_rounds = args.rounds - round_no
-    n = math.ceil((plan.runs - len(f.lc_ms)) / left_rounds)
+        f.lc_runs = max(args.lc_min_repeat, min(args.repeat, int(args.lc_seconds / once)))
+        progress(f"N={f.size:,}: trim_messages {once * 1000:,.0f} ms once; {f.lc_runs} runs")
+    n = math.ceil((f.lc_runs - len(f.lc_ms)) / (args.rounds - round_no))
     for _ in range(n):
         start = time.perf_counter()
         lc(f.lc_history)
@@ -439,37 +398,21 @@ def _pair(values: Sequence[float]) -> str:
 
 
 def table(rows: Sequence[Figures]) -> str:
-    headers = [
-        "log size",
-        "ours in-process p50 / p99 ms (warm)",
-        "first call ms",
-        "cold p50 ms",
-        "after an append p50 ms",
-        "ours HTTP p50 / p99 ms",
-        "trim_messages p50 ms (runs)",
-        "ratio trim / ours in-process",
-        "ratio trim / ours HTTP",
-        "sent msgs / tokens: ours",
+    headers = (
+        "log size", "ours in-process p50 / p99 ms (warm)", "first call ms", "cold p50 ms",
+        "after an append p50 ms", "ours HTTP p50 / p99 ms", "trim_messages p50 ms (runs)",
+        "ratio trim / ours in-process", "ratio trim / ours HTTP", "sent msgs / tokens: ours",
         "sent msgs / tokens: trim",
-    ]
+    )  # fmt: skip
     body = []
     for r in rows:
         lc = percentile(r.lc_ms, 50)
-        body.append(
-            [
-                r.size,
-                _pair(r.warm_ms),
-                r.first_ms,
-                percentile(r.cold_ms, 50),
-                percentile(r.append_ms, 50),
-                _pair(r.http_ms),
-                f"{lc:,.1f} ({len(r.lc_ms)})",
-                f"{lc / percentile(r.warm_ms, 50):,.0f}x",
-                f"{lc / percentile(r.http_ms, 50):,.0f}x",
-                f"{r.ours_sent} / {r.ours_tokens:,}",
-                f"{r.lc_sent} / {r.lc_tokens:,}",
-            ]
-        )
+        body.append([
+            r.size, _pair(r.warm_ms), r.first_ms, percentile(r.cold_ms, 50),
+            percentile(r.append_ms, 50), _pair(r.http_ms), f"{lc:,.1f} ({len(r.lc_ms)})",
+            f"{lc / percentile(r.warm_ms, 50):,.0f}x", f"{lc / percentile(r.http_ms, 50):,.0f}x",
+            f"{r.ours_sent} / {r.ours_tokens:,}", f"{r.lc_sent} / {r.lc_tokens:,}",
+        ])  # fmt: skip
     return markdown_table(headers, body)
 
 

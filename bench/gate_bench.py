@@ -10,12 +10,8 @@ all, each rolling onto the previous summary. Every compaction runs the engine
 itself (`app.compaction.engine.summarise`: brief, model call over real HTTP,
 citations, gate, retry, patch, fallback); the database adds nothing to what the
 gate checks, so it is left out. Summarisers: the extractive one (no model) and the
-stand-ins of `tests/support/fakellm.py`, which answer on a loopback socket: `normal` (a
-faithful summary), `paraphrase` (paths and numbers reworded), `drop_oldest` (the
-older half of the range left out), `invent_seq` (citations invented), and those that
-invent as SmolLM2-135M did: `invent_number` (`8443.0` for `8443`, a mangled snake_case
-id, `1, 2, 3, …, 17`), `echo_prompt` (the instructions' words as items), `invent_fact`
-(a sentence the range never says).
+stand-ins of `tests/support/fakellm.py` on a loopback socket (what each loses or invents:
+docs/gate.md).
 
 Reported per summariser, language and number of compactions, per probe kind:
 
@@ -36,12 +32,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +51,9 @@ from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.core.conversation import LoggedMessage
 from app.core.tokens import get_counter
+from bench.common import DATASET, ints, parser
 from tests.support.fakellm import FakeLLM
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = Path(
-    os.environ.get("CONTEXTD_DATASET") or ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
-)
 SUMMARISERS = ("extractive", "normal", "paraphrase", "drop_oldest", "invent_seq",
                "invent_number", "echo_prompt", "invent_fact")  # fmt: skip
 KINDS = ("constraint", "question", "artifact", "decision", "todo", "error")
@@ -98,7 +90,6 @@ class Tally:
     compactions: int = 0
     caught: int = 0
     lost_fitting: int = 0
-    degraded: int = 0
     corrected: int = 0
     dropped_items: int = 0
     echoed: int = 0
@@ -127,8 +118,6 @@ def unborne(summary: StructuredSummary, log: Sources) -> int:
         for item in getattr(summary, name):
             body, ranges = split_cites(item)
             if ranges and not log.supports(ranges, _MARKS.sub("", body), keys_only=keys_only):
-                if os.environ.get("GATE_BENCH_SHOW"):
-                    print(f"unsupported: {name}: {item[:300]!r}", file=sys.stderr)
                 bad += 1
     return bad
 
@@ -170,7 +159,6 @@ async def run_session(
                 tally.by[c["by"]] += 1
             if any(not d["over_share"] for d in gate.get("dropped", ())):
                 tally.lost_fitting += 1
-            tally.degraded += outcome.reason == "gate_dropped"
             cites = gate.get("citations", {})
             tally.corrected += cites.get("corrected", 0)
             tally.dropped_items += cites.get("unsupported", 0)
@@ -194,7 +182,7 @@ def mean(values: Sequence[float]) -> str:
     return f"{sum(values) / len(values):.2f}" if values else "–"
 
 
-def tables(results: dict[tuple[str, str, int], Tally], times: Sequence[int]) -> str:
+def tables(results: dict[tuple[str, str, int], Tally]) -> str:
     lines = ["### Scores per probe kind: the summariser's answer → the stored context", ""]
     head = "| summariser | lang | compactions | " + " | ".join(KINDS) + " |"
     lines += [head, "|" + " --- |" * (3 + len(KINDS))]
@@ -217,10 +205,8 @@ def tables(results: dict[tuple[str, str, int], Tally], times: Sequence[int]) -> 
             continue
         total = Tally()
         for t in ts:
-            for name in ("compactions", "caught", "lost_fitting", "degraded", "corrected",
-                         "dropped_items", "echoed", "invented", "restored_made",
-                         "unborne"):  # fmt: skip
-                setattr(total, name, getattr(total, name) + getattr(t, name))
+            for f in fields(Tally):
+                setattr(total, f.name, getattr(total, f.name) + getattr(t, f.name))
             for k, v in t.by.items():
                 total.by[k] += v
         by = " / ".join(str(total.by.get(k, 0)) for k in ("retry", "patch", "extractive"))
@@ -246,26 +232,25 @@ async def main_async(args: argparse.Namespace, sessions: list[dict[str, Any]]) -
         for lang, m in cases:
             by_lang[lang].append(m)
         cases = [(lang, m) for lang, ms in by_lang.items() for m in ms[: args.sessions]]
-    times = [int(t) for t in args.times.split(",")]
     summarisers = args.summarisers.split(",")
     results: dict[tuple[str, str, int], Tally] = {}
     async with FakeLLM() as llm:
         for summariser in summarisers:
-            for n in times:
+            for n in args.times:
                 for i, (lang, messages) in enumerate(cases):
                     tally = results.setdefault((summariser, lang, n), Tally())
                     print(f"{summariser} ×{n} {lang} session {i + 1}/{len(cases)}", file=sys.stderr)
                     model = None if summariser == "extractive" else llm
                     await run_session(messages, n, summariser, model, tally, counter)
     print(f"{len(cases)} sessions ({sum(1 for c in cases if c[0] == 'zh')} Chinese)\n")
-    print(tables(results, times))
+    print(tables(results))
     return 0
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = parser(__doc__, database=False)
     p.add_argument("--sessions", type=int, help="at most N sessions per language")
-    p.add_argument("--times", default="1,2,3,5", help="compactions per session")
+    p.add_argument("--times", type=ints, default="1,2,3,5", help="compactions per session")
     p.add_argument("--summarisers", default=",".join(SUMMARISERS))
     return p.parse_args(argv)
 

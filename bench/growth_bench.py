@@ -9,23 +9,16 @@ from the first size to the last. Growth is appends of `--grow-batch` messages,
 each followed by a context call (key_messages, `--budget` tokens), so every
 hot statement runs many times on the server's pooled connections while the
 session is small. At each size the bench then times `--measure` rounds of an
-agent's step: append the next two messages, then `GET /context`.
-
-A cost that follows the log instead of the window shows up as p50s that grow
-with the size. That is how a prepared statement's cached generic plan, chosen
-while the session was small (PostgreSQL switches to one after five executions
-and never looks back), showed: 118 ms per context call at 100k messages in a
-long-lived process against 5 ms in a fresh one. A bench that measures each
-size on fresh state (a new session, a new process) cannot see it.
+agent's step: append the next two messages, then `GET /context`. A cost that
+follows the log instead of the window shows up as p50s that grow with the size,
+as a generic plan cached while the session was small did (app/db/engine.py); a
+bench that measures each size on fresh state cannot see it.
 
 Statistics modes, each on a fresh database and a fresh server process:
-- `none`: never ANALYZEd (the tables of this database have autovacuum off):
-  plans are made from the table's physical size and default selectivities;
+- `none`: the bench never ANALYZEs (autovacuum does what it does on a new
+  deployment);
 - `analyze`: ANALYZE after reaching each size, before measuring, as autovacuum
   eventually would (it also invalidates cached plans, so it hides less).
-
-Writes to a fresh `contextd_growth_<random>` database on the given server
-(default `CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL) and drops it.
 """
 
 from __future__ import annotations
@@ -35,10 +28,9 @@ import asyncio
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -49,12 +41,13 @@ from bench.common import (
     Throwaway,
     contextd_server,
     cycled,
-    database_options,
     database_server,
     expect,
+    ints,
     load_average,
     machine_info,
     markdown_table,
+    parser,
     percentile,
     progress,
     server_version,
@@ -79,9 +72,8 @@ class Size:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    database_options(p)
-    p.add_argument("--sizes", default="1000,10000,100000", help="sizes reached, increasing")
+    p = parser(__doc__)
+    p.add_argument("--sizes", type=ints, default="1000,10000,100000", help="sizes reached")
     p.add_argument("--stats", default="none,analyze", help="statistics modes: none, analyze")
     p.add_argument("--measure", type=int, default=200, help="timed steps (append + context)")
     p.add_argument("--budget", type=int, default=8000, help="max_tokens of every context call")
@@ -90,8 +82,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="sizes 200,2000, 30 steps (smoke test)")
     args = p.parse_args(argv)
     if args.quick:
-        args.sizes, args.measure = "200,2000", 30
-    args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+        args.sizes, args.measure = [200, 2000], 30
     args.stats = [s.strip() for s in args.stats.split(",") if s.strip()]
     if not args.sizes or args.sizes != sorted(set(args.sizes)) or args.sizes[0] < 1:
         p.error("--sizes: positive and increasing")
@@ -104,36 +95,29 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    server = database_server(args)
     started = time.perf_counter()
     load_start = load_average()
     rows: list[Size] = []
-    header = ""
     for stats in args.stats:
-        with throwaway_database(server, prefix="contextd_growth") as db:
+        with throwaway_database(database_server(args), prefix="contextd_growth") as db:
             progress(f"stats={stats}: database {db.url.rsplit('/', 1)[-1]} on {db.server}")
-            header = asyncio.run(_header(db, args))
+            version = asyncio.run(server_version(db.url))
             rows += asyncio.run(asyncio.wait_for(grow(args, db, stats), args.max_seconds))
-    print(header)
-    print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
-    print()
+    print(
+        f"contextd growth bench: {machine_info()}; PostgreSQL {version} ({db.server}); one "
+        f"session grown in one `contextd serve` process to "
+        f"{', '.join(f'{n:,}' for n in args.sizes)} messages in appends of {args.grow_batch}, "
+        f"each followed by a context call; at each size {args.measure} steps of "
+        f"(append {STEP} messages, GET /context key_messages max_tokens={args.budget})"
+    )
+    print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}\n")
     print(table(rows))
     progress(f"done in {time.perf_counter() - started:.0f}s; databases dropped")
     return 0
 
 
-async def _header(db: Throwaway, args: argparse.Namespace) -> str:
-    return (
-        f"contextd growth bench: {machine_info()}; PostgreSQL {await server_version(db.url)} "
-        f"({db.server}); one session grown in one `contextd serve` process to "
-        f"{', '.join(f'{n:,}' for n in args.sizes)} messages in appends of {args.grow_batch}, "
-        f"each followed by a context call; at each size {args.measure} steps of "
-        f"(append {STEP} messages, GET /context key_messages max_tokens={args.budget})"
-    )
-
-
 async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size]:
-    stream = agent_stream()
+    stream = cycled(agent_messages(), 10**9, salt="g")  # tool-call ids unique per cycle
     sid = f"growth-{uuid.uuid4().hex[:8]}"
     query = {"max_tokens": args.budget, "strategy": "key_messages"}
     out: list[Size] = []
@@ -177,40 +161,17 @@ async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size
     return out
 
 
-def agent_stream() -> Iterator[dict[str, Any]]:
-    """The dataset's agent messages cycled without end, tool-call ids unique per cycle."""
-    return cycled(agent_messages(), 10**9, salt="g")
-
-
 def table(rows: Sequence[Size]) -> str:
     first = {r.stats: percentile(r.context_ms, 50) for r in reversed(rows)}
-    return markdown_table(
-        [
-            "statistics",
-            "messages",
-            "context p50 ms",
-            "context p99 ms",
-            "p50 / first size",
-            "append p50 ms",
-            "append p99 ms",
-            "kept",
-            "grown in s",
-        ],
-        [
-            [
-                r.stats,
-                r.size,
-                percentile(r.context_ms, 50),
-                percentile(r.context_ms, 99),
-                f"×{percentile(r.context_ms, 50) / first[r.stats]:.2f}",
-                percentile(r.append_ms, 50),
-                percentile(r.append_ms, 99),
-                r.kept,
-                r.grow_s,
-            ]
-            for r in rows
-        ],
-    )
+    headers = ("statistics", "messages", "context p50 ms", "context p99 ms", "p50 / first size",
+               "append p50 ms", "append p99 ms", "kept", "grown in s")  # fmt: skip
+    body = [
+        [r.stats, r.size, percentile(r.context_ms, 50), percentile(r.context_ms, 99),
+         f"×{percentile(r.context_ms, 50) / first[r.stats]:.2f}", percentile(r.append_ms, 50),
+         percentile(r.append_ms, 99), r.kept, r.grow_s]
+        for r in rows
+    ]  # fmt: skip
+    return markdown_table(headers, body)
 
 
 if __name__ == "__main__":

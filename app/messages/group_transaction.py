@@ -78,8 +78,9 @@ async def _write_group_once(database: Database, items: list[Pending]) -> list[Ap
     # A group of one (an idle server) is WRITE_BATCH on its cached plan, as an append
     # alone. WRITE_GROUP is planned for its parameters every time (the connection's
     # setting): a generic plan made while `sessions` was small joined the group to it
-    # by a scan of the whole table (`bench/plans.py --show "locked AS"`). Planning it
-    # is once per group, a few hundredths of a millisecond per append under load.
+    # by a scan of the whole table (`bench/plans.py` (since removed, last at 97ba89a)
+    # showed it). Planning it is once per group, a few hundredths of a millisecond per
+    # append under load.
     alone = len(items) == 1
     async with (
         database.driver() as conn,

@@ -263,8 +263,8 @@ FROM s
 # SERVER_SETTINGS: generic plans made on small tables outlived their tables), but
 # every part of WRITE_BATCH is a probe of a unique key by construction (the
 # session's primary key, the inserts' arbiter indexes), the same plan at any size
-# (`python bench/plans.py` shows both). SET LOCAL ends with the transaction, and
-# rides in BEGIN's round trip.
+# (as `bench/plans.py` (since removed, last at 97ba89a) showed). SET LOCAL ends
+# with the transaction, and rides in BEGIN's round trip.
 BEGIN_GENERIC = "BEGIN; SET LOCAL plan_cache_mode = auto"
 
 INSERT_EVENT = """

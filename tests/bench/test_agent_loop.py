@@ -16,6 +16,7 @@ from bench.agent_loop import (
     PRIMING,
     TRIM_MESSAGES,
     Call,
+    Case,
     Entry,
     History,
     Stream,
@@ -40,7 +41,6 @@ from bench.agent_loop import (
     without_nul,
     write_misses,
 )
-from bench.context_quality import Case
 from tests.support.planted import INSTRUCTIONS
 
 SYSTEM = "You are a coding agent. Tools: open_file, run. Repository root: /repo."
@@ -86,7 +86,7 @@ def _case(messages: list[dict[str, Any]] | None = None, system: str | None = SYS
     msgs = messages if messages is not None else _messages()
     users = {i for i, m in enumerate(msgs) if m["role"] == "user"}
     planted = {i: INSTRUCTIONS[0] for i, m in enumerate(msgs) if m == INSTRUCTIONS[0].message()}
-    case = Case("hand-made", "agent", system, msgs, planted, users, max(users))
+    case = Case("hand-made", system, msgs, planted, users, max(users))
     case.counts = [COUNTER.count_message(m) for m in msgs]
     return case
 

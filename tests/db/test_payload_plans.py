@@ -6,11 +6,12 @@ at 100k messages (issue 11)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import asyncpg
@@ -20,7 +21,6 @@ from sqlalchemy import event, text
 from app.core.settings import Settings
 from app.db.engine import PAYLOAD_PLAN_CACHE_MODE
 from app.main import create_app
-from bench.plans import driver_statements, literal
 from tests.support.databases import plain_url
 
 Captured = dict[str, tuple[Any, ...]]
@@ -49,6 +49,62 @@ async def app_capturing(
         with driver_statements(captured, only=_payload_pool):
             async with httpx.AsyncClient(transport=transport, base_url="http://plans.test") as c:
                 yield c, captured
+
+
+@contextmanager
+def driver_statements(
+    captured: Captured, only: Callable[[asyncpg.Connection], bool]
+) -> Iterator[None]:
+    """Also record the statements run on the asyncpg connection itself (the payload's
+    message reads), which SQLAlchemy's cursor hook never sees, of the connections `only`
+    accepts. Only statements with parameters: BEGIN, COMMIT, PREPARE and EXPLAIN have none."""
+    cls = asyncpg.connection.Connection
+    originals = {name: getattr(cls, name) for name in ("execute", "fetch", "fetchrow", "fetchval")}
+
+    def recording(method: Any) -> Any:
+        async def run(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+            if args and only(self):
+                captured[query] = tuple(args)
+            return await method(self, query, *args, **kwargs)
+
+        return run
+
+    for name, method in originals.items():
+        setattr(cls, name, recording(method))
+    try:
+        yield
+    finally:
+        for name, method in originals.items():
+            setattr(cls, name, method)
+
+
+def literal(v: Any) -> str:
+    """A parameter as an SQL literal, for EXECUTE of a prepared statement."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, dt.datetime):
+        return _quote(v.isoformat())
+    if isinstance(v, list | tuple):
+        return _quote("{" + ",".join(_element(x) for x in v) + "}")
+    if isinstance(v, dict):
+        return _quote(json.dumps(v))
+    return _quote(str(v))
+
+
+def _element(x: Any) -> str:
+    if x is None:
+        return "NULL"
+    if isinstance(x, int):
+        return str(x)
+    return '"' + str(x).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
 
 
 def _payload_pool(conn: asyncpg.Connection) -> bool:
