@@ -57,6 +57,13 @@ def _is_column(node: ast.expr) -> bool:
 
 def _by_hand(node: ast.AST, docstrings: set[int]) -> str | None:
     """The filter `node` writes by hand, if it writes one."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name | ast.Attribute)
+        and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr) == "tuple_"
+        and any(_is_column(a) for a in node.args)
+    ):
+        return ast.unparse(node)  # a key of several sessions: `of_sessions`
     if isinstance(node, ast.Compare) and any(isinstance(op, ast.Eq | ast.NotEq) for op in node.ops):
         if any(_is_column(side) for side in (node.left, *node.comparators)):
             return ast.unparse(node)
@@ -128,6 +135,8 @@ def rows(tenant, sid):
 SQL = "SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.session_id = $2"
 TEXT = f"""WHERE tenant_id = :tenant AND {rest}"""
 FINE = select(M).where(of_session(M, tenant, sid), M.seq == 1)
+MANY = select(M).where(tuple_(M.tenant_id, M.session_id).in_(keys))
+ALSO = select(M).where(sa.tuple_(M.tenant_id, M.id).in_(keys), of_sessions(M, keys))
 '''
     found = [(name, text) for name, _, text in filters_by_hand(source)]
     assert found == [
@@ -136,4 +145,6 @@ FINE = select(M).where(of_session(M, tenant, sid), M.seq == 1)
         ("rows", "t.c.tenant_id != x"),
         ("SQL", "SELECT 1 FROM messages m WHERE m.tenant_id = $1 AND m.session_id = $2"),
         ("TEXT", "WHERE tenant_id = :tenant AND"),
+        ("MANY", "tuple_(M.tenant_id, M.session_id)"),
+        ("ALSO", "sa.tuple_(M.tenant_id, M.id)"),
     ]

@@ -8,7 +8,8 @@ nowhere else; tests/test_tenant_scope.py fails on one written by hand.
 Two forms, one rule:
 
 - SQLAlchemy expressions: `of_session(MessageRow, tenant, sid)`, `of_tenant(...)` for a
-  tenant's listings, `same_session(a, b)` for a join of two tables on the key;
+  tenant's listings, `of_sessions(table, keys)` for a batch of several sessions' rows,
+  `same_session(a, b)` for a join of two tables on the key;
 - raw SQL texts (asyncpg's `$n`, `text()`'s `:name`): `session_sql("m")` is
   `m.tenant_id = $1 AND m.session_id = $2`, assembled into the statement when its module
   is imported: a statement's text never varies, and prepared statements and their generic
@@ -17,9 +18,10 @@ Two forms, one rule:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_
+from sqlalchemy import ColumnElement, and_, tuple_
 
 from app.db.models import SessionRow
 
@@ -41,6 +43,12 @@ def of_session(table: Any, tenant: Any, sid: Any) -> ColumnElement[bool]:
 def of_tenant(table: Any, tenant: Any) -> ColumnElement[bool]:
     """`table`'s rows of one tenant, any session: listings and tenant-wide counts only."""
     result: ColumnElement[bool] = table.tenant_id == tenant
+    return result
+
+
+def of_sessions(table: Any, keys: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
+    """`table`'s rows of any of several sessions, each a `(tenant, session id)` pair."""
+    result: ColumnElement[bool] = tuple_(table.tenant_id, _session_column(table)).in_(keys)
     return result
 
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import insert, select, text, tuple_
+from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import EventRow, SessionRow
-from app.db.scope import of_session, session_row_sql
+from app.db.scope import of_session, of_sessions, session_row_sql
 from app.observability.metrics import EVENTS_DEFERRED
 
 if TYPE_CHECKING:
@@ -261,7 +261,7 @@ class EventWriter:
             # KEY SHARE keeps the sessions found from being deleted before the insert.
             found = await db.execute(
                 select(SessionRow.tenant_id, SessionRow.id)
-                .where(tuple_(SessionRow.tenant_id, SessionRow.id).in_(keys))
+                .where(of_sessions(SessionRow, keys))
                 .with_for_update(read=True, key_share=True)
             )
             live = {(tenant, sid) for tenant, sid in found}
