@@ -32,9 +32,6 @@ from tests.support.apps import app_client, model_settings
 from tests.support.databases import admin, plain_url, with_database
 from tests.support.fakellm import FakeLLM
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-DATASET = SHARED / "datasets" / "sessions.jsonl"
-
 
 def configure_test_logging() -> None:
     """structlog's defaults, but exceptions rendered as plain text: the default renders

@@ -28,8 +28,7 @@ from app.core.tokens.counter import (
     _Counter,
     estimate_tokens,
 )
-
-DATASET = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "sessions.jsonl"
+from tests.support.dataset import DATASET
 
 O200K = get_counter("gpt-4o")
 CL100K = get_counter("gpt-4")

@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.core.conversation import LoggedMessage
 from app.core.limits import Role
+from tests.support.dataset import DATASET
 
-# CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET.
-DATASET = Path(
-    os.environ.get("CONTEXTD_DATASET")
-    or Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "sessions.jsonl"
-)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,12 +13,8 @@ from pydantic import TypeAdapter
 from app.context import AssembledContext, AssemblyRequest, backfill
 from app.core.conversation import LoggedMessage
 from app.core.tokens import get_counter
+from tests.support.dataset import DATASET
 
-# CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET.
-DATASET = Path(
-    os.environ.get("CONTEXTD_DATASET")
-    or Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "sessions.jsonl"
-)
 COUNTER = get_counter(None)
 OPENAI_MESSAGES: TypeAdapter[list[ChatCompletionMessageParam]] = TypeAdapter(
     list[ChatCompletionMessageParam]
