@@ -41,6 +41,7 @@ from bench.common import (
     DATASET,
     app_client,
     check,
+    dataset_sessions,
     ints,
     load_average,
     machine_info,
@@ -806,8 +807,7 @@ def without_nul(value: Any) -> Any:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        return [without_nul(json.loads(line)) for line in fh if line.strip()]
+    return [without_nul(s) for s in dataset_sessions(path)]
 
 
 def load_entries(args: argparse.Namespace) -> list[Entry]:

@@ -88,6 +88,7 @@ from bench.common import (
     Recorder,
     app_client,
     check,
+    dataset_sessions,
     load_average,
     machine_info,
     markdown_table,
@@ -96,6 +97,7 @@ from bench.common import (
     percentile,
     progress,
     server_version,
+    squash,
 )
 from tests.support.fakellm import FakeLLM
 
@@ -157,14 +159,12 @@ class Case:
 
 def load_sources(path: Path = DATASET) -> list[Source]:
     out = []
-    with path.open(encoding="utf-8") as f:
-        for row in (json.loads(line) for line in f if line.strip()):
-            meta = row.get("meta") or {}
-            lang = "zh" if meta.get("lang") == "zh" else "en"
-            messages = [m for m in row["messages"] if m.get("role") != "system"]
-            out.append(Source(str(row["id"]), str(row.get("source", "?")),
-                              str(meta.get("kind", "?")), lang, row.get("system") or None,
-                              messages))  # fmt: skip
+    for row in dataset_sessions(path):
+        meta = row.get("meta") or {}
+        lang = "zh" if meta.get("lang") == "zh" else "en"
+        messages = [m for m in row["messages"] if m.get("role") != "system"]
+        out.append(Source(str(row["id"]), str(row.get("source", "?")), str(meta.get("kind", "?")),
+                          lang, row.get("system") or None, messages))  # fmt: skip
     return out
 
 
@@ -476,10 +476,6 @@ def payload_text(ctx: dict[str, Any]) -> tuple[str, str]:
             summary += text
         parts.append(text)
     return "\n".join(parts), summary
-
-
-def squash(text: str) -> str:
-    return " ".join(text.split())
 
 
 @dataclass(slots=True)

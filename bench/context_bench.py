@@ -59,6 +59,7 @@ from bench.common import (
     app_client,
     contextd_server,
     cycled,
+    dataset_sessions,
     dataset_warning,
     expect,
     ints,
@@ -169,13 +170,8 @@ def agent_messages() -> list[dict[str, Any]]:
     if not DATASET.exists():
         return load_messages()
     out: list[dict[str, Any]] = []
-    with DATASET.open(encoding="utf-8") as fh:
-        for k, line in enumerate(fh):
-            if not line.strip():
-                continue
-            session = json.loads(line)
-            if session.get("meta", {}).get("kind") != "agent":
-                continue
+    for k, session in enumerate(dataset_sessions()):
+        if session.get("meta", {}).get("kind") == "agent":
             msgs = [m for m in session["messages"] if m.get("role") != "system"]
             out.extend(cycled(msgs, len(msgs), f"a{k}_"))
     return out or load_messages()

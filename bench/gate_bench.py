@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
 from collections import defaultdict
@@ -51,7 +50,7 @@ from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.core.conversation import LoggedMessage
 from app.core.tokens import get_counter
-from bench.common import DATASET, ints, parser
+from bench.common import dataset_sessions, ints, parser
 from tests.support.fakellm import FakeLLM
 
 SUMMARISERS = ("extractive", "normal", "paraphrase", "drop_oldest", "invent_seq",
@@ -256,9 +255,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    with DATASET.open(encoding="utf-8") as fh:
-        sessions = [json.loads(line) for line in fh]
-    return asyncio.run(main_async(parse_args(argv), sessions))
+    return asyncio.run(main_async(parse_args(argv), dataset_sessions()))
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ from bench.common import (
     Recorder,
     app_client,
     check,
+    dataset_sessions,
     load_average,
     machine_info,
     markdown_table,
@@ -91,6 +92,7 @@ from bench.common import (
     parser,
     progress,
     served,
+    squash,
 )
 from tests.support.compaction_builders import log_of
 from tests.support.ports import free_port
@@ -142,8 +144,7 @@ async def llama_server(args: argparse.Namespace) -> AsyncIterator[tuple[str, str
 
 
 def agent_sessions(limit: int) -> list[dict[str, Any]]:
-    with DATASET.open(encoding="utf-8") as fh:
-        agents = [s for s in map(json.loads, fh) if s["meta"]["kind"] == "agent"]
+    agents = [s for s in dataset_sessions() if s["meta"]["kind"] == "agent"]
     by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in agents:
         by_source[s["source"]].append(s)
@@ -183,10 +184,6 @@ def chunks(messages: Sequence[dict[str, Any]], n: int, size: int) -> list[list[d
 
 
 # --- probes -----------------------------------------------------------------------------------
-
-
-def squash(text: str) -> str:
-    return " ".join(text.split())
 
 
 def probes(

@@ -57,10 +57,10 @@ import asyncpg
 import httpx
 
 from bench.common import (
-    DATASET,
     admin,
     app_client,
     database_server,
+    dataset_sessions,
     dataset_warning,
     ints,
     load_average,
@@ -74,6 +74,7 @@ from bench.common import (
     progress,
     set_statistics,
     with_database,
+    with_unique_ids,
 )
 
 TENANT = "default"
@@ -384,18 +385,14 @@ async def time_kinds(
 
 
 def conversations() -> dict[str, list[list[dict[str, Any]]]]:
-    from bench.common import with_unique_ids
-
     out: dict[str, list[list[dict[str, Any]]]] = {"en": [], "zh": []}
     zh: list[dict[str, Any]] = []
-    with DATASET.open(encoding="utf-8") as f:
-        for k, line in enumerate(f):
-            s = json.loads(line)
-            msgs = [with_unique_ids(m, f"s{k}") for m in s["messages"] if m["role"] != "system"]
-            if s["meta"]["lang"] == "zh":
-                zh.extend(msgs)
-            else:
-                out["en"].append(msgs)
+    for k, s in enumerate(dataset_sessions()):
+        msgs = [with_unique_ids(m, f"s{k}") for m in s["messages"] if m["role"] != "system"]
+        if s["meta"]["lang"] == "zh":
+            zh.extend(msgs)
+        else:
+            out["en"].append(msgs)
     out["zh"].append(zh)
     return out
 
@@ -403,8 +400,6 @@ def conversations() -> dict[str, list[list[dict[str, Any]]]]:
 def filler(count: int, salt: int) -> list[dict[str, Any]]:
     """About `count` of the dataset's messages from a point that depends on `salt`, whole
     tool groups only, with call ids of their own."""
-    from bench.common import with_unique_ids
-
     messages = load_messages()
     i = (salt * 997) % len(messages)
     while messages[i]["role"] == "tool":
