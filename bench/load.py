@@ -567,26 +567,16 @@ class Level:
         s = self.stats
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(s.errors.items())) or "0"
         jobs = "/".join(str(self.jobs.get(k, 0)) for k in ("success", "degraded", "failed", "noop"))
+        requests = s.contexts + s.append_requests
+        cpu_ms = self.generator_cpu_s * 1000 / requests if requests else math.nan
         return [
-            self.agents, self.servers, self.achieved_rate, self.generator_cpu_ms_per_request,
+            self.agents, self.servers, requests / self.seconds, cpu_ms,
             s.acked_messages / self.seconds, s.append_requests / self.seconds,
             s.contexts / self.seconds, percentile(s.context_ms, 50), percentile(s.context_ms, 99),
             percentile(s.append_ms, 50), percentile(s.append_ms, 99), errors, len(s.violations),
             jobs, s.contexts_with_summary, len(self.log_problems),
             "ok" if self.check.ok and not self.left_active else "FAILED",
         ]  # fmt: skip
-
-    @property
-    def requests(self) -> int:
-        return self.stats.contexts + self.stats.append_requests
-
-    @property
-    def achieved_rate(self) -> float:
-        return self.requests / self.seconds
-
-    @property
-    def generator_cpu_ms_per_request(self) -> float:
-        return self.generator_cpu_s * 1000 / self.requests if self.requests else math.nan
 
 
 HEADERS = (
