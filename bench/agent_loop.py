@@ -1,26 +1,11 @@
 """The agent loop: does each payload hold what the agent's next step needs, and at what cost?
 
-    python bench/agent_loop.py [--budgets 8000,32000,128000] [--strategies a,b]
-                               [--compaction off,on] [--limit N] [--long N]
-                               [--long-max-tokens T] [--long-budgets 32000,128000]
-                               [--quick]
-                               [--misses FILE] [--calls FILE]
-                               [--database-url URL | --embedded]
+    python bench/agent_loop.py [--quick] [--budgets 8000,32000,128000] [--strategies a,b]
+                               [--compaction off,on] [--database-url URL | --embedded]
 
-Before every assistant message of each dataset session's trace (a model call, with
-`k` planted mid-run user instructions of `tests/support/planted.py`), the messages
-since the previous call are appended to a contextd session (in-process app, throwaway
-database) and the payload asked for at each budget and strategy, echoing the previous
-`prefix_id`; beside it, on the same calls, LangChain's `trim_messages` and a naive
-recent-first window. With `--compaction on` every budget has its own session that
-compacts (extractive, no model), each job run in the agent's model call (`settle`).
-How to run it, the loop, the baselines, every column (on the *trimming calls*), the
-rows, the tuning and checking halves and the targets: docs/agent-loop.md.
-
-`--misses FILE` writes each identifier a contextd payload lacks on a trimming call
-(with whether the search found it, its top hits and every earlier message holding it),
-`--calls FILE` each contextd payload: what it shared with the previous one and where
-it first differed, and its summary (JSON lines).
+Before each model call of every dataset session (with planted mid-run user instructions),
+the payload at each budget and strategy, beside `trim_messages` and a naive window, on
+the same calls. The loop, the baselines, every option and column: docs/agent-loop.md.
 """
 
 from __future__ import annotations
@@ -56,6 +41,7 @@ from bench.common import (
     DATASET,
     app_client,
     check,
+    dataset_sessions,
     ints,
     load_average,
     machine_info,
@@ -821,8 +807,7 @@ def without_nul(value: Any) -> Any:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        return [without_nul(json.loads(line)) for line in fh if line.strip()]
+    return [without_nul(s) for s in dataset_sessions(path)]
 
 
 def load_entries(args: argparse.Namespace) -> list[Entry]:
@@ -1089,12 +1074,7 @@ def table(tallies: Mapping[Key, Tally], mode: str, strategies: Sequence[str]) ->
 def recall_table(
     recalls: Mapping[RecallKey, Sequence[int]], mode: str, strategies: Sequence[str]
 ) -> str:
-    """Recall@3 of the misses by language: of the identifiers each method's payloads lacked
-    on trimming calls (searched), those the search endpoint found in a message holding
-    them among its top 3 hits, per half and both. `inside longer tokens`: of those not
-    found, the ones the log holds only inside a longer token (`240` in `1240`), which a
-    search for an identifier does not find by design; `%` counts them as misses, `% of
-    the rest` leaves them out."""
+    """Recall@3 of the misses by language, per half and both (columns: docs/agent-loop.md)."""
     out: dict[RecallKey, list[int]] = {}
     for (m, half, where, lang, budget, method), counts in recalls.items():
         for h in (half, WHOLE):
@@ -1124,9 +1104,7 @@ def recall_table(
 
 
 def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
-    """The default strategy against the issue's targets, per half: grounding at or above
-    the naive window's, stable prefix at least 80% (8k) / 95% (32k and above), input cost
-    on trimming calls at most half the naive window's."""
+    """The default strategy against issue 37's targets, per half (docs/agent-loop.md)."""
     headers = ("sessions", "budget", "half", "grounding (naive)", "stable, trimming",
                "cost (naive)", "re-reads (naive)", "targets met")  # fmt: skip
     rows = []
@@ -1161,53 +1139,21 @@ def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = parser(__doc__)
+    p = parser(__doc__)  # each option: docs/agent-loop.md
     p.add_argument("--budgets", type=ints, default="8000,32000,128000")
     p.add_argument("--strategies", default="", help="comma-separated; default every strategy")
     p.add_argument("--compaction", default=None, help="off, on, or off,on (default off,on)")
     p.add_argument("--limit", type=int, default=0, help="first N dataset sessions only")
-    p.add_argument(
-        "--dialogue-budgets",
-        type=ints,
-        default="1000,2000",
-        help="extra budgets for the dialogues (none of them trims at 8,000)",
-    )
-    p.add_argument(
-        "--long",
-        type=int,
-        default=15,
-        help="runs of long-agent-runs.jsonl to measure, from the two halves in turn (0: none)",
-    )
-    p.add_argument(
-        "--long-max-tokens",
-        type=int,
-        default=0,
-        help="cut each long run at its first model call past this many tokens (0: whole)",
-    )
+    p.add_argument("--dialogue-budgets", type=ints, default="1000,2000", help="and the dialogues")
+    p.add_argument("--long", type=int, default=15, help="runs of long-agent-runs.jsonl (0: none)")
+    p.add_argument("--long-max-tokens", type=int, default=0, help="long runs cut past this")
     p.add_argument("--long-budgets", type=ints, default="32000,128000")
     p.add_argument("--k", type=int, default=4, help="planted instructions per session")
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="the default strategy, compaction off (unless --compaction says otherwise), "
-        "budgets 8000,32000 (dialogues 2000), two long runs (one per half) cut at 80,000 "
-        "tokens, at 32000; the other options are ignored",
-    )
+    p.add_argument("--quick", action="store_true", help="the subset to iterate with")
     p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--long-dataset", type=Path, default=None, help="beside --dataset by default")
-    p.add_argument(
-        "--misses",
-        type=argparse.FileType("w"),
-        default=None,
-        help="write each identifier a contextd payload lacks on a trimming call (JSON lines)",
-    )
-    p.add_argument(
-        "--calls",
-        type=argparse.FileType("w"),
-        default=None,
-        help="write each contextd payload's stable prefix, first changed message and summary "
-        "(JSON lines)",
-    )
+    p.add_argument("--misses", type=argparse.FileType("w"), help="each miss (JSON lines)")
+    p.add_argument("--calls", type=argparse.FileType("w"), help="each payload (JSON lines)")
     args = p.parse_args(argv)
     if args.quick:
         args.budgets, args.long_budgets, args.dialogue_budgets = [8000, 32000], [32000], [2000]

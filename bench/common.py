@@ -403,15 +403,22 @@ def load_messages(path: Path = DATASET) -> list[dict[str, Any]]:
             for i in range(200)
         ]
     out: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as f:
-        for k, line in enumerate(f):
-            if line.strip():
-                # Call ids are unique within a dataset session only: qualify them.
-                messages = json.loads(line)["messages"]
-                out.extend(
-                    with_unique_ids(m, f"s{k}") for m in messages if m.get("role") != "system"
-                )
+    for k, session in enumerate(dataset_sessions(path)):
+        # Call ids are unique within a dataset session only: qualify them.
+        messages = session["messages"]
+        out.extend(with_unique_ids(m, f"s{k}") for m in messages if m.get("role") != "system")
     return out
+
+
+def dataset_sessions(path: Path = DATASET) -> list[dict[str, Any]]:
+    """The sessions of a dataset file (JSON lines), in file order."""
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def squash(text: str) -> str:
+    """`text` with each run of white space made one space."""
+    return " ".join(text.split())
 
 
 def cycled(messages: Sequence[dict[str, Any]], count: int, salt: str) -> Iterator[dict[str, Any]]:

@@ -1,7 +1,6 @@
 """Compaction over the long multi-turn sessions of the shared dataset, with and without a model.
 
-    python bench/compaction_bench.py [--database-url URL] [--sessions N] [--quick]
-                                     [--preserved-turns 2,4] [--control] [--max-seconds 900]
+    python bench/compaction_bench.py [--database-url URL] [--sessions N] [--quick] [--control]
     python bench/compaction_bench.py --gate ...  # the quality gate: bench/gate_bench.py
 
 Each dataset session gets three planted constraint turns early on (a user
@@ -26,7 +25,7 @@ moved the watermark where the selection said. Agent traces that are one long
 user turn never qualify (the current turn is never compacted).
 
 Configurations, on the app in-process (`create_app` + `httpx.ASGITransport`,
-one compaction worker), each for every `--preserved-turns` value:
+one compaction worker), each for `min_preserved_turns` 2 and 4:
 
 - model: `tests.support.fakellm.FakeLLM` ("normal": deterministic, follows the prompt)
   on a real loopback socket;
@@ -89,7 +88,7 @@ from bench.common import (
     Recorder,
     app_client,
     check,
-    ints,
+    dataset_sessions,
     load_average,
     machine_info,
     markdown_table,
@@ -98,6 +97,7 @@ from bench.common import (
     percentile,
     progress,
     server_version,
+    squash,
 )
 from tests.support.fakellm import FakeLLM
 
@@ -159,14 +159,12 @@ class Case:
 
 def load_sources(path: Path = DATASET) -> list[Source]:
     out = []
-    with path.open(encoding="utf-8") as f:
-        for row in (json.loads(line) for line in f if line.strip()):
-            meta = row.get("meta") or {}
-            lang = "zh" if meta.get("lang") == "zh" else "en"
-            messages = [m for m in row["messages"] if m.get("role") != "system"]
-            out.append(Source(str(row["id"]), str(row.get("source", "?")),
-                              str(meta.get("kind", "?")), lang, row.get("system") or None,
-                              messages))  # fmt: skip
+    for row in dataset_sessions(path):
+        meta = row.get("meta") or {}
+        lang = "zh" if meta.get("lang") == "zh" else "en"
+        messages = [m for m in row["messages"] if m.get("role") != "system"]
+        out.append(Source(str(row["id"]), str(row.get("source", "?")), str(meta.get("kind", "?")),
+                          lang, row.get("system") or None, messages))  # fmt: skip
     return out
 
 
@@ -480,10 +478,6 @@ def payload_text(ctx: dict[str, Any]) -> tuple[str, str]:
     return "\n".join(parts), summary
 
 
-def squash(text: str) -> str:
-    return " ".join(text.split())
-
-
 @dataclass(slots=True)
 class Harness:
     client: httpx.AsyncClient
@@ -750,8 +744,6 @@ def misses(results: Results, per_variant: int = 10) -> str:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = parser(__doc__)
     p.add_argument("--sessions", type=int, help="the N longest qualifying sessions (default: all)")
-    p.add_argument("--preserved-turns", type=ints, default="2,4", help="min_preserved_turns values")
-    p.add_argument("--max-seconds", type=float, default=900, help="give up after this long")
     p.add_argument(
         "--control",
         action="store_true",
@@ -763,8 +755,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.sessions = QUICK_SESSIONS
     if args.sessions is not None and args.sessions < 1:
         p.error("--sessions: at least 1")
-    if not args.preserved_turns or any(not 0 <= v <= 20 for v in args.preserved_turns):
-        p.error("--preserved-turns: each between 0 and 20")
     return args
 
 
@@ -781,7 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dataset {DATASET} not found (in a worktree, set CONTEXTD_DATASET)", file=sys.stderr)
         return 2
     sources = load_sources()
-    plans = {p: select_cases(sources, args.sessions, p) for p in args.preserved_turns}
+    plans = {p: select_cases(sources, args.sessions, p) for p in (2, 4)}
     if not any(selection.cases for selection in plans.values()):
         print("no session qualifies", file=sys.stderr)
         return 2
@@ -790,7 +780,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configs = [*CONFIGS, CONTROL] if args.control else list(CONFIGS)
     with migrated_database(args) as db:
         version = asyncio.run(server_version(db.url))
-        results = asyncio.run(asyncio.wait_for(run_all(db.url, plans, configs), args.max_seconds))
+        results = asyncio.run(asyncio.wait_for(run_all(db.url, plans, configs), 900))
     print(
         f"contextd compaction bench: {machine_info()}; PostgreSQL {version} ({db.server}); "
         f"dataset {DATASET.name}: {len(sources)} sessions"

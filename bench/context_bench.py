@@ -1,14 +1,14 @@
 """Context latency at growing log sizes, against LangChain's `trim_messages` in the same run.
 
     python bench/context_bench.py [--database-url URL] [--sizes 1000,10000,100000]
-                                  [--budget 32000] [--repeat 100] [--quick]
+                                  [--repeat 100] [--rounds 3] [--quick]
 
 Assembling must cost what is kept, not what is logged. For each log size N
 this seeds one session with N agent-like messages (the agent sessions of the
 shared dataset, cycled, tool-call ids made unique) through the real append
 path (`POST /sessions/{id}/messages` of a `contextd serve` subprocess), then
-measures, in interleaved rounds so that a background load hits every size
-alike:
+measures, at a budget of 32,000 tokens in interleaved rounds so that a
+background load hits every size alike:
 
 - ours, in-process: `app.context.service.payload()`, what the context
   endpoints run, in an app built by `create_app()` under its lifespan: the
@@ -19,17 +19,16 @@ alike:
   first call of the process for each session ("first call") and calls made
   after clearing the engine's per-process caches ("cold") are reported apart
   from repeated calls ("warm", what an agent calling on every model turn sees);
-- ours, HTTP: `GET /sessions/{id}/context?max_tokens=B` over TCP against the
+- ours, HTTP: `GET /sessions/{id}/context?max_tokens=32000` over TCP against the
   `contextd serve` subprocess on the same database (its own caches warm);
 - LangChain: `trim_messages(history, strategy="last", include_system=True,
-  start_on="human", max_tokens=B - priming, token_counter=exact)` over the
+  start_on="human", max_tokens=32000 - priming, token_counter=exact)` over the
   same N messages held in memory as LangChain messages (converted once,
   outside the timer). `exact` is what a LangChain user writes for an exact
   count: o200k_base (tiktoken) over each message as OpenAI sends it
   (`convert_to_openai_messages`, then the same per-message framing as ours),
   counted on every call: LangChain has no cached counts. Its repeats are
-  bounded by `--lc-seconds` per size (at least `--lc-min-repeat`); the table
-  says how many ran.
+  bounded by 90 s per size (at least 3); the table says how many ran.
 """
 
 from __future__ import annotations
@@ -60,6 +59,7 @@ from bench.common import (
     app_client,
     contextd_server,
     cycled,
+    dataset_sessions,
     dataset_warning,
     expect,
     ints,
@@ -85,6 +85,7 @@ if TYPE_CHECKING:
 MODEL = "gpt-4o"  # o200k_base: the exact counter both sides use
 SYSTEM = "You are a careful coding agent. Work in small steps and run the tests."
 WARMUP = 3
+BUDGET = 32000  # max_tokens of every context call
 
 
 @dataclass(slots=True)
@@ -109,39 +110,17 @@ class Figures:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = parser(__doc__)
     p.add_argument("--sizes", type=ints, default="1000,10000,100000", help="log sizes")
-    p.add_argument("--budget", type=int, default=32000, help="max_tokens of every context call")
-    p.add_argument("--strategy", default=None, help="strategy (default: the session's own)")
-    p.add_argument(
-        "--repeat", type=int, default=100, help="warm calls per size, in-process and HTTP"
-    )
-    p.add_argument("--cold-repeat", type=int, default=10, help="cold in-process calls per size")
+    p.add_argument("--repeat", type=int, default=100, help="warm calls per size, each way")
     p.add_argument("--rounds", type=int, default=3, help="interleave sizes over this many rounds")
-    p.add_argument(
-        "--lc-seconds",
-        type=float,
-        default=90,
-        help="time allowed to trim_messages repeats per size (after one untimed warm-up)",
-    )
-    p.add_argument("--lc-min-repeat", type=int, default=3, help="trim_messages runs at least")
-    p.add_argument(
-        "--append-steps",
-        type=int,
-        default=30,
-        help="at the end: appends, each followed by an in-process build (an agent's loop)",
-    )
-    p.add_argument("--seed-batch", type=int, default=500, help="messages per seeding POST")
-    p.add_argument("--max-seconds", type=float, default=3600, help="give up after this long")
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="sizes 200,1000, 20 warm calls, 3 cold, 2 rounds, 5 s of trim_messages (smoke test)",
-    )
+    p.add_argument("--quick", action="store_true", help="sizes 200,1000, fewer calls (smoke test)")
     args = p.parse_args(argv)
+    # Cold calls, trim_messages' seconds per size, messages per seeding POST, appends at the end.
+    args.cold_repeat, args.lc_seconds, args.seed_batch, args.append_steps = 10, 90, 500, 30
     if args.quick:
         args.sizes, args.repeat, args.cold_repeat, args.rounds = [200, 1000], 20, 3, 2
         args.lc_seconds, args.seed_batch, args.append_steps = 5.0, 200, 5
-    if not args.sizes or not 1 <= args.rounds <= args.repeat or not 1 <= args.seed_batch <= 1000:
-        p.error("--sizes: one or more; --rounds: 1 to --repeat; --seed-batch: 1 to 1000")
+    if not args.sizes or not 1 <= args.rounds <= args.repeat:
+        p.error("--sizes: one or more; --rounds: 1 to --repeat")
     return args
 
 
@@ -150,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     load_start = load_average()
     with migrated_database(args) as db:
-        rows, header = asyncio.run(asyncio.wait_for(run(args, db), args.max_seconds))
+        rows, header = asyncio.run(asyncio.wait_for(run(args, db), 3600))
     print(header)
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}")
     print()
@@ -191,13 +170,8 @@ def agent_messages() -> list[dict[str, Any]]:
     if not DATASET.exists():
         return load_messages()
     out: list[dict[str, Any]] = []
-    with DATASET.open(encoding="utf-8") as fh:
-        for k, line in enumerate(fh):
-            if not line.strip():
-                continue
-            session = json.loads(line)
-            if session.get("meta", {}).get("kind") != "agent":
-                continue
+    for k, session in enumerate(dataset_sessions()):
+        if session.get("meta", {}).get("kind") == "agent":
             msgs = [m for m in session["messages"] if m.get("role") != "system"]
             out.extend(cycled(msgs, len(msgs), f"a{k}_"))
     return out or load_messages()
@@ -216,15 +190,13 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
         f"contextd context bench: {machine_info()}; PostgreSQL {version} ({db.server}); "
         f"history: agent sessions of {DATASET.name} ({len(messages):,} messages, "
         f"{nbytes / len(messages) / 1024:.1f} KiB each on average, cycled); model {MODEL} "
-        f"(exact o200k_base counts); budget {args.budget:,} tokens; strategy "
-        f"{args.strategy or 'session default (key_messages)'}; {args.repeat} warm calls per "
+        f"(exact o200k_base counts); budget {BUDGET:,} tokens; strategy "
+        f"session default (key_messages); {args.repeat} warm calls per "
         f"size in-process and over HTTP, {args.cold_repeat} cold, in {args.rounds} interleaved "
         f"rounds{dataset_warning()}"
     )
-    params = ContextParams(max_tokens=args.budget, strategy=args.strategy)
-    query: dict[str, Any] = {"max_tokens": args.budget}
-    if args.strategy:
-        query["strategy"] = args.strategy
+    params = ContextParams(max_tokens=BUDGET)
+    query = {"max_tokens": BUDGET}
 
     figures: list[Figures] = []
     async with contextd_server(db.url) as base, app_client(db.url) as (_, app):
@@ -270,7 +242,7 @@ async def run(args: argparse.Namespace, db: Throwaway) -> tuple[list[Figures], s
             gc.collect()
             gc.freeze()
 
-            lc = LangChainTrim(counter, args.budget)
+            lc = LangChainTrim(counter, BUDGET)
             warm_per_round = math.ceil(args.repeat / args.rounds)
             cold_per_round = math.ceil(args.cold_repeat / args.rounds)
             for r in range(args.rounds):
@@ -381,7 +353,7 @@ def lc_round(lc: LangChainTrim, f: Figures, args: argparse.Namespace, round_no: 
         once = time.perf_counter() - start
         f.lc_sent = len(kept) - 1
         f.lc_tokens = sum(lc.counter(m) for m in kept) + lc.priming
-        f.lc_runs = max(args.lc_min_repeat, min(args.repeat, int(args.lc_seconds / once)))
+        f.lc_runs = max(3, min(args.repeat, int(args.lc_seconds / once)))
         progress(f"N={f.size:,}: trim_messages {once * 1000:,.0f} ms once; {f.lc_runs} runs")
     n = math.ceil((f.lc_runs - len(f.lc_ms)) / (args.rounds - round_no))
     for _ in range(n):

@@ -13,25 +13,16 @@ gate checks, so it is left out. Summarisers: the extractive one (no model) and t
 stand-ins of `tests/support/fakellm.py` on a loopback socket (what each loses or invents:
 docs/gate.md).
 
-Reported per summariser, language and number of compactions, per probe kind:
-
-- answer: the share of probes the summariser's own answer kept (before the gate);
-- final: the share the stored context keeps (after retry, patch or fallback);
-- and per summariser: compactions whose answer missed a probe that fitted its share
-  (caught), what restored it (retry, patch, extractive), and stored summaries that
-  still miss a probe that fitted its share (must be 0), citations corrected, the
-  answer's items dropped as `unsupported` (nothing of the log supports them) or `echo`
-  (the instructions repeated), compactions stored as the extractive summary because
-  most of the answer was invented (`invented`), items of the stored summaries that
-  repeat a dropped one (must be 0), and items whose cited seqs do not support them
-  (app/compaction/support.py; must be 0).
+Reported per summariser, language and number of compactions, per probe kind: the
+share of probes the summariser's own answer kept (before the gate) and the share the
+stored context keeps; then per summariser what the gate caught and restored, and what
+must be 0 (the columns, with a run's figures: docs/gate.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
 from collections import defaultdict
@@ -51,7 +42,7 @@ from app.compaction.summary import StructuredSummary
 from app.compaction.turns import CompactionPlan, plan_range
 from app.core.conversation import LoggedMessage
 from app.core.tokens import get_counter
-from bench.common import DATASET, ints, parser
+from bench.common import dataset_sessions, ints, parser
 from tests.support.fakellm import FakeLLM
 
 SUMMARISERS = ("extractive", "normal", "paraphrase", "drop_oldest", "invent_seq",
@@ -256,9 +247,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    with DATASET.open(encoding="utf-8") as fh:
-        sessions = [json.loads(line) for line in fh]
-    return asyncio.run(main_async(parse_args(argv), sessions))
+    return asyncio.run(main_async(parse_args(argv), dataset_sessions()))
 
 
 if __name__ == "__main__":

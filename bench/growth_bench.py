@@ -1,14 +1,14 @@
 """One session growing in one long-lived server: context and append latency per size.
 
     python bench/growth_bench.py [--database-url URL] [--sizes 1000,10000,100000]
-                                 [--stats none,analyze] [--measure 200] [--budget 8000]
+                                 [--stats none,analyze] [--quick]
 
 What an agent does to a server that runs for weeks: one `contextd serve`
 process (started once per statistics mode) serves ONE session while it grows
-from the first size to the last. Growth is appends of `--grow-batch` messages,
-each followed by a context call (key_messages, `--budget` tokens), so every
+from the first size to the last. Growth is appends of 200 messages,
+each followed by a context call (key_messages, 8,000 tokens), so every
 hot statement runs many times on the server's pooled connections while the
-session is small. At each size the bench then times `--measure` rounds of an
+session is small. At each size the bench then times 200 rounds of an
 agent's step: append the next two messages, then `GET /context`. A cost that
 follows the log instead of the window shows up as p50s that grow with the size,
 as a generic plan cached while the session was small did (app/db/engine.py); a
@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -59,6 +60,8 @@ from bench.context_bench import agent_messages
 MODEL = "gpt-4o"
 SYSTEM = "You are a careful coding agent. Work in small steps and run the tests."
 STEP = 2  # messages per measured append: an assistant step and its result, roughly
+BUDGET = 8000  # max_tokens of every context call
+GROW_BATCH = 200  # messages per growth append
 
 
 @dataclass(slots=True)
@@ -75,12 +78,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = parser(__doc__)
     p.add_argument("--sizes", type=ints, default="1000,10000,100000", help="sizes reached")
     p.add_argument("--stats", default="none,analyze", help="statistics modes: none, analyze")
-    p.add_argument("--measure", type=int, default=200, help="timed steps (append + context)")
-    p.add_argument("--budget", type=int, default=8000, help="max_tokens of every context call")
-    p.add_argument("--grow-batch", type=int, default=200, help="messages per growth append")
-    p.add_argument("--max-seconds", type=float, default=3600, help="give up after this long")
     p.add_argument("--quick", action="store_true", help="sizes 200,2000, 30 steps (smoke test)")
     args = p.parse_args(argv)
+    args.measure = 200  # timed steps (append + context) per size
     if args.quick:
         args.sizes, args.measure = [200, 2000], 30
     args.stats = [s.strip() for s in args.stats.split(",") if s.strip()]
@@ -88,8 +88,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--sizes: positive and increasing")
     if not args.stats or set(args.stats) - {"none", "analyze"}:
         p.error("--stats: none and/or analyze")
-    if args.measure < 1 or not 1 <= args.grow_batch <= 1000:
-        p.error("--measure at least 1, --grow-batch 1..1000")
     return args
 
 
@@ -102,13 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with throwaway_database(database_server(args), prefix="contextd_growth") as db:
             progress(f"stats={stats}: database {db.url.rsplit('/', 1)[-1]} on {db.server}")
             version = asyncio.run(server_version(db.url))
-            rows += asyncio.run(asyncio.wait_for(grow(args, db, stats), args.max_seconds))
+            rows += asyncio.run(asyncio.wait_for(grow(args, db, stats), 3600))
     print(
         f"contextd growth bench: {machine_info()}; PostgreSQL {version} ({db.server}); one "
         f"session grown in one `contextd serve` process to "
-        f"{', '.join(f'{n:,}' for n in args.sizes)} messages in appends of {args.grow_batch}, "
+        f"{', '.join(f'{n:,}' for n in args.sizes)} messages in appends of {GROW_BATCH}, "
         f"each followed by a context call; at each size {args.measure} steps of "
-        f"(append {STEP} messages, GET /context key_messages max_tokens={args.budget})"
+        f"(append {STEP} messages, GET /context key_messages max_tokens={BUDGET})"
     )
     print(f"load average (1/5/15 min) at start {load_start}, at end {load_average()}\n")
     print(table(rows))
@@ -119,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size]:
     stream = cycled(agent_messages(), 10**9, salt="g")  # tool-call ids unique per cycle
     sid = f"growth-{uuid.uuid4().hex[:8]}"
-    query = {"max_tokens": args.budget, "strategy": "key_messages"}
+    query: dict[str, Any] = {"max_tokens": BUDGET, "strategy": "key_messages"}
     out: list[Size] = []
     # The server migrates the fresh database itself, as `contextd serve` always does.
     async with (
@@ -133,7 +131,7 @@ async def grow(args: argparse.Namespace, db: Throwaway, stats: str) -> list[Size
             figures = Size(stats, size)
             began = time.perf_counter()
             while have < size:
-                n = min(args.grow_batch, size - have)
+                n = min(GROW_BATCH, size - have)
                 batch = [next(stream) for _ in range(n)]
                 expect(await http.post(f"/sessions/{sid}/messages", json={"messages": batch}), 201)
                 have += n

@@ -1,7 +1,7 @@
 """Load: many simulated agents against real `contextd serve` processes, then a checker.
 
     python bench/load.py [--agents 10,50,200] [--duration 20] [--servers 1|2] [--workers N]
-                         [--database-url URL] [--max-turns 400] [--max-seconds 900]
+                         [--database-url URL]
 
 For each agent count: a throwaway database (bench/common.py), the fake model of
 `tests/support/fakellm.py` in its own process, 1 or 2 `contextd serve` on loopback; every agent
@@ -85,6 +85,10 @@ MAX_ATTEMPTS = 8  # per request, then the agent gives up (and says so)
 # request that the server ends is counted by the status it ended with.
 REQUEST_TIMEOUT_S = 60.0
 THIS_FILE = Path(__file__).resolve()
+MAX_TURNS = 400  # per agent
+DRAIN_S = 60  # wait for the compactions after the load
+POOL_SIZE = 10  # CONTEXTD_DB_POOL_SIZE per server
+MAX_SECONDS = 1800  # the whole run: the agent counts left are skipped after
 MARKER = re.compile(r"^\[(a\d+-m\d+)\]")
 
 
@@ -149,9 +153,7 @@ class Texts:
 
 
 class Agent:
-    def __init__(
-        self, n: int, run: str, ports: Sequence[int], texts: Texts, stats: Stats, seed: int
-    ) -> None:
+    def __init__(self, n: int, run: str, ports: Sequence[int], texts: Texts, stats: Stats) -> None:
         self.n = n
         self.name = f"a{n}"
         self.sid = f"load-{run}-a{n}"
@@ -159,7 +161,7 @@ class Agent:
         self.http = RawHttp(REQUEST_TIMEOUT_S)  # why not httpx: RawHttp's docstring
         self.texts = texts
         self.stats = stats
-        self.rng = random.Random(seed * 100_003 + n)
+        self.rng = random.Random(100_003 + n)
         self.strategy = STRATEGIES[n % len(STRATEGIES)]
         self.sent: dict[str, Sent] = {}  # every id ever sent, acked or not
         self.acked: list[Sent] = []  # in acknowledgement order
@@ -369,10 +371,10 @@ class Agent:
         self.alive = bool(ok) and await self.append(messages)
         self.seeding = False
 
-    async def run(self, deadline: float, max_turns: int) -> None:
+    async def run(self, deadline: float) -> None:
         ok = self.alive
         turns = 0
-        while ok and time.monotonic() < deadline and turns < max_turns:
+        while ok and time.monotonic() < deadline and turns < MAX_TURNS:
             ok = await self.context() and await self.append(self.tool_step())
             if ok and self.rng.random() < 0.4:  # the model answers; the user says the next thing
                 ok = await self.context()
@@ -565,26 +567,16 @@ class Level:
         s = self.stats
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(s.errors.items())) or "0"
         jobs = "/".join(str(self.jobs.get(k, 0)) for k in ("success", "degraded", "failed", "noop"))
+        requests = s.contexts + s.append_requests
+        cpu_ms = self.generator_cpu_s * 1000 / requests if requests else math.nan
         return [
-            self.agents, self.servers, self.achieved_rate, self.generator_cpu_ms_per_request,
+            self.agents, self.servers, requests / self.seconds, cpu_ms,
             s.acked_messages / self.seconds, s.append_requests / self.seconds,
             s.contexts / self.seconds, percentile(s.context_ms, 50), percentile(s.context_ms, 99),
             percentile(s.append_ms, 50), percentile(s.append_ms, 99), errors, len(s.violations),
             jobs, s.contexts_with_summary, len(self.log_problems),
             "ok" if self.check.ok and not self.left_active else "FAILED",
         ]  # fmt: skip
-
-    @property
-    def requests(self) -> int:
-        return self.stats.contexts + self.stats.append_requests
-
-    @property
-    def achieved_rate(self) -> float:
-        return self.requests / self.seconds
-
-    @property
-    def generator_cpu_ms_per_request(self) -> float:
-        return self.generator_cpu_s * 1000 / self.requests if self.requests else math.nan
 
 
 HEADERS = (
@@ -604,7 +596,7 @@ async def run_level(
             "CONTEXTD_LLM_BASE_URL": llm_url,
             "CONTEXTD_LLM_MODEL": "fake-summariser",
             "CONTEXTD_LOG_FORMAT": "json",
-            "CONTEXTD_DB_POOL_SIZE": str(args.pool_size),
+            "CONTEXTD_DB_POOL_SIZE": str(POOL_SIZE),
         }
         tmp = Path(tempfile.gettempdir())
         logs = [tmp / f"contextd-load-{run}-{i}.log" for i in range(args.servers)]
@@ -617,7 +609,7 @@ async def run_level(
             ]
             client = await stack.enter_async_context(httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S))
             ports = [int(b.rsplit(":", 1)[1]) for b in bases]
-            crew = [Agent(n, run, ports, texts, stats, args.seed) for n in range(agents)]
+            crew = [Agent(n, run, ports, texts, stats) for n in range(agents)]
             for a in crew:
                 stack.callback(a.http.close)
             sem = asyncio.Semaphore(16)
@@ -631,11 +623,11 @@ async def run_level(
             start = time.monotonic()
             cpu_start = time.process_time()
             deadline = start + args.duration
-            await asyncio.gather(*(a.run(deadline, args.max_turns) for a in crew))
+            await asyncio.gather(*(a.run(deadline) for a in crew))
             seconds = time.monotonic() - start
             generator_cpu_s = time.process_time() - cpu_start
             progress(f"  {agents} agents: load done in {seconds:.1f}s; draining compactions")
-            left_active = await drain_jobs(url, args.drain_seconds)
+            left_active = await drain_jobs(url, DRAIN_S)
             check = CheckResult()
 
             async def checked(a: Agent) -> None:
@@ -658,11 +650,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=20, help="seconds of load per agent count")
     p.add_argument("--servers", type=int, choices=(1, 2), default=1, help="contextd servers")
     p.add_argument("--workers", type=int, default=1, help="`serve --workers` of each server")
-    p.add_argument("--max-turns", type=int, default=400, help="turns per agent at most")
-    p.add_argument("--drain-seconds", type=float, default=60, help="wait for compactions after")
-    p.add_argument("--pool-size", type=int, default=10, help="CONTEXTD_DB_POOL_SIZE per server")
-    p.add_argument("--seed", type=int, default=1, help="random seed of the agents")
-    p.add_argument("--max-seconds", type=float, default=1800, help="give up after this long")
     p.add_argument("--serve-fake-llm", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -675,11 +662,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     use_uvloop()  # the generator's own loop: it shares the cores with the server
     texts = Texts.from_dataset()
     levels: list[Level] = []
-    budget_end = time.monotonic() + args.max_seconds
+    budget_end = time.monotonic() + MAX_SECONDS
     for agents in args.agents:
         remaining = budget_end - time.monotonic()
         if remaining <= 0:
-            progress(f"--max-seconds reached; skipping {agents} agents")
+            progress(f"{MAX_SECONDS} s reached; skipping {agents} agents")
             break
         with migrated_database(args, prefix="contextd_load") as db:
             progress(f"{agents} agents, {args.servers} server(s), database on {db.server}")

