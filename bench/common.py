@@ -36,15 +36,12 @@ if TYPE_CHECKING:
 from tests.support.databases import admin as admin
 from tests.support.databases import plain_url as plain_url
 from tests.support.databases import with_database as with_database
+from tests.support.dataset import DATASET as DATASET
 from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# CI has ../shared beside the clone; a worktree elsewhere names it with CONTEXTD_DATASET
-# (without the file the benches fall back to a synthetic dialogue, a different load).
-DATASET = Path(
-    os.environ.get("CONTEXTD_DATASET")
-    or REPO_ROOT.parent / "shared" / "datasets" / "sessions.jsonl"
-)
+# Without the dataset file (tests/support/dataset.py says where) the benches fall back to
+# a synthetic dialogue, a different load.
 
 
 def dataset_warning() -> str:
