@@ -73,16 +73,27 @@ def loops(nodes: Iterable[str], edges: dict[str, set[str]]) -> dict[str, int]:
     return comp
 
 
+def module_loops(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The modules of app/ that import each other in a loop, each loop sorted."""
+    edges = {
+        m: {i for i in graph.find_modules_directly_imported_by(m) if i.startswith("app.")}
+        for m in graph.modules
+    }
+    comp = loops(edges, edges)
+    members: dict[int, list[str]] = {}
+    for m, c in comp.items():
+        members.setdefault(c, []).append(m)
+    return sorted(sorted(ms) for ms in members.values() if len(ms) > 1)
+
+
 def plan() -> None:
     graph = grimp.build_graph("app", exclude_type_checking_imports=False, cache_dir=None)
     rooms = {room(m) for m in graph.modules if m != "app"}
     edges: dict[str, set[str]] = {r: set() for r in rooms}
-    module_edges: dict[str, set[str]] = {}
     for m in graph.modules:
         for imported in graph.find_modules_directly_imported_by(m):
             if not imported.startswith("app."):
                 continue
-            module_edges.setdefault(m, set()).add(imported)
             a, b = room(m), room(imported)
             if a != b and a in rooms:
                 edges[a].add(b)
@@ -101,13 +112,9 @@ def plan() -> None:
     floors = {r: floor_of(comp[r]) for r in rooms}
     arrows = sum(len(v) for v in edges.values())
     back_up = sorted((a, b) for a in rooms for b in edges[a] if floors[b] >= floors[a])
-    module_loops = loops(graph.modules, module_edges)
-    sizes: dict[int, int] = {}
-    for c in module_loops.values():
-        sizes[c] = sizes.get(c, 0) + 1
     print(f"rooms {len(rooms)}, floors {max(floors.values())}, arrows {arrows}")
     print(f"arrows that run back up: {len(back_up)} {back_up}")
-    print(f"modules in import loops: {sum(n for n in sizes.values() if n > 1)}")
+    print(f"modules in import loops: {sum(len(ms) for ms in module_loops(graph))}")
     for f in sorted(set(floors.values()), reverse=True):
         print(f"floor {f:2}: " + ", ".join(sorted(r for r in rooms if floors[r] == f)))
 
