@@ -71,6 +71,11 @@ async def request_job(
         return await request_job(
             db, tenant, sid, trigger=trigger, force=force, lock_token=lock_token, chain=chain
         )
+    if trigger == "manual" and active.trigger != "manual":
+        # A request joined it: the job answers a request now. A payload takes up what an
+        # automatic compaction stores at its next trim (app/context/summary_switch.py),
+        # what a requested one stores at once; and a requested job is claimed first.
+        active.trigger = "manual"
     return active, False
 
 

@@ -33,7 +33,14 @@ from app.context import counts, decisions
 from app.context.caches import Caches
 from app.context.preview import sanitize
 from app.context.request import AssemblyRequest
-from app.context.strategies.base import Selection, Strategy, get_strategy, hard_rule, is_builtin
+from app.context.strategies.base import (
+    NoSelection,
+    Selection,
+    Strategy,
+    get_strategy,
+    hard_rule,
+    is_builtin,
+)
 from app.context.types import (
     AssembledContext,
     Breakdown,
@@ -78,6 +85,8 @@ def _ordered(history: Sequence[LoggedMessage]) -> Sequence[LoggedMessage]:
 def _select(strategy: Strategy, view: HistoryView, budget: int, warnings: list[str]) -> Selection:
     try:
         sel = strategy.select(view, budget)
+    except NoSelection:
+        raise
     except Exception:
         if is_builtin(strategy):
             raise

@@ -3,34 +3,29 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from pydantic_core import to_json
 
 from app.context import (
-    HISTORY_READ_FACTOR,
-    AssemblyRequest,
-    SummaryBlock,
-    assemble,
     billing,
     formats,
+    making,
     prefix,
     recall,
     session_read,
     stability,
+    summary_switch,
 )
-from app.context import repository as repo
 from app.context import trim_state_store as layouts
 from app.context.caches import Caches
 from app.context.params import ContextParams
 from app.context.strategies import get_strategy
-from app.context.trim_state import Layout, params_key
-from app.context.types import DEFAULT_STRATEGY, AssembledContext, TokenCounter
-from app.context.validation import validate_strategy
+from app.context.strategies.base import NoSelection
+from app.context.trim_state import Layout
+from app.context.types import AssembledContext, TokenCounter
 from app.core.budget import budget_of, effective_model, session_compaction
-from app.core.conversation import LoggedMessage
 from app.core.errors import Conflict, invalid
 from app.core.settings import Settings
 from app.core.tokens import calibration, get_counter
@@ -84,48 +79,31 @@ async def build(
     row, streams = await session_read.payload_session(db, tenant, sid)
     budget, status = await _budget(db, tenant, sid, row, params, settings)
     counter = get_counter(effective_model(row, settings))
-    call = _Stream.of(row, params, settings, counter, budget)
+    call = making.Stream.of(row, params, settings, counter, budget)
     recalls = recall.enabled(params.recall, row.recall)
     stored, replaced = layouts.stored(streams, call.key)
-    in_force = stored if stored is not None and stored.holds_for(row) else None
-    layout = in_force or Layout.untrimmed(row)
     inner = get_strategy(call.strategy)
-    below = _below_tokens(row, call) if inner.backfill else 0
-    history, complete_from, missing = await _read_history(
-        db, row, layout, call.raw_budget, caches, below
-    )
-    stable = stability.StableStrategy(
-        inner,
-        # None: too much of what the layout needs lies beyond the window, trim afresh.
-        layout if missing is not None else None,
-        row,
-        call.raw_budget - call.raw_reserve,
-        settings.trim_target_ratio,
-    )
-    summary = (
-        SummaryBlock(row.summary_text, row.last_compaction_seq, row.summary_carries_pinned)
-        if row.summary_text
-        else None
-    )
-    result = assemble(
-        AssemblyRequest(
-            history=history,
-            counter=counter,
-            budget=call.raw_budget,
-            session_id=sid,
-            system=params.system if params.system is not None else row.system_prompt,
-            tools=_tools(params, row, recalls),
-            dynamic_context=params.dynamic_context,
-            summary=summary,
-            mode=params.mode,
-            reserve_output_tokens=call.raw_reserve,
-            preview_limit_tokens=call.preview_limit,
-            strategy=stable,
-            history_from_seq=row.last_compaction_seq + 1,
-            history_complete_from=complete_from,
-            caches=caches,
-        )
-    )
+    made: making.Made | None = None
+
+    async def make(state: SessionRow, layout: Layout, *, replay_only: bool = False) -> making.Made:
+        return await making.make(
+            db, state, layout, inner, call, counter, params, settings, caches, recalls,
+            replay_only=replay_only,
+        )  # fmt: skip
+
+    if stored is not None and inner.backfill and summary_switch.may_wait(stored, row):
+        # An automatic compaction's summary waits for the stream's next trim.
+        earlier = await summary_switch.earlier_row(db, row, stored)
+        if earlier is not None:
+            try:
+                made = await make(earlier, stored, replay_only=True)
+            except NoSelection:
+                made = None
+    if made is None:
+        in_force = stored if stored is not None and stored.holds_for(row) else None
+        made = await make(row, in_force or Layout.untrimmed(row))
+    # `row` is the state the payload was made from from here on.
+    row, layout, stable, history, result = made
     retrimmed = stable.trimmed is not None and (stored is None or stored.id != stable.trimmed.id)
     if retrimmed and stable.trimmed is not None and not params.observe:
         # The only write of a payload call: a trim fixes the stream's new layout.
@@ -176,82 +154,6 @@ async def _budget(
     return budget, status
 
 
-@dataclass(frozen=True, slots=True)
-class _Stream:
-    """The call's selection parameters in the counter's own (uncalibrated) tokens, and
-    the payload stream they name."""
-
-    factor: float
-    raw_budget: int
-    raw_reserve: int
-    strategy: str
-    preview_limit: int
-    key: str
-
-    @classmethod
-    def of(
-        cls,
-        row: SessionRow,
-        params: ContextParams,
-        settings: Settings,
-        counter: TokenCounter,
-        budget: int,
-    ) -> _Stream:
-        # Estimated counts run calibrated: fit the uncalibrated payload to a scaled budget.
-        factor = calibration.factor_of(row.token_calibration, counter.mode)
-        raw_budget, raw_reserve = calibration.raw_budget(
-            budget, params.reserve_output_tokens, factor
-        )
-        if recall.enabled(params.recall, row.recall):
-            raw_reserve += recall.reserve(counter)  # room for the note, kept like output
-        strategy_name = validate_strategy(params.strategy or row.strategy or DEFAULT_STRATEGY)
-        preview_limit = params.preview_limit_tokens or settings.tool_preview_tokens
-        # The payload stream: the parameters that shape the history selection. Not the
-        # format: every format renders the same selection, so they share one stream.
-        key = params_key(
-            strategy=strategy_name,
-            budget=raw_budget,
-            reserve=raw_reserve,
-            mode=params.mode,
-            preview=preview_limit,
-            tokenizer=counter.name,
-        )
-        return cls(factor, raw_budget, raw_reserve, strategy_name, preview_limit, key)
-
-
-def _below_tokens(row: SessionRow, call: _Stream) -> int:
-    """How far below the watermark the window reads (app/context/backfill.py): what the
-    budget leaves after the effective history, times the factor every window is read
-    with (a unit's output may be sent as a preview, smaller than logged); the effective
-    history and this together never exceed the read of a session without a summary."""
-    if row.last_compaction_seq <= 0 or not row.summary_text:
-        return 0
-    effective = row.context_tokens - row.watermark_context_tokens
-    return HISTORY_READ_FACTOR * max(0, call.raw_budget - call.raw_reserve - effective)
-
-
-async def _read_history(
-    db: Driver,
-    row: SessionRow,
-    layout: Layout,
-    raw_budget: int,
-    caches: Caches,
-    below_tokens: int = 0,
-) -> tuple[Sequence[LoggedMessage], int | None, list[int] | None]:
-    """The window of the log, plus what `layout` needs beyond it; the seq from which every
-    row was read; and the seqs that were missing from the window (None: too many to
-    fetch one by one)."""
-    read = repo.LogRead(row, caches.windows)
-    await read.window(db, HISTORY_READ_FACTOR * raw_budget, below_tokens)
-    history = read.messages()
-    missing = stability.missing_seqs(layout, row, history)
-    if missing:
-        await read.seqs(db, missing)
-        history = read.messages()
-    read.keep()
-    return history, read.complete_from, missing
-
-
 def _shared_prefix(
     stable: stability.StableStrategy,
     result: AssembledContext,
@@ -274,11 +176,6 @@ def _shared_prefix(
         last_seq=row.last_seq,
         echoed=echoed,
     )
-
-
-def _tools(params: ContextParams, row: SessionRow, recalls: bool) -> list[dict[str, Any]]:
-    tools = params.tools if params.tools is not None else row.tools
-    return recall.with_tool(tools) if recalls else tools
 
 
 def _recall_note(

@@ -68,6 +68,15 @@ def _session_of(record: Sequence[Any]) -> SessionRow:
     return row
 
 
+def with_state(row: SessionRow, state: dict[str, Any]) -> SessionRow:
+    """A transient copy of a payload's row with some of its columns replaced."""
+    copy: SessionRow = _NEW_SESSION()
+    copy.__dict__.update((k, row.__dict__[k]) for k in _SESSION_KEYS)
+    copy.__dict__.update(state)
+    instance_state(copy).callables = dict(_RAISE_NOT_READ)
+    return copy
+
+
 async def payload_session(
     db: Driver, tenant: str, sid: str
 ) -> tuple[SessionRow, dict[str, Sequence[Any]]]:

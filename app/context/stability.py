@@ -70,7 +70,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from app.context import backfill
-from app.context.strategies.base import Selection, Strategy, hard_rule
+from app.context.strategies.base import NoSelection, Selection, Strategy, hard_rule
 from app.context.trim import keep_masked
 from app.context.trim_state import Layout
 from app.context.view import Form, HistoryView, Unit
@@ -174,10 +174,18 @@ def layout_lines(layout: Layout) -> dict[int, frozenset[str]]:
 class StableStrategy(Strategy):
     """Wraps a strategy: replays the stream's layout while it holds and fits, and asks the
     strategy for a new selection (at the low-water mark) only when it does not. It answers
-    to its inner strategy's name: the payload names the strategy that selected."""
+    to its inner strategy's name: the payload names the strategy that selected.
+    `replay_only`: the layout as it is or nothing (`NoSelection`); no trim, no backfill."""
 
     def __init__(
-        self, inner: Strategy, layout: Layout | None, session: SessionRow, limit: int, ratio: float
+        self,
+        inner: Strategy,
+        layout: Layout | None,
+        session: SessionRow,
+        limit: int,
+        ratio: float,
+        *,
+        replay_only: bool = False,
     ) -> None:
         self.inner = inner
         self.name = inner.name
@@ -189,6 +197,7 @@ class StableStrategy(Strategy):
         self.session = session
         self.limit = limit
         self.ratio = ratio
+        self.replay_only = replay_only
         self.trimmed: Layout | None = None
         self.view: HistoryView | None = None
         self.selection: Selection | None = None
@@ -196,6 +205,11 @@ class StableStrategy(Strategy):
     def select(self, view: HistoryView, budget: int) -> Selection:
         self.view = view
         sel = None if self.force else replay(view, self.layout, budget, fifo=self.fifo)
+        if self.replay_only:
+            if sel is None:
+                raise NoSelection("the layout no longer holds or fits")
+            self.trimmed, self.selection = None, sel
+            return sel
         # The low-water mark: what the head leaves of ratio x the input limit.
         target = budget - math.ceil((1 - self.ratio) * self.limit)
         if sel is not None:

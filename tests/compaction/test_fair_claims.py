@@ -153,6 +153,27 @@ async def test_manual_jobs_go_ahead_of_automatic_ones(engine: AsyncEngine) -> No
     assert (third.tenant_id, third.trigger) == ("a", "auto")
 
 
+async def test_a_request_joining_an_automatic_job_makes_it_a_requested_one(
+    engine: AsyncEngine,
+) -> None:
+    [queued] = await _queue(engine, "a", 1, trigger="auto")
+    [pending] = await _queue(engine, "b", 1, trigger="auto")
+    db = Database(database.session_factory(engine))
+    async with db.transaction() as s:
+        job, created = await repo.request_job(
+            s, "a", "a-auto-0.0-1", trigger="manual", force=False, lock_token=None
+        )
+    assert (job.id, created) == (queued, False)
+    async with engine.begin() as conn:
+        triggers: dict[str, str] = dict(
+            (await conn.execute(text("SELECT id, trigger FROM compaction_jobs"))).all()
+        )
+    # The payload takes up what it stores at once, and it is claimed ahead of the others.
+    assert triggers == {queued: "manual", pending: "auto"}
+    first = await _claim(engine)
+    assert first is not None and first.id == queued
+
+
 async def test_an_orphaned_job_is_taken_over_first(engine: AsyncEngine) -> None:
     await _queue(engine, "a", 3, age_s=60)
     orphan = await _claim(engine, "dead")

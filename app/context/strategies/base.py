@@ -170,6 +170,12 @@ def get_strategy(name: str) -> Strategy:
         raise KeyError(name) from exc
 
 
+class NoSelection(Exception):
+    """A strategy declines to select (a replay-only wrapper whose layout no longer fits:
+    app/context/summary_switch.py); the caller makes the payload another way. Never
+    taken for a third-party strategy's bug."""
+
+
 def is_builtin(strategy: Strategy) -> bool:
     return _BUILTIN.get(strategy.name) is type(strategy)
 
