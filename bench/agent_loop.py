@@ -280,14 +280,42 @@ class History:
         return at != -1 and at + len(value) <= self.ends[upto - 1]
 
 
-def needed(history: History, upto: int, next_step: Mapping[str, Any]) -> list[str]:
+# Runs of Chinese characters (Han), where a Chinese dialogue's names are.
+_HAN_RUN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]{4,}")
+
+
+def chinese_names(text: str, history: History, upto: int) -> set[str]:
+    """The Chinese names and phrases `text` takes from the history before call `upto`: in
+    each run of Chinese characters, the longest piece of 4 to 8 characters the history
+    holds and the system prompt does not (a hotel, a dish, a line of a song: what the
+    tool outputs and the user named). Chinese has no spaces to tell a name's edges, so
+    this is what `bench/recall_bench.py --parts recall` takes as one."""
+    out: set[str] = set()
+    for run in _HAN_RUN.findall(text):
+        for size in range(min(8, len(run)), 3, -1):
+            pieces = (run[i : i + size] for i in range(len(run) - size + 1))
+            hit = next(
+                (p for p in pieces if p not in history.system and history.said_before(p, upto)),
+                None,
+            )
+            if hit is not None:
+                out.add(hit)
+                break
+    return out
+
+
+def needed(
+    history: History, upto: int, next_step: Mapping[str, Any], *, chinese: bool = False
+) -> list[str]:
     """The identifiers of `next_step` only the history before call `upto` could have told:
-    said before the call, not in the system prompt; one contained in another counts once."""
+    said before the call, not in the system prompt; one contained in another counts once.
+    With `chinese` (a Chinese case), its Chinese names and phrases too."""
+    text = step_text(next_step)
     found = {
-        v
-        for v in identifiers(step_text(next_step))
-        if v not in history.system and history.said_before(v, upto)
+        v for v in identifiers(text) if v not in history.system and history.said_before(v, upto)
     }
+    if chinese:
+        found |= chinese_names(text, history, upto)
     return sorted(v for v in found if not any(v != o and v in o for o in found))
 
 
@@ -482,7 +510,10 @@ def _edge(before: str, after: str) -> bool:
 def as_identifier(value: str, text: str) -> bool:
     """Whether `text` holds `value` on identifier boundaries (not `240` inside `1240`,
     nor `x/s` inside `sandbox/sunpy`): what the search is to find (SPEC §3 "Recall").
-    A JSON escape (`\\n`) before it is an edge, as in tool-call arguments."""
+    A JSON escape (`\\n`) before it is an edge, as in tool-call arguments. Chinese has
+    no edges inside a run: a piece of one is found wherever it is (SPEC §3, any language)."""
+    if _HAN_RUN.fullmatch(value):
+        return value in text
     at = text.find(value)
     while at != -1:
         end = at + len(value)
@@ -931,7 +962,7 @@ async def run_entry(
                 check(await c.post(f"/sessions/{sid}/messages", json={"messages": batch}), 201)
             done = upto
         users = [i for i in case.users if i < upto]
-        ids = needed(history, upto, case.messages[upto])
+        ids = needed(history, upto, case.messages[upto], chinese=entry.lang == "zh")
         repeats = repeats_of(results, upto, case.messages[upto])
         whole = full_tokens(case, upto)
         for budget in budgets:

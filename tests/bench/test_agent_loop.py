@@ -365,3 +365,24 @@ def test_an_identifier_inside_a_longer_token_is_not_held_as_one() -> None:
     assert as_identifier("os.makedirs", '{"command": "import os\\n\\nos.makedirs(\\".a\\")"}')
     assert as_identifier("special_handler.py", "src/app/special_handler.py:12:4")
     assert as_identifier("getItem", "window.localStorage.getItem(")
+
+
+def test_a_chinese_case_needs_the_names_the_history_said() -> None:
+    case = _case(
+        [
+            {"role": "user", "content": "帮我找一家北京的酒店，要有免费WiFi。"},
+            {"role": "assistant", "content": "好的，我查一下。"},
+            {"role": "tool", "content": "结果：北京国际饭店，地址建国门内大街九号；王府井大酒店。"},
+            {"role": "assistant", "content": "推荐北京国际饭店，它在建国门内大街九号。"},
+        ],
+        system="你是一个旅行助手。",
+    )
+    history = History(case)
+    reply = case.messages[3]
+    # The longest piece of each run the history said: the hotel and its street.
+    assert needed(history, 3, reply, chinese=True) == ["北京国际饭店", "建国门内大街九号"]
+    assert needed(history, 3, reply) == []  # an English case: identifiers only
+    # Before the tool said them, nothing: "北京" alone is under four characters.
+    assert needed(history, 1, reply, chinese=True) == []
+    # Chinese has no edges inside a run: a name inside a longer one is found.
+    assert as_identifier("国际饭店", "北京国际饭店地址")
