@@ -39,7 +39,7 @@ MEANINGS: dict[str, str] = {
     "CONTEXTD_MAX_MESSAGES_PER_APPEND": "more messages in one append get 422",
     "CONTEXTD_MAX_MESSAGE_BYTES": "a larger message gets 413 naming it",
     "CONTEXTD_MAX_PAGE_SIZE": "largest `limit` of any listing",
-    "CONTEXTD_TOOL_PREVIEW_TOKENS": "tool outputs larger than this are sent as previews",
+    "CONTEXTD_TOOL_PREVIEW_TOKENS": "the smallest preview limit: a payload sends as previews the tool outputs over the larger of this and 1/16 of its input budget",
     "CONTEXTD_TRIM_TARGET_RATIO": "a payload that must trim is cut to this share of its budget (prompt-cache stability)",
     "CONTEXTD_APPEND_GROUP_SIZE": "group commit: appends of different sessions sharing one transaction; 1 turns it off",
     "CONTEXTD_DB_POOL_SIZE": "pooled connections of the whole server (shared out across `--workers`)",

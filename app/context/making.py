@@ -100,6 +100,14 @@ async def make(
     return Made(row, layout, stable, history, result)
 
 
+# A tool output may take up to this fraction of the input budget whole (1/16) before it is
+# sent as a preview, and never less than CONTEXTD_TOOL_PREVIEW_TOKENS: at 32,000 tokens
+# and below the setting decides; a 128,000-token payload holds a file view of 8,000 whole.
+# A larger share at 32k moved the misses from large outputs to the steps they pushed out;
+# at 128k the room is there (docs/agent-loop.md, "A preview limit that follows the budget").
+OUTPUT_SHARE = 16
+
+
 @dataclass(frozen=True, slots=True)
 class Stream:
     """The call's selection parameters in the counter's own (uncalibrated) tokens, and
@@ -129,7 +137,9 @@ class Stream:
         if recall.enabled(params.recall, row.recall):
             raw_reserve += recall.reserve(counter)  # room for the note, kept like output
         strategy_name = validate_strategy(params.strategy or row.strategy or DEFAULT_STRATEGY)
-        preview_limit = params.preview_limit_tokens or settings.tool_preview_tokens
+        preview_limit = params.preview_limit_tokens or max(
+            settings.tool_preview_tokens, raw_budget // OUTPUT_SHARE
+        )
         # The payload stream: the parameters that shape the history selection. Not the
         # format: every format renders the same selection, so they share one stream.
         key = params_key(

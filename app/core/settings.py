@@ -142,6 +142,9 @@ class Settings(BaseSettings):
     max_messages_per_append: int = Field(1000, gt=0)
     max_message_bytes: int = Field(2 * 1024 * 1024, gt=0)
     max_page_size: int = Field(1000, gt=0)
+    # The smallest preview limit: a payload's is the larger of this and a sixteenth of its
+    # budget (app/context/making.py); the re-read count at append time, which has no
+    # budget, uses this.
     tool_preview_tokens: int = Field(2000, gt=0)
     # Prompt-cache stability (app/context/stability.py): a payload that must trim is cut
     # down to this share of its budget, so the calls after it append again.

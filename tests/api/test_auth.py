@@ -100,7 +100,7 @@ async def test_tenants_are_isolated_everywhere(
     alpha: httpx.AsyncClient, beta: httpx.AsyncClient, sid: str
 ) -> None:
     await alpha.put(f"/sessions/{sid}", json={"system_prompt": "alpha's secret prompt"})
-    big = "secret output " * 3000
+    big = "secret output " * 8000  # over a sixteenth of the default budget: a preview
     r = await alpha.post(
         f"/sessions/{sid}/messages",
         json={

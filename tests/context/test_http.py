@@ -139,6 +139,33 @@ async def test_big_tool_output_becomes_a_preview_readable_in_pieces(
     assert get_counter("gpt-4o").count_text(tool_msg["content"]) <= 100
 
 
+async def test_the_preview_limit_grows_with_the_budget_from_the_setting_up(
+    client: httpx.AsyncClient, sid: str
+) -> None:
+    # A file view of about 5,000 tokens the agent just opened.
+    view = "".join(
+        f"{i:5d}  def handler_{i}(request): return route(request, {i})\n" for i in range(300)
+    )
+    counter = get_counter("gpt-4o")
+    assert 4000 < counter.count_text(view) < 8000
+    msgs = [user("read the router"), call("v"), result("v", view), user("and the handler?")]
+    r = await client.post(f"/sessions/{sid}/messages", json={"messages": msgs})
+    assert r.status_code == 201, r.text
+
+    async def sent(**params: Any) -> dict[str, Any]:
+        body = (await client.get(f"/sessions/{sid}/context", params=params)).json()
+        tool_msg = next(m for m in body["messages"] if m["role"] == "tool")
+        return {"whole": tool_msg["content"] == view, "decisions": body["decisions"]}
+
+    # At 128,000 tokens a sixteenth (8,000) holds it whole; at 32,000 the setting (2,000)
+    # decides and it goes as a preview, as it does where the caller sets the limit.
+    assert (await sent(max_tokens=128_000))["whole"]
+    small = await sent(max_tokens=32_000)
+    assert not small["whole"]
+    assert any(d["action"] == "preview" and d["seq"] == 3 for d in small["decisions"])
+    assert not (await sent(max_tokens=128_000, preview_limit_tokens=2000))["whole"]
+
+
 async def test_post_context_with_per_call_parts(client: httpx.AsyncClient, sid: str) -> None:
     await client.put(f"/sessions/{sid}", json={"system_prompt": "stored prompt"})
     await client.post(f"/sessions/{sid}/messages", json={"messages": [user("hi")]})

@@ -208,7 +208,10 @@ class ContextQuery(BaseModel):
         None,
         ge=PREVIEW_TOKENS_MIN,
         le=TOKENS_MAX,
-        description="tool outputs over this many tokens are sent as previews",
+        description=(
+            "tool outputs over this many tokens are sent as previews (default: the larger "
+            "of CONTEXTD_TOOL_PREVIEW_TOKENS and 1/16 of the input budget)"
+        ),
     )
     format: Format = Field(
         "openai",

@@ -2937,7 +2937,7 @@ export interface operations {
                 /** @description the input budget (default: the session's) */
                 max_tokens?: number | null;
                 mode?: ("chat" | "agent" | "run") | null;
-                /** @description tool outputs over this many tokens are sent as previews */
+                /** @description tool outputs over this many tokens are sent as previews (default: the larger of CONTEXTD_TOOL_PREVIEW_TOKENS and 1/16 of the input budget) */
                 preview_limit_tokens?: number | null;
                 /** @description the `prefix_id` of this stream's previous payload: makes `usage.stable_prefix_tokens` exact (without it the previous call is assumed to lack only the newest step) */
                 previous_prefix_id?: string | null;
