@@ -1,29 +1,27 @@
 """Which messages best match a query, and their order.
 
-Ranking is by the query's rarer terms, the way a person reads a query: in "what
-did the test say about HXDUBJ" the identifier is what matters, and the words are
-in every other message. Each term (a word, an identifier, a CJK run:
-app/index/lexemes.py) weighs `log(1 + messages / matches)`, an inverse document
-frequency, an identifier's three times. The candidates are the messages matching
-any selective term (one matching fewer than COMMON of the session's messages),
-each scored by the weights of the terms it matches, newest first among equals; the
-best are then checked for the query's literal text. A query whose every term is
-common scores the recent messages holding the rarest of them.
+Ranking is by the query's rarer terms, the way a person reads a query: in "what did the test say
+about HXDUBJ" the identifier is what matters, and the words are in every other message. Each
+term (a word, an identifier, a CJK run: app/index/lexemes.py) weighs `log(1 + messages /
+matches)`, an inverse document frequency, an identifier's three times. The candidates are the
+messages matching any selective term (one matching fewer than COMMON of the session's messages),
+each scored by the weights of the terms it matches, newest first among equals; the best are then
+checked for the query's literal text. A query whose every term is common scores the recent
+messages holding the rarest of them.
 
-What a search costs is what it reads to learn how common each term is, and to
-find its candidates. Through the GIN index (app/search/repository.py) a term costs
-a read of all its matches in the session: nothing for a code, tens of thousands of
-entries for "the" in a long session. A phrase (a run of Chinese) costs more: the
-index knows no positions, so every message holding all its parts is read and
-checked. Hence:
+What a search costs is what it reads to learn how common each term is, and to find its
+candidates. Through the GIN index (app/search/repository.py) a term costs a read of all its
+matches in the session: nothing for a code, tens of thousands of entries for "the" in a long
+session. A phrase (a run of Chinese) costs more: the index knows no positions, so every message
+holding all its parts is read and checked. Hence:
 
-- the newest SAMPLE messages are read first, by primary key, and each term matched
-  against them in memory: a term found often there is common, its count estimated
-  from the sample, and it is never looked up in the index;
-- an identifier of several parts by its whole lexeme or the AND of its parts, the
-  messages holding the parts but not the whole lexeme each confirmed (`Term.needle`);
-- a phrase or a prefix is first matched against the newest WINDOW messages; only
-  one rare there goes to the index, which reads its newest holders with the count.
+- the newest SAMPLE messages are read first, by primary key, and each term matched against them
+  in memory: a term found often there is common, its count estimated from the sample, and it is
+  never looked up in the index;
+- an identifier of several parts by its whole lexeme or the AND of its parts, the messages
+  holding the parts but not the whole lexeme each confirmed (`Term.needle`);
+- a phrase or a prefix is first matched against the newest WINDOW messages; only one rare there
+  goes to the index, which reads its newest holders with the count.
 A session no longer than the sample is counted exactly by it.
 """
 
@@ -35,6 +33,7 @@ from typing import Any
 
 from app.db.database import Driver
 from app.index.lexemes import MAX_TERMS, Term, in_session
+from app.search import as_written
 from app.search import repository as repo
 from app.search.forms import (
     Counted,
@@ -169,17 +168,10 @@ async def _counts(
                 continue
             found = await lookup(lookups, newest)
             # Held apart by many and whole by none: read as the phrase of its parts was.
-            found |= await lookup(
-                {
-                    ("rest", i): (
-                        terms[i].rest,
-                        (terms[i].strict, terms[i].needle, terms[i].literal),
-                    )
-                    for i in best
-                    if scattered(i) and not found["whole", i]
-                },
-                newest,
-            )
+            found |= await lookup({
+                ("rest", i): (terms[i].rest, (terms[i].strict, terms[i].needle, terms[i].literal))
+                for i in best if scattered(i) and not found["whole", i]
+            }, newest)  # fmt: skip
             for i in part:
                 seqs = found.get(("form", i), [])
                 if i in best:
@@ -284,6 +276,8 @@ async def rank(
             conn, tenant, sid, scored, weighted, exact_texts, literal_weight, limit
         )
 
+    # The one identifier queried, as written, above its parts (app/search/as_written.py).
+    exact = as_written.Exact(conn, tenant, sid, q, terms, top, roles, limit, finish)
     selective = [i for i in present if counted[i].seqs is not None]
     if selective:
         # The messages holding the selective terms, scored by those terms; the best then
@@ -307,7 +301,8 @@ async def rank(
             real = [r for r in [*rows, *rest] if not r["echo"]]
             real.sort(key=lambda r: (-r["score"], -r["seq"]))
             rows = [*real, *(r for r in rows if r["echo"])][:limit]
-        return Ranked(rows, found)
+        every = len(candidates) <= RESCORED
+        return Ranked(await exact.above(rows, candidates[:RESCORED], every=every), found)
     # Every term is common: through the index, any of them would cost a read of all its
     # matches. The recent messages holding the rarest are scored instead, read by primary
     # key: those holding all the terms come first, newest first among equals.
@@ -337,7 +332,8 @@ async def rank(
             roles,
             RESCORED,
         )
-        return Ranked(await finish([(seq, None) for seq in newest]), found)
+        first: list[tuple[int, float | None]] = [(seq, None) for seq in newest]
+        return Ranked(await exact.above(await finish(first), first), found)
     if window is not None:
         scored = [row for row in window.rows if row[1] >> rarest & 1]
     else:
@@ -396,5 +392,6 @@ async def rank(
         below = min(seq for seq, _ in chosen)
         more = await older(below, limit - others, term, index_reads(forms[term]))
         if more:
-            rows = await finish(chosen + more)
-    return Ranked(rows, found)
+            chosen = chosen + more
+            rows = await finish(chosen)
+    return Ranked(await exact.above(rows, chosen), found)
