@@ -100,3 +100,32 @@ async def test_a_requested_compaction_is_taken_up_at_once(
     assert done["status"] == "success", done
     body = await context(cclient, sid, bodies[-1])
     assert body["summary"]["through_seq"] == int(done["watermark_after"]) > watermark
+
+
+async def test_a_revert_while_waiting_serves_the_restored_summary(
+    cclient: httpx.AsyncClient, sid: str
+) -> None:
+    bodies, i, watermark = await run_until_waiting(cclient, sid)
+    older = bodies[-1]["summary"]["through_seq"]
+    job = (await state(cclient, sid))["jobs"][0]
+    r = await cclient.post(f"/sessions/{sid}/compaction/{job['job_id']}/revert", json={})
+    assert r.status_code == 200, r.text
+    assert int((await state(cclient, sid))["last_compaction_seq"]) == older < watermark
+    # A revert drops every stream's layout (a new generation): the payload is made again,
+    # under the summary the revert restored, with the newest steps whole.
+    await append(cclient, sid, step(i))
+    body = await context(cclient, sid, bodies[-1])
+    assert body["summary"]["through_seq"] == older
+    assert body["kept_seqs"][-2:] == [2 * i + 2, 2 * i + 3]
+    decided = {d["seq"]: d["action"] for d in body["decisions"]}
+    assert decided[2 * i + 3] == "kept"
+
+
+async def test_strategies_that_do_not_backfill_take_up_the_summary_at_once(
+    cclient: httpx.AsyncClient, sid: str
+) -> None:
+    _, _, watermark = await run_until_waiting(cclient, sid)
+    for strategy in ("summary", "sliding_window"):
+        r = await cclient.get(f"/sessions/{sid}/context", params={"strategy": strategy})
+        assert r.status_code == 200, r.text
+        assert r.json()["summary"]["through_seq"] == watermark, strategy
