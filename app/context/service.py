@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -95,10 +96,9 @@ async def build(
         # An automatic compaction's summary waits for the stream's next trim.
         earlier = await summary_switch.earlier_row(db, row, stored)
         if earlier is not None:
-            try:
+            # NoSelection: it no longer holds or fits, and the new summary comes now.
+            with contextlib.suppress(NoSelection):
                 made = await make(earlier, stored, replay_only=True)
-            except NoSelection:
-                made = None
     if made is None:
         in_force = stored if stored is not None and stored.holds_for(row) else None
         made = await make(row, in_force or Layout.untrimmed(row))

@@ -62,19 +62,19 @@ def _session_of(record: Sequence[Any]) -> SessionRow:
     only reads the row, so it is filled as the ORM fills a loaded one. The columns
     it does not read raise as `defer(..., raiseload=True)` made them.
     """
+    return _filled(dict(zip(_SESSION_KEYS, record, strict=True)))
+
+
+def _filled(columns: dict[str, Any]) -> SessionRow:
     row: SessionRow = _NEW_SESSION()
-    row.__dict__.update(zip(_SESSION_KEYS, record, strict=True))
+    row.__dict__.update(columns)
     instance_state(row).callables = dict(_RAISE_NOT_READ)
     return row
 
 
 def with_state(row: SessionRow, state: dict[str, Any]) -> SessionRow:
     """A transient copy of a payload's row with some of its columns replaced."""
-    copy: SessionRow = _NEW_SESSION()
-    copy.__dict__.update((k, row.__dict__[k]) for k in _SESSION_KEYS)
-    copy.__dict__.update(state)
-    instance_state(copy).callables = dict(_RAISE_NOT_READ)
-    return copy
+    return _filled({**{k: row.__dict__[k] for k in _SESSION_KEYS}, **state})
 
 
 async def payload_session(
