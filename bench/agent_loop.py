@@ -584,6 +584,12 @@ class Tally:
     trim_calls: int = 0
     trim_input: int = 0
     trim_stable: int = 0
+    # The input of trimming calls not served from the previous payload's prefix, by why:
+    # the payload only grew (what the log appended), a trim changed it, or it took up a
+    # summary a compaction stored since (a trim then too, in one re-send).
+    resent_grown: int = 0
+    resent_trim: int = 0
+    resent_summary: int = 0
     ids_needed: int = 0
     ids_held: int = 0
     # Of the identifiers missed: found by the search endpoint among the top 3 hits, and
@@ -659,9 +665,11 @@ def measure(
     held: Mapping[int, int],
     stream: Stream,
     whole: Set[int] | None = None,
+    new_summary: bool = False,
 ) -> tuple[int, int | None]:
     """Add one payload (`counts`: tokens of each of its messages) to `t`; update `stream`.
-    `whole`: the history messages it sends as logged (default: every one it holds).
+    `whole`: the history messages it sends as logged (default: every one it holds);
+    `new_summary`: it holds a summary other than the previous payload's.
     Returns what the payload shares with the previous one (`shared`)."""
     tokens = sum(counts) + PRIMING
     previous = stream.payload
@@ -683,6 +691,12 @@ def measure(
     t.trim_calls += 1
     t.trim_input += tokens
     t.trim_stable += stable
+    if new_summary:
+        t.resent_summary += tokens - stable
+    elif first_changed is None:
+        t.resent_grown += tokens - stable
+    else:
+        t.resent_trim += tokens - stable
     t.ids_needed += len(call.ids)
     t.ids_held += grounded(call.ids, payload)
     t.recent += recent_tokens(call.upto, held)
@@ -983,7 +997,9 @@ async def run_entry(
                     counts = [tokens(m) for m in payload]
                     t = totals.tally(key)
                     sent = whole_by_seq(case, got)
-                    compared = measure(t, call, payload, counts, held, stream, sent)
+                    through = got["summary"]["through_seq"] if got["summary"]["included"] else None
+                    new_summary = through is not None and through != stream.summary_through
+                    compared = measure(t, call, payload, counts, held, stream, sent, new_summary)
                     missing = locate_misses(t, call, history, payload, held)
                     await search_misses(t, key, upto, missing)
                     if args.calls is not None:
@@ -1134,10 +1150,18 @@ def recall_table(
     return markdown_table(headers, rows)
 
 
+def resent(t: Tally) -> str:
+    """Where the input not served from the previous prefix went, as shares of the input of
+    trimming calls: what the stable prefix misses of 100%, split by why."""
+    parts = (t.resent_grown, t.resent_trim, t.resent_summary)
+    return " / ".join(f"{100 * n / t.trim_input:.1f}%" for n in parts)
+
+
 def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
     """The default strategy against issue 37's targets, per half (docs/agent-loop.md)."""
     headers = ("sessions", "budget", "half", "grounding (naive)", "stable, trimming",
-               "cost (naive)", "re-reads (naive)", "targets met")  # fmt: skip
+               "re-sent: grown / trims / new summary", "cost (naive)", "re-reads (naive)",
+               "targets met")  # fmt: skip
     rows = []
     for group in ("dataset (all)", "long agent runs"):
         for budget in sorted({k[3] for k in tallies if k[2] == group}):
@@ -1160,7 +1184,8 @@ def targets(tallies: Mapping[Key, Tally], mode: str) -> str:
                     failed.append("cost")
                 rows.append(
                     (group, f"{budget:,}", half, f"{100 * g:.1f}% ({100 * gn:.1f}%)",
-                     f"{100 * st:.1f}%", f"{c:.2f} ({cn:.2f})", f"{ours.rereads} ({naive.rereads})",
+                     f"{100 * st:.1f}%", resent(ours), f"{c:.2f} ({cn:.2f})",
+                     f"{ours.rereads} ({naive.rereads})",
                      "yes" if not failed else "no: " + ", ".join(failed))
                 )  # fmt: skip
     return markdown_table(headers, rows)

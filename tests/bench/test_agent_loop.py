@@ -210,6 +210,31 @@ def test_measure_compares_consecutive_payloads_and_counts_the_trimming_calls() -
     assert t.trim_input == sum(COUNTER.count_message(m) for m in stream.payload or []) + PRIMING
 
 
+def test_the_input_not_served_from_the_prefix_is_split_by_why() -> None:
+    case = _case()
+    user, step, other = (
+        {"role": "user", "content": "Fix the parser."},
+        {"role": "assistant", "content": "Reading src/parser.py now."},
+        {"role": "assistant", "content": "Summary: the parser was fixed."},
+    )
+    t, stream = Tally(), Stream()
+    call = Call(case, 10, 100_000, True, [], None)
+    # Grown (appended only), then changed after the head (a trim), then a new summary.
+    for payload, new_summary in (
+        ([user], False),
+        ([user, step], False),
+        ([user, other, step], False),
+        ([other, step], True),
+    ):
+        counts = [COUNTER.count_message(m) for m in payload]
+        measure(t, call, payload, counts, {}, stream, None, new_summary)
+    n = {id(m): COUNTER.count_message(m) for m in (user, step, other)}
+    assert t.resent_grown == n[id(user)] + PRIMING + n[id(step)] + PRIMING
+    assert t.resent_trim == n[id(other)] + n[id(step)] + PRIMING
+    assert t.resent_summary == n[id(other)] + n[id(step)] + PRIMING
+    assert t.resent_grown + t.resent_trim + t.resent_summary == t.trim_input - t.trim_stable
+
+
 def test_shared_counts_the_leading_messages_and_names_the_first_that_differs() -> None:
     a, b, c = ({"role": "user", "content": x} for x in "abc")
     assert shared(None, [a], [3]) == (0, None)  # the first payload of a stream
