@@ -261,23 +261,26 @@ class History:
         self.system = case.system or ""
 
     def last_said(self, value: str, upto: int) -> int | None:
-        """The index of the newest message before `upto` whose text holds `value`."""
+        """The index of the newest message before `upto` whose text holds `value` on
+        identifier boundaries."""
         if upto <= 0:
             return None
         end = self.ends[upto - 1]
         at = self.text.rfind(value, 0, end)
         while at != -1:
             i = bisect.bisect_left(self.ends, at)
-            if at + len(value) <= self.ends[i]:  # not across two messages' texts
+            # Not across two messages' texts, and not inside a longer token.
+            if at + len(value) <= self.ends[i] and on_edges(value, self.text, at):
                 return i
             at = self.text.rfind(value, 0, at + len(value) - 1)
         return None
 
     def said_before(self, value: str, upto: int) -> bool:
+        """Whether a message before call `upto` says `value` on identifier boundaries
+        (`as_identifier`): `240` inside `1240,1260p` was not told by the history."""
         if upto <= 0:
             return False
-        at = self.text.find(value)
-        return at != -1 and at + len(value) <= self.ends[upto - 1]
+        return as_identifier(value, self.text, self.ends[upto - 1])
 
 
 # Runs of Chinese characters (Han), where a Chinese dialogue's names are.
@@ -320,11 +323,11 @@ def needed(
 
 
 def grounded(ids: Sequence[str], payload: Sequence[Mapping[str, Any]]) -> int:
-    """How many of `ids` occur in the payload's text."""
+    """How many of `ids` the payload's text holds on identifier boundaries."""
     if not ids:
         return 0
     text = payload_text(payload)
-    return sum(v in text for v in ids)
+    return sum(as_identifier(v, text) for v in ids)
 
 
 def recent_tokens(upto: int, held: Mapping[int, int]) -> int:
@@ -481,7 +484,7 @@ def locate_misses(
     if not call.trimming or not call.ids:
         return []
     text = payload_text(payload)
-    missing = [v for v in call.ids if v not in text]
+    missing = [v for v in call.ids if not as_identifier(v, text)]
     for value in missing:
         at = history.last_said(value, call.upto)
         if at is not None and at in held:
@@ -507,21 +510,30 @@ def _edge(before: str, after: str) -> bool:
     )
 
 
-def as_identifier(value: str, text: str) -> bool:
-    """Whether `text` holds `value` on identifier boundaries (not `240` inside `1240`,
-    nor `x/s` inside `sandbox/sunpy`): what the search is to find (SPEC §3 "Recall").
-    A JSON escape (`\\n`) before it is an edge, as in tool-call arguments. Chinese has
-    no edges inside a run: a piece of one is found wherever it is (SPEC §3, any language)."""
+def as_identifier(value: str, text: str, stop: int | None = None) -> bool:
+    """Whether `text` (up to `stop`) holds `value` on identifier boundaries (not `240`
+    inside `1240`, nor `x/s` inside `sandbox/sunpy`): what the search is to find (SPEC §3
+    "Recall"), and what a history or a payload tells the next step. A JSON escape (`\\n`)
+    before it is an edge, as in tool-call arguments. Chinese has no edges inside a run: a
+    piece of one is found wherever it is (SPEC §3, any language)."""
+    stop = len(text) if stop is None else stop
     if _HAN_RUN.fullmatch(value):
-        return value in text
-    at = text.find(value)
+        return text.find(value, 0, stop) != -1
+    at = text.find(value, 0, stop)
     while at != -1:
-        end = at + len(value)
-        starts = at == 0 or _edge(text[at - 1], value[0]) or text[at - 2 : at] in _ESCAPES
-        if starts and (end == len(text) or _edge(value[-1], text[end])):
+        if on_edges(value, text, at):
             return True
-        at = text.find(value, at + 1)
+        at = text.find(value, at + 1, stop)
     return False
+
+
+def on_edges(value: str, text: str, at: int) -> bool:
+    """Whether `value`, found in `text` at `at`, is on identifier boundaries there."""
+    if _HAN_RUN.fullmatch(value):
+        return True
+    end = at + len(value)
+    starts = at == 0 or _edge(text[at - 1], value[0]) or text[at - 2 : at] in _ESCAPES
+    return starts and (end == len(text) or _edge(value[-1], text[end]))
 
 
 class Recall:
@@ -736,6 +748,7 @@ def write_misses(
     out: Any,
     key: Key,
     call: Call,
+    history: History,
     payload: Sequence[Mapping[str, Any]],
     got: Mapping[str, Any],
     recall: Recall | None = None,
@@ -748,11 +761,10 @@ def write_misses(
     text = payload_text(payload)
     kept = dict(zip(got["kept_seqs"], payload[len(payload) - len(got["kept_seqs"]) :], strict=True))
     for value in call.ids:
-        if value in text:
+        if as_identifier(value, text):
             continue
-        at = next(
-            i for i in range(call.upto - 1, -1, -1) if value in message_text(call.case.messages[i])
-        )
+        at = history.last_said(value, call.upto)
+        assert at is not None  # `needed` took only what the history said
         sent = kept.get(at + 1)
         how = "dropped" if sent is None else "whole" if sent == call.case.messages[at] else "shrunk"
         record = {
@@ -1008,7 +1020,9 @@ async def run_entry(
                     if got["summary"]["included"]:
                         stream.summary_through = got["summary"]["through_seq"]
                     if args.misses is not None and call.trimming:
-                        write_misses(args.misses, key, call, payload, got, recall, entry.lang)
+                        write_misses(
+                            args.misses, key, call, history, payload, got, recall, entry.lang
+                        )
             for method in BASELINES:
                 trimmed = (
                     run_langchain(case, upto, budget)

@@ -120,6 +120,19 @@ def test_the_next_step_needs_what_only_the_history_said() -> None:
     assert needed(history, 6, case.messages[6]) == ["HXDUBJ", "src/shop/export.py"]
 
 
+def test_what_the_history_holds_only_inside_longer_tokens_it_did_not_tell() -> None:
+    case = _case()
+    case.messages[2] = {**case.messages[2], "content": "sed -n 1240,1260p src/shop/export.pyc"}
+    history = History(case)
+    step = {"role": "assistant", "content": "Now lines 240 to 260 of src/shop/export.py."}
+    # `240` and `260` are inside `1240,1260p`, the path inside `export.pyc`.
+    assert needed(history, 3, step) == []
+    assert history.last_said("1240", 3) == 2 and history.last_said("240", 3) is None
+    # A payload holding them only inside longer tokens does not ground them either.
+    assert grounded(["240", "src/shop/export.py"], case.messages[:3]) == 0
+    assert grounded(["1240", "1260p"], case.messages[:3]) == 2
+
+
 def test_grounding_of_a_payload_without_the_file_the_next_step_opens_is_below_one() -> None:
     case = _case()
     ids = needed(History(case), 3, case.messages[3])
@@ -134,14 +147,15 @@ def test_grounding_of_a_payload_without_the_file_the_next_step_opens_is_below_on
 
 def test_misses_name_the_message_that_said_it_and_how_it_was_sent() -> None:
     case = _case()
-    ids = needed(History(case), 3, case.messages[3])
+    history = History(case)
+    ids = needed(history, 3, case.messages[3])
     call = Call(case, 3, 8_000, True, ids, 0)
     system = {"role": "system", "content": SYSTEM}
     preview = {**case.messages[2], "content": "[tool output preview: ...]"}
     out = io.StringIO()
     # seqs are 1-based: the tool output (index 2) sent as a preview, index 1 whole.
     got = {"kept_seqs": [1, 2, 3]}
-    write_misses(out, ("off", "tuning", "agent traces", 8_000, "key_messages"), call,
+    write_misses(out, ("off", "tuning", "agent traces", 8_000, "key_messages"), call, history,
                  [system, *case.messages[:2], preview], got)  # fmt: skip
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     # Both were said only by the grep output, which the payload sent as a preview.
@@ -150,11 +164,11 @@ def test_misses_name_the_message_that_said_it_and_how_it_was_sent() -> None:
         ("src/shop/export.py", 2, 1, "tool", "shrunk"),
     ]
     whole = io.StringIO()
-    write_misses(whole, ("off", "tuning", "agent traces", 8_000, "key_messages"), call,
+    write_misses(whole, ("off", "tuning", "agent traces", 8_000, "key_messages"), call, history,
                  [system, *case.messages[:3]], got)  # fmt: skip
     assert whole.getvalue() == ""
     dropped = io.StringIO()
-    write_misses(dropped, ("off", "tuning", "agent traces", 8_000, "key_messages"), call,
+    write_misses(dropped, ("off", "tuning", "agent traces", 8_000, "key_messages"), call, history,
                  [system, case.messages[0]], {"kept_seqs": [1]})  # fmt: skip
     assert {json.loads(line)["sent"] for line in dropped.getvalue().splitlines()} == {"dropped"}
 
