@@ -101,8 +101,10 @@ async def test_each_failure_maps_to_its_error_class(
     llm: FakeLLM, answer: str | Raw, error: type[ModelError]
 ) -> None:
     llm.script(answer)
+    # "timeout" never answers, so any limit ends in ModelTimeout: a short one, not the
+    # default that keeps busy machines from timing out calls that do answer.
     with pytest.raises(error) as info:
-        await _complete(_client(llm))
+        await _complete(_client(llm), timeout_s=3 if answer == "timeout" else 30)
     assert type(info.value) is error and info.value.code == error.code != ModelError.code
     assert KEY not in str(info.value)
     if isinstance(info.value, ModelHTTPError):
