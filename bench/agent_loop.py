@@ -726,7 +726,7 @@ def write_call(
     counts: Sequence[int],
     compared: tuple[int, int | None],
     got: Mapping[str, Any],
-    summary_before: int | None,
+    new_summary: bool,
 ) -> None:
     """One JSON line per contextd payload: its input tokens, what it shared with the
     previous payload of its stream and the index of the first message that differed,
@@ -739,7 +739,7 @@ def write_call(
         "input": sum(counts) + PRIMING, "stable": compared[0], "first_changed": compared[1],
         "messages": len(counts), "summary_tokens": got["usage"]["breakdown"]["summary"],
         "summary_through": summary,
-        "summary_changed": summary is not None and summary != summary_before,
+        "summary_changed": new_summary,
     }  # fmt: skip
     out.write(json.dumps(record) + "\n")
 
@@ -1015,8 +1015,7 @@ async def run_entry(
                     missing = locate_misses(t, call, history, payload, held)
                     await search_misses(t, key, upto, missing)
                     if args.calls is not None:
-                        before = stream.summary_through
-                        write_call(args.calls, key, call, counts, compared, got, before)
+                        write_call(args.calls, key, call, counts, compared, got, new_summary)
                     if got["summary"]["included"]:
                         stream.summary_through = got["summary"]["through_seq"]
                     if args.misses is not None and call.trimming:
